@@ -1,0 +1,122 @@
+# rehearse — build, test, bench, demo.
+#   make            build ./rehearse (installs missing Debian packages first)
+#   make test       build and run every CUnit suite (SUITE=name runs one)
+#   make bench      run the benchmarks; table on stdout, JSON in reports/bench/
+#   make demo       the main job: calibrate, record, validate, experiments, report
+#   make fuzz       run every libFuzzer target FUZZ_SECONDS each
+#   make install    PREFIX=/usr/local
+#   WERROR=1 adds -Werror (CI); SAN=1 builds with ASan+UBSan into build-san/.
+
+PREFIX   ?= /usr/local
+CC       ?= cc
+OPT      ?= -O2
+SAN      ?=
+WERROR   ?=
+PKGS      = lua5.4 libzstd cunit openblas libmicrohttpd jansson libxxhash libcurl
+
+ifeq ($(SAN),1)
+BUILD    ?= build-san
+SANFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT       = -O1
+else
+BUILD    ?= build
+SANFLAGS  =
+endif
+
+# Recursive (=) so pkg-config runs only after `deps` has installed it.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+CFLAGS_ALL = -std=c11 $(OPT) -g -Wall -Wextra $(if $(WERROR),-Werror) -D_GNU_SOURCE \
+             -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+
+LIB_DIRS = util traces engine/core engine/model engine/spec engine/serve engine/record \
+           kernels/cpu kernels/calibrate sim
+LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB      = $(BUILD)/librehearse.a
+
+TEST_SRCS   = $(wildcard tests/test_*.c)
+TEST_OBJS   = $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/main.o $(BUILD)/obj/tests/testutil.o
+TEST_BIN    = $(BUILD)/run_tests
+BENCH_SRCS  = $(wildcard tests/bench/bench_*.c)
+BENCH_BINS  = $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
+FUZZ_SRCS   = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BUILD  = build-fuzz
+FUZZ_BINS   = $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_SECONDS ?= 10
+
+BIN = rehearse
+ifeq ($(SAN),1)
+BIN = $(BUILD)/rehearse
+endif
+
+.PHONY: all deps test bench demo fuzz install clean check-deps
+all: $(BIN)
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/rehearse.o $(LIB)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+# The suite list is generated from the test file names: tests/test_foo.c
+# defines `void register_test_foo(void)`.
+$(BUILD)/suites.h: $(TEST_SRCS) | deps
+	@mkdir -p $(dir $@)
+	@for f in $(TEST_SRCS); do n=$$(basename $$f .c); echo "SUITE($$n)"; done > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/tests/main.o: $(BUILD)/suites.h
+$(BUILD)/obj/tests/main.o: CFLAGS_ALL += -I$(BUILD)
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+test: $(TEST_BIN) $(BIN)
+	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
+
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+bench: $(BENCH_BINS) $(BIN)
+	@mkdir -p reports/bench
+	@set -e; for b in $(BENCH_BINS); do \
+	  case "$$b" in *$(BENCH)*) REHEARSE_BIN=$(abspath $(BIN)) $$b ;; esac; done
+
+demo: $(BIN)
+	scripts/demo.sh
+
+# libFuzzer targets: the library rebuilt with clang and sanitizers.
+FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
+$(FUZZ_BUILD)/obj/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c $< -o $@
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -lpthread
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
+	  mkdir -p tests/fuzz/corpus/$$n $(FUZZ_BUILD)/found/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/found/$$n/ \
+	      $(FUZZ_BUILD)/found/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/$$n.log \
+	    || { tail -n 40 $(FUZZ_BUILD)/$$n.log; exit 1; }; \
+	  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)' $(FUZZ_BUILD)/$$n.log | tail -n 1; done
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/rehearse
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/rehearse
+	cp -r scripts $(DESTDIR)$(PREFIX)/share/rehearse/
+
+clean:
+	rm -rf build build-san build-fuzz rehearse
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

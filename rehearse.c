@@ -1,0 +1,42 @@
+/* rehearse.c — the table of subcommands, git-style. Nothing else lives here:
+ * each subcommand's flags, help and exit codes are in the module it drives. */
+#include <stdio.h>
+#include <string.h>
+
+#include "traces/cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*main)(int argc, char **argv);   /* argv[0] is the subcommand name */
+    const char *summary;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rehearse COMMAND [ARGS...]   (rehearse COMMAND --help for its flags)\n\n"
+               "A dress rehearsal for LLM serving: a real engine that records, a simulator\n"
+               "that replays traces through the same scheduler, and comparison plots.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "rehearse: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 1;
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build needs, when any is missing.
+# As root: apt-get installs them. Otherwise: prints the exact apt-get line and
+# exits 1, so `make` stops before a confusing compiler error.
+# Usage: scripts/deps.sh [--check]   (--check: report only, never install)
+set -u
+pkgs=(build-essential pkg-config liblua5.4-dev libzstd-dev zstd libcunit1-dev libopenblas-dev
+      libmicrohttpd-dev libjansson-dev libxxhash-dev libcurl4-openssl-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "${1:-}" = "--check" ]; then
+  echo "deps: missing: ${missing[*]}" >&2; exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: missing Debian packages: ${missing[*]}" >&2
+  echo "deps: run as root:  $line" >&2
+  exit 1
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/rehearse-deps.log 2>&1; then
+  apt-get update >>/tmp/rehearse-deps.log 2>&1
+  apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/rehearse-deps.log 2>&1 || {
+    echo "deps: apt-get failed; see /tmp/rehearse-deps.log" >&2; tail -n 20 /tmp/rehearse-deps.log >&2; exit 1; }
+fi
+echo "deps: done" >&2

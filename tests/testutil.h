@@ -1,0 +1,23 @@
+/* testutil.h — small helpers shared by the CUnit suites. */
+#ifndef RH_TESTUTIL_H
+#define RH_TESTUTIL_H
+
+#include <stddef.h>
+
+/* Directory of the shared real traces (REHEARSE_SHARED_TRACES, else
+ * ../shared/traces), or NULL after printing why the caller skips. */
+const char *tu_shared_traces(const char *why_needed);
+/* Full path of a shared trace file, or NULL (printed skip) when absent. */
+const char *tu_shared_file(const char *name, char *buf, size_t n);
+/* A fresh path under build/tmp/ for this test (the file is not created). */
+const char *tu_tmp_path(const char *name, char *buf, size_t n);
+/* Path of the rehearse binary (REHEARSE_BIN, else ./rehearse). */
+const char *tu_bin(void);
+/* Runs a shell command, capturing stdout+stderr into out (NUL-terminated,
+ * truncated); returns the exit status, or -1 if it could not run. */
+int tu_run(const char *cmd, char *out, size_t n);
+/* Writes a file; 0 on success. */
+int tu_write_file(const char *path, const void *data, size_t n);
+int tu_file_exists(const char *path);
+
+#endif

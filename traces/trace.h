@@ -1,0 +1,169 @@
+/* trace.h — the trace file: what the engine records and the simulator reads.
+ *
+ * A trace is a header (format version, block size, model, hardware, config as
+ * key/values) followed by a stream of records of two kinds, in any order:
+ *   - requests: arrival, input and output lengths, prefix block hashes, session;
+ *     when measured (a recorded or simulated run): TTFT, E2E, every output
+ *     token's time, cached tokens, speculative counts, finish reason;
+ *   - steps: one scheduler step of an engine or simulator run.
+ * On disk it is binary, versioned and zstd-compressed (traces/FORMAT.md),
+ * written and read as a stream in constant memory whatever the file size.
+ * Times are seconds: arrivals and step starts from the trace start, token
+ * times from the request's own arrival. */
+#ifndef RH_TRACE_H
+#define RH_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define TR_FORMAT_VERSION 1
+#define TR_MAGIC "RHTRACE1"            /* 8 bytes at offset 0 */
+
+enum tr_kind { TR_NONE = 0, TR_REQUEST = 1, TR_STEP = 2 };
+
+enum tr_finish {
+    TR_FINISH_NONE = 0,    /* not measured, or still running when the trace ended */
+    TR_FINISH_LENGTH = 1,  /* reached its output length (max_tokens / ignore_eos) */
+    TR_FINISH_STOP = 2,    /* EOS or a stop string */
+    TR_FINISH_ABORT = 3,   /* client went away, or the server stopped */
+    TR_FINISH_ERROR = 4,   /* rejected or failed */
+};
+
+/* tr_request.flags */
+#define TR_REQ_MEASURED 0x1u   /* ttft, e2e and token times hold a run's results */
+#define TR_REQ_FAILED   0x2u   /* the source marked it failed (e.g. BurstGPT 0 response tokens) */
+
+typedef struct tr_request {
+    uint64_t id;
+    double arrival;             /* s from trace start */
+    uint32_t input_len;         /* prompt tokens */
+    uint32_t output_len;        /* output tokens (target, or produced when measured) */
+    uint64_t session_id;        /* 0: not part of a session */
+    uint32_t turn;              /* 0-based turn within the session */
+    uint32_t flags;             /* TR_REQ_* */
+    uint32_t n_hashes;          /* prefix block hashes, one per block_size prompt tokens */
+    const uint64_t *hashes;
+    /* measured (flags & TR_REQ_MEASURED) */
+    double ttft;                /* s from arrival to the first output token */
+    double e2e;                 /* s from arrival to the last output token */
+    uint32_t cached_tokens;     /* prompt tokens served from the prefix cache */
+    uint32_t spec_proposed;     /* draft tokens proposed over the request's life */
+    uint32_t spec_accepted;     /* draft tokens accepted */
+    uint32_t retractions;       /* times it was retracted and recomputed */
+    uint8_t finish;             /* enum tr_finish */
+    uint32_t n_times;           /* 0, or output_len: each token's time */
+    const double *token_times;  /* s from arrival, ascending */
+} tr_request;
+
+/* tr_step.flags */
+#define TR_STEP_SCHED_HIDDEN 0x1u  /* scheduling overlapped the previous step's compute */
+
+/* One scheduler step. "context" is the number of tokens already in the KV
+ * cache for a sequence before this step. */
+typedef struct tr_step {
+    uint64_t index;
+    double start;               /* s from trace start */
+    double duration;            /* s, measured or from the cost model */
+    uint32_t prefill_tokens;    /* new prompt tokens computed (all prefill chunks) */
+    uint32_t prefill_seqs;      /* sequences with a prefill chunk */
+    uint32_t decode_seqs;       /* sequences decoding */
+    uint32_t decode_tokens;     /* tokens computed for decodes: 1 + draft slots each */
+    uint64_t prefill_context;   /* sum over prefill chunks of their context */
+    uint64_t prefill_attn;      /* sum over prefill chunks of new * (context + new) */
+    uint64_t decode_context;    /* sum over decodes of their context */
+    uint32_t spec_proposed;     /* draft tokens verified this step */
+    uint32_t spec_accepted;     /* of which accepted */
+    uint32_t pages_used;        /* pages held by requests or the prefix cache after the step */
+    uint32_t pages_total;
+    uint32_t waiting;           /* queue lengths when the step was formed */
+    uint32_t running;
+    uint32_t retractions;       /* requests retracted while forming this step */
+    uint32_t finished;          /* requests that finished at the end of this step */
+    double sched_time;          /* s of CPU spent forming the batch (engine), 0 in the simulator */
+    uint32_t flags;             /* TR_STEP_* */
+} tr_step;
+
+typedef struct tr_record {
+    int kind;                   /* enum tr_kind */
+    union {
+        tr_request req;
+        tr_step step;
+    };
+} tr_record;
+
+/* Header: a few typed fields plus free key/values (config knobs, source file). */
+typedef struct tr_kv {
+    char *key, *value;
+} tr_kv;
+
+typedef struct tr_header {
+    uint32_t version;           /* TR_FORMAT_VERSION when written by us */
+    uint32_t block_size;        /* tokens per block hash; 0: no hashes */
+    char *model;                /* "" when unknown */
+    char *hardware;
+    uint32_t n_kv;
+    tr_kv *kv;
+} tr_header;
+
+void tr_header_init(tr_header *h);                  /* empty strings, version, no kv */
+void tr_header_free(tr_header *h);
+int tr_header_copy(tr_header *dst, const tr_header *src);
+int tr_header_set_model(tr_header *h, const char *model);
+int tr_header_set_hardware(tr_header *h, const char *hw);
+int tr_header_set(tr_header *h, const char *key, const char *value);   /* replaces */
+const char *tr_header_get(const tr_header *h, const char *key);        /* NULL if absent */
+
+/* ---- streaming writer ----
+ * By default the writer writes PATH.tmp and renames it to PATH on close, so a
+ * failed run never leaves a half-written PATH. With TR_WRITE_LIVE it writes
+ * PATH directly and every tr_writer_flush ends a zstd frame, so a process
+ * killed mid-run leaves a file readable up to its last flush. */
+#define TR_WRITE_LIVE 0x1u
+
+typedef struct tr_writer tr_writer;
+
+tr_writer *tr_writer_open(const char *path, const tr_header *h, unsigned flags, rh_err *e);
+int tr_write(tr_writer *w, const tr_record *r, rh_err *e);
+int tr_write_request(tr_writer *w, const tr_request *r, rh_err *e);
+int tr_write_step(tr_writer *w, const tr_step *s, rh_err *e);
+int tr_writer_flush(tr_writer *w, rh_err *e);
+int tr_writer_close(tr_writer *w, rh_err *e);      /* frees w in all cases */
+void tr_writer_abort(tr_writer *w);                /* removes the output, frees w */
+
+/* ---- streaming reader ----
+ * Arrays in a returned record (hashes, token_times) stay valid until the next
+ * call on the same reader. */
+typedef struct tr_reader tr_reader;
+
+tr_reader *tr_reader_open(const char *path, rh_err *e);
+const tr_header *tr_reader_header(const tr_reader *r);
+int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e);   /* 1: a record, 0: end, -1: error */
+/* After tr_reader_next returned 0: 1 if the file ended at a frame boundary
+ * without the end-of-trace marker (a recording cut short), else 0. */
+int tr_reader_truncated(const tr_reader *r);
+uint64_t tr_reader_record_index(const tr_reader *r);           /* 0-based index of the last record */
+void tr_reader_close(tr_reader *r);
+
+/* ---- a whole trace in memory (for the simulator and tests) ---- */
+typedef struct tr_trace {
+    tr_header header;
+    size_t n_requests, n_steps;
+    tr_request *requests;       /* hashes and token_times point into pools owned here */
+    tr_step *steps;
+    uint64_t *hash_pool;
+    double *time_pool;
+    size_t hash_pool_n, time_pool_n;
+    size_t cap_requests, cap_steps, hash_pool_cap, time_pool_cap;
+} tr_trace;
+
+void tr_trace_init(tr_trace *t);
+int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
+/* Copies the record (and its arrays) into the trace. */
+int tr_trace_add_request(tr_trace *t, const tr_request *r, rh_err *e);
+int tr_trace_add_step(tr_trace *t, const tr_step *s, rh_err *e);
+int tr_trace_save(const tr_trace *t, const char *path, rh_err *e);
+void tr_trace_free(tr_trace *t);
+
+#endif
