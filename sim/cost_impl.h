@@ -29,6 +29,17 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e);
  * decodes' mean context times draft_seqs, plus i tokens per sequence. */
 uint64_t cost_draft_context(const cost_batch *b, uint32_t i);
 
+/* Roofline presets from a JSON object (roofline_presets.c). A model object
+ * may be a Hugging Face config.json: unknown keys are ignored there. */
+struct rl_model;
+struct rl_gpu;
+int rl_model_from_json(json_t *o, const cost_src *src, struct rl_model *m, rh_err *e);
+int rl_gpu_from_json(json_t *o, const cost_src *src, struct rl_gpu *g, rh_err *e);
+/* Finds and loads the preset a cost file names in field `key` of category
+ * "models" or "gpus"; messages name the cost file's field or the preset's. */
+int rl_model_resolve(const char *name, const char *key, const cost_src *src, struct rl_model *m, rh_err *e);
+int rl_gpu_resolve(const char *name, const char *key, const cost_src *src, struct rl_gpu *g, rh_err *e);
+
 /* Sets m->path from src (a copy) and the defaults every model shares. */
 int cost_model_init(cost_model *m, const cost_ops *ops, const cost_src *src);
 
