@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/lua_api.h"
+#include "sim/result.h"
 #include "sim/sim.h"
 #include "util/args.h"
 
@@ -19,6 +21,8 @@ static void usage(FILE *f)
                "  --cost FILE               cost model (required)\n"
                "  -o, --output FILE         write the simulated run (requests with times, steps)\n"
                "  --json                    print the summary as JSON (vLLM field names)\n"
+               "  --result FILE             write the whole result as JSON (metrics, time series)\n"
+               "  --per-request             include per-request outcomes in --result\n"
                "  --progress                draw a progress bar even when stderr is not a terminal\n"
                "simulator knobs:\n%s"
                "scheduler knobs:\n%s",
@@ -47,23 +51,27 @@ int sim_main(int argc, char **argv)
     rh_args_init(&a, argc, argv);
     a.i = 1;
     rh_err e = {{0}};
-    const char *cost_path = NULL, *name;
-    int json = 0, concurrency_given = 0;
+    const char *cost_path = NULL, *result_path = NULL, *name;
+    int json = 0, concurrency_given = 0, per_request = 0;
     while ((name = rh_args_next(&a))) {
         const char *v;
         if (!strcmp(name, "json")) {
             json = 1;
         } else if (!strcmp(name, "progress")) {
             cfg.progress = 1;
+        } else if (!strcmp(name, "per-request")) {
+            per_request = 1;
+        } else if (!strcmp(name, "result")) {
+            if (!(result_path = rh_args_value(&a, &e))) goto bad;
         } else if (!strcmp(name, "cost")) {
             if (!(cost_path = rh_args_value(&a, &e))) goto bad;
         } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
             if (!(cfg.out_path = rh_args_value(&a, &e))) goto bad;
         } else {
-            if (!(v = rh_args_value(&a, &e))) {
-                snprintf(e.msg, sizeof e.msg, "unknown flag --%s (see rehearse sim --help)", name);
-                goto bad;
-            }
+            /* A knob given without a value (the next word is another flag, or
+             * none) is a boolean switch: --disable-radix-cache. */
+            if (!a.inline_val && (a.i >= a.argc || !strncmp(a.argv[a.i], "--", 2))) v = "true";
+            else if (!(v = rh_args_value(&a, &e))) goto bad;
             int rc = sim_config_set(&cfg, name, v, &e);
             if (rc < 0) goto bad;
             if (rc == 0) {
@@ -98,6 +106,18 @@ int sim_main(int argc, char **argv)
     tr_trace_free(&t);
     cost_free(cost);
     if (rc < 0) goto bad;
+    if (result_path) {
+        json_t *o = sim_result_to_json(&res, per_request);
+        char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_decref(o);
+        if (!text || rl_write_file_atomic(result_path, text, strlen(text), &e) < 0) {
+            if (!text) rh_fail(&e, "out of memory");
+            free(text);
+            sim_result_free(&res);
+            goto bad;
+        }
+        free(text);
+    }
     if (json) {
         json_t *o = metrics_to_json(&res.summary);
         json_object_set_new(o, "sim_wall_s", json_real(res.wall_s));
