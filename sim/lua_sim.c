@@ -666,6 +666,7 @@ void rl_open(lua_State *L, const rl_options *opt)
     lua_setfield(L, -2, "sweep");
     rl_open_json(L);
     rl_open_trace(L);
+    rl_open_plot(L);
 
     lua_pushvalue(L, -1);
     lua_setglobal(L, "rehearse");
