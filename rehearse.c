@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sim/plot.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -13,6 +14,7 @@ typedef struct subcommand {
 
 static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
+    {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
 };
 
 static void usage(FILE *f)

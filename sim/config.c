@@ -1,0 +1,113 @@
+/* config.c — the simulator's own knobs by CLI name; core knobs pass through
+ * to engine/core so both fronts (CLI and Lua) accept exactly the same names. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sim/sim.h"
+#include "util/args.h"
+
+/* "a_b" and "a-b" name the same knob (Lua keys cannot hold '-'). */
+static void canon(const char *in, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; in[i] && i + 1 < n; i++) out[i] = in[i] == '_' ? '-' : in[i];
+    out[i] = '\0';
+}
+
+/* An accepted-length histogram given as "c0,c1,...,ck" (counts of verifies
+ * that accepted 0, 1, ... k drafts). */
+static int parse_hist(sim_accept_model *a, const char *v, rh_err *e)
+{
+    uint32_t n = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || x < 0 || n >= sizeof a->hist / sizeof a->hist[0])
+            return rh_fail(e, "--speculative-accept-hist: '%s' is not a list of up to 33 non-negative counts", v);
+        a->hist[n++] = x;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return rh_fail(e, "--speculative-accept-hist: unexpected '%c' in '%s'", *p, v);
+    }
+    double total = 0;
+    for (uint32_t i = 0; i < n; i++) total += a->hist[i];
+    if (n == 0 || total <= 0) return rh_fail(e, "--speculative-accept-hist: '%s' holds no counts", v);
+    a->hist_n = n;
+    return 0;
+}
+
+static int set_slo(double *slot, const char *flag, const char *v, rh_err *e)
+{
+    double d;
+    if (rh_parse_double(v, flag, &d, e) < 0) return -1;
+    if (d < 0) return rh_fail(e, "%s must be >= 0 ms (got %s)", flag, v);
+    *slot = d;
+    return 1;
+}
+
+int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
+{
+    char name[96];
+    canon(name_in, name, sizeof name);
+    double d;
+    unsigned long long u;
+    if (!strcmp(name, "rate-scale")) {
+        if (rh_parse_double(v, "--rate-scale", &d, e) < 0) return -1;
+        if (d <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %s)", v);
+        c->rate_scale = d;
+    } else if (!strcmp(name, "max-concurrency")) {
+        if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
+        c->max_concurrency = (uint32_t)u;
+    } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp")) {
+        if (rh_parse_u64(v, "--tp-size", &u, e) < 0) return -1;
+        if (u < 1 || u > 1024) return rh_fail(e, "--tp-size must be 1..1024 (got %s)", v);
+        c->tp = (uint32_t)u;
+    } else if (!strcmp(name, "speculative-algorithm")) {
+        if (!strcasecmp(v, "ngram")) c->spec_draft_model = 0;
+        else if (!strcasecmp(v, "draft") || !strcasecmp(v, "eagle") || !strcasecmp(v, "mtp")) c->spec_draft_model = 1;
+        else return rh_fail(e, "--speculative-algorithm: '%s' is not NGRAM or DRAFT", v);
+    } else if (!strcmp(name, "speculative-accept-rate")) {
+        if (rh_parse_double(v, "--speculative-accept-rate", &d, e) < 0) return -1;
+        if (d < 0 || d > 1) return rh_fail(e, "--speculative-accept-rate must be in [0, 1] (got %s)", v);
+        c->accept.alpha = d;
+        c->accept.hist_n = 0;
+    } else if (!strcmp(name, "speculative-accept-hist")) {
+        if (parse_hist(&c->accept, v, e) < 0) return -1;
+    } else if (!strcmp(name, "slo-ttft")) {
+        return set_slo(&c->slo.ttft_ms, "--slo-ttft", v, e);
+    } else if (!strcmp(name, "slo-tpot")) {
+        return set_slo(&c->slo.tpot_ms, "--slo-tpot", v, e);
+    } else if (!strcmp(name, "slo-e2e")) {
+        return set_slo(&c->slo.e2e_ms, "--slo-e2e", v, e);
+    } else if (!strcmp(name, "sim-seed")) {
+        if (rh_parse_u64(v, "--sim-seed", &u, e) < 0) return -1;
+        c->seed = u;
+    } else if (!strcmp(name, "series-points")) {
+        if (rh_parse_u64(v, "--series-points", &u, e) < 0) return -1;
+        if (u < 1 || u > 1000000) return rh_fail(e, "--series-points must be 1..1000000 (got %s)", v);
+        c->series_points = (uint32_t)u;
+    } else if (!strcmp(name, "token-times")) {
+        if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
+        c->token_times = u != 0;
+    } else {
+        int rc = core_config_set(&c->core, name, v, e);
+        if (rc == 1 && !strcmp(name, "seed")) c->seed = c->core.seed;
+        return rc;
+    }
+    return 1;
+}
+
+const char *sim_config_help(void)
+{
+    return "  --rate-scale X            arrivals X times faster than the trace (default 1)\n"
+           "  --max-concurrency N       closed loop: at most N requests outstanding (default: open loop)\n"
+           "  --tp-size N               tensor-parallel size given to the cost model (default 1)\n"
+           "  --speculative-algorithm A NGRAM (drafting is free) or DRAFT (drafting runs a draft model)\n"
+           "  --speculative-accept-rate P  per-token draft acceptance probability (default 0.7)\n"
+           "  --speculative-accept-hist C0,C1,..  accepted-length counts, e.g. from a recorded trace\n"
+           "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (default: none)\n"
+           "  --series-points N         time-series resolution of results (default 2000)\n"
+           "  --token-times 0|1         store every token's time in the output file (default 1)\n";
+}

@@ -1,0 +1,126 @@
+/* lua_trace.c — rehearse.trace: Trace objects in Lua.
+ *   trace.load(path)              a binary trace file
+ *   t:save(path)                  write it (remembered as its path)
+ *   #t, t:count()                 requests
+ *   t:request(i)                  the i-th request as a table (1-based)
+ *   t.path                        the file it lives in, or nil */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/lua_api.h"
+
+rl_trace *rl_check_trace(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, RL_TRACE_MT);
+}
+
+static int trace_gc(lua_State *L)
+{
+    rl_trace *t = rl_check_trace(L, 1);
+    tr_trace_free(&t->t);
+    free(t->path);
+    t->path = NULL;
+    return 0;
+}
+
+rl_trace *rl_push_new_trace(lua_State *L)
+{
+    rl_trace *t = lua_newuserdatauv(L, sizeof *t, 0);
+    memset(t, 0, sizeof *t);
+    tr_trace_init(&t->t);
+    luaL_setmetatable(L, RL_TRACE_MT);
+    return t;
+}
+
+static int l_trace_load(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    rl_trace *t = rl_push_new_trace(L);
+    rh_err e;
+    if (tr_trace_load(path, &t->t, &e) < 0) return luaL_error(L, "trace.load: %s", e.msg);
+    t->path = strdup(path);
+    return 1;
+}
+
+static int l_trace_save(lua_State *L)
+{
+    rl_trace *t = rl_check_trace(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    rh_err e;
+    if (tr_trace_save(&t->t, path, &e) < 0) return luaL_error(L, "trace:save: %s", e.msg);
+    free(t->path);
+    t->path = strdup(path);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int l_trace_len(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)rl_check_trace(L, 1)->t.n_requests);
+    return 1;
+}
+
+static int l_trace_request(lua_State *L)
+{
+    rl_trace *t = rl_check_trace(L, 1);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 1 || (size_t)i > t->t.n_requests)
+        return luaL_error(L, "trace:request: index %d out of 1..%d", (int)i, (int)t->t.n_requests);
+    const tr_request *r = &t->t.requests[i - 1];
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, (lua_Integer)r->id);
+    lua_setfield(L, -2, "id");
+    lua_pushnumber(L, r->arrival);
+    lua_setfield(L, -2, "arrival");
+    lua_pushinteger(L, r->input_len);
+    lua_setfield(L, -2, "input_len");
+    lua_pushinteger(L, r->output_len);
+    lua_setfield(L, -2, "output_len");
+    lua_pushinteger(L, (lua_Integer)r->session_id);
+    lua_setfield(L, -2, "session_id");
+    lua_pushinteger(L, r->n_hashes);
+    lua_setfield(L, -2, "n_hashes");
+    if (r->flags & TR_REQ_MEASURED) {
+        lua_pushnumber(L, r->ttft);
+        lua_setfield(L, -2, "ttft");
+        lua_pushnumber(L, r->e2e);
+        lua_setfield(L, -2, "e2e");
+    }
+    return 1;
+}
+
+static int l_trace_index(lua_State *L)
+{
+    rl_trace *t = rl_check_trace(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (!strcmp(k, "path")) {
+        if (t->path) lua_pushstring(L, t->path);
+        else lua_pushnil(L);
+        return 1;
+    }
+    lua_getmetatable(L, 1);
+    lua_getfield(L, -1, "methods");
+    lua_getfield(L, -1, k);
+    return 1;
+}
+
+void rl_open_trace(lua_State *L)
+{
+    if (luaL_newmetatable(L, RL_TRACE_MT)) {
+        lua_pushcfunction(L, trace_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_trace_len);
+        lua_setfield(L, -2, "__len");
+        lua_pushcfunction(L, l_trace_index);
+        lua_setfield(L, -2, "__index");
+        static const luaL_Reg methods[] = {
+            {"save", l_trace_save}, {"count", l_trace_len}, {"request", l_trace_request}, {NULL, NULL}};
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "methods");
+    }
+    lua_pop(L, 1);
+    static const luaL_Reg fns[] = {{"load", l_trace_load}, {NULL, NULL}};
+    luaL_newlib(L, fns);
+    lua_setfield(L, -2, "trace");
+}

@@ -1,0 +1,87 @@
+/* metrics.h — serving metrics of a run, with the definitions and JSON field
+ * names of vLLM's and SGLang's benchmark clients.
+ *
+ * Fed one way: measured requests (a recorded engine run, a simulated run, or a
+ * benchmark client's trace) and step records go in; a summary comes out.
+ *   TTFT  arrival -> first output token
+ *   E2E   arrival -> last output token                    (JSON: e2el)
+ *   TPOT  (E2E - TTFT) / (output tokens - 1), requests with >1 output token
+ *   ITL   gaps between successive token deliveries; tokens delivered together
+ *         (speculative accepts) form one delivery, as a streaming client sees them
+ *   duration  first arrival -> last completion
+ * Completed requests are those that finished by length or stop; aborted and
+ * failed ones count in `failed` and in no latency. Goodput counts completed
+ * requests meeting every SLO given (ms; 0 = no bound), per second of duration.
+ * Memory stays small for long runs: latencies are one double per request, and
+ * ITLs are kept as (value, count) runs, so a simulator can feed one run per
+ * step instead of one value per token. */
+#ifndef RH_METRICS_H
+#define RH_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "traces/trace.h"
+#include "util/stats.h"
+
+typedef struct metrics_slo {
+    double ttft_ms, tpot_ms, e2e_ms;    /* 0: no bound */
+} metrics_slo;
+
+typedef struct metrics_summary {
+    uint64_t completed, failed;
+    double duration;                    /* s */
+    uint64_t total_input_tokens, total_output_tokens;
+    double request_throughput, input_throughput, output_throughput, total_token_throughput;
+    double request_goodput;             /* completed requests meeting the SLOs per s */
+    uint64_t good_requests;
+    rh_summary ttft_ms, tpot_ms, itl_ms, e2el_ms;
+    /* our own, in the same style */
+    double cache_hit_rate;              /* cached prompt tokens / prompt tokens */
+    uint64_t cached_tokens;
+    uint64_t retractions;               /* summed over steps (or requests when no steps) */
+    uint64_t spec_proposed, spec_accepted;
+    double spec_accept_rate;            /* accepted / proposed */
+    double mean_accepted_len;           /* mean tokens committed per verify (accepted + 1) */
+    uint64_t steps;
+    double mean_batch_size, max_batch_size;       /* sequences per step */
+    double mean_tokens_per_step;
+    double mean_kv_use, max_kv_use;               /* pages used / total */
+    double mean_waiting, max_waiting;
+    double busy_time;                   /* summed step durations, s */
+    uint32_t truncated;                 /* 1: the trace was cut short */
+} metrics_summary;
+
+typedef struct metrics metrics;
+
+metrics *metrics_new(const metrics_slo *slo);
+void metrics_free(metrics *m);
+/* A measured request. When token_times are absent the caller may feed ITLs
+ * itself with metrics_add_itl; otherwise they come from token_times. */
+int metrics_add_request(metrics *m, const tr_request *r);
+/* `count` inter-token gaps of `gap_s` seconds. */
+int metrics_add_itl(metrics *m, double gap_s, uint64_t count);
+int metrics_add_step(metrics *m, const tr_step *s);
+void metrics_set_truncated(metrics *m);
+/* Computes the summary; the metrics object stays usable. */
+int metrics_summarize(metrics *m, metrics_summary *out);
+
+/* A trace file through a fresh metrics object: 1 if it held measured
+ * requests (summary filled), 0 if none were measured, -1 on error. */
+int metrics_of_trace(const char *path, const metrics_slo *slo, metrics_summary *out, rh_err *e);
+
+/* vLLM-style JSON object (jansson json_t*, returned as void* to keep jansson
+ * out of this header). The caller owns the reference. */
+void *metrics_to_json(const metrics_summary *s);
+/* A human table in the style of vLLM's benchmark summary. */
+void metrics_print(FILE *f, const metrics_summary *s, const char *title);
+
+/* Weighted percentile over (value, count) pairs (numpy's linear interpolation
+ * on the expanded sample). Sorts the pairs in place. */
+typedef struct metrics_wsample {
+    double value;
+    uint64_t count;
+} metrics_wsample;
+void metrics_wsummarize(metrics_wsample *x, size_t n, rh_summary *s);
+
+#endif

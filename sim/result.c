@@ -1,0 +1,52 @@
+/* result.c — see result.h. */
+#include "sim/result.h"
+
+static json_t *column(const double *v, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++) json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+json_t *sim_result_to_json(const sim_result *r, int with_requests)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "metrics", metrics_to_json(&r->summary));
+    json_t *s = json_object();
+    const sim_series *q = &r->series;
+    json_object_set_new(s, "t", column(q->t, q->n));
+    json_object_set_new(s, "batch_size", column(q->batch_size, q->n));
+    json_object_set_new(s, "prefill_tokens", column(q->prefill_tokens, q->n));
+    json_object_set_new(s, "decode_tokens", column(q->decode_tokens, q->n));
+    json_object_set_new(s, "kv_use", column(q->kv_use, q->n));
+    json_object_set_new(s, "waiting", column(q->waiting, q->n));
+    json_object_set_new(s, "running", column(q->running, q->n));
+    json_object_set_new(o, "series", s);
+    if (with_requests) {
+        json_t *id = json_array(), *send = json_array(), *ttft = json_array(), *e2e = json_array();
+        json_t *in = json_array(), *out = json_array(), *cached = json_array(), *retr = json_array();
+        for (uint64_t i = 0; i < r->n_requests; i++) {
+            const sim_request_result *x = &r->requests[i];
+            json_array_append_new(id, json_integer((json_int_t)x->id));
+            json_array_append_new(send, json_real(x->send));
+            json_array_append_new(ttft, json_real(x->ttft));
+            json_array_append_new(e2e, json_real(x->e2e));
+            json_array_append_new(in, json_integer(x->input_len));
+            json_array_append_new(out, json_integer(x->output_len));
+            json_array_append_new(cached, json_integer(x->cached_tokens));
+            json_array_append_new(retr, json_integer(x->retractions));
+        }
+        json_t *rq = json_object();
+        json_object_set_new(rq, "id", id);
+        json_object_set_new(rq, "send", send);
+        json_object_set_new(rq, "ttft", ttft);
+        json_object_set_new(rq, "e2e", e2e);
+        json_object_set_new(rq, "input_len", in);
+        json_object_set_new(rq, "output_len", out);
+        json_object_set_new(rq, "cached_tokens", cached);
+        json_object_set_new(rq, "retractions", retr);
+        json_object_set_new(o, "requests", rq);
+    }
+    json_object_set_new(o, "wall_s", json_real(r->wall_s));
+    return o;
+}

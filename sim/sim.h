@@ -1,0 +1,83 @@
+/* sim.h — trace replay on a virtual clock: the simulator.
+ *
+ * Drives engine/core (the same scheduler the engine runs) with a virtual
+ * clock: requests arrive from a trace, each step's batch is priced by a cost
+ * model, the clock advances by that price, and the step's tokens are
+ * committed. Output is what a recorded engine run holds — every request with
+ * its TTFT and token times, every step record — plus the metrics summary and
+ * time series. Deterministic for a given seed.
+ *
+ * Arrivals: open loop (the trace's timestamps divided by rate_scale), or
+ * closed loop with max_concurrency clients (a request is sent at its arrival
+ * time or when a client frees up, whichever is later; latencies count from
+ * the send, as a benchmark client measures them). */
+#ifndef RH_SIM_H
+#define RH_SIM_H
+
+#include <stdint.h>
+
+#include "engine/core/core.h"
+#include "sim/cost.h"
+#include "sim/metrics.h"
+#include "traces/trace.h"
+
+/* How many draft tokens a verify accepts. */
+typedef struct sim_accept_model {
+    double alpha;            /* per-token acceptance probability (used when hist_n == 0) */
+    uint32_t hist_n;         /* histogram of accepted lengths 0..hist_n-1, from a recorded trace */
+    double hist[33];
+} sim_accept_model;
+
+typedef struct sim_config {
+    core_config core;        /* every scheduler knob */
+    double rate_scale;       /* arrivals at timestamp / rate_scale; default 1 */
+    uint32_t max_concurrency;/* 0: open loop */
+    uint32_t tp;             /* tensor-parallel size passed to the cost model; default 1 */
+    int spec_draft_model;    /* 1: drafting costs draft forwards (DRAFT); 0: n-gram lookup, free */
+    sim_accept_model accept;
+    metrics_slo slo;
+    uint64_t seed;           /* acceptance draws */
+    uint32_t series_points;  /* time-series resolution for results; default 2000 */
+    int progress;            /* draw a progress bar */
+    const char *out_path;    /* write the simulated run here (NULL: don't) */
+    int token_times;         /* 1: store every token's time in the output file (default 1) */
+} sim_config;
+
+void sim_config_default(sim_config *c);
+/* Sets a simulator or core knob by CLI name (1 set, 0 unknown, -1 bad value). */
+int sim_config_set(sim_config *c, const char *name, const char *value, rh_err *e);
+const char *sim_config_help(void);
+
+/* Step-level time series, binned in time so a plot has series_points rows. */
+typedef struct sim_series {
+    uint32_t n;
+    double *t;               /* bin start, s */
+    double *batch_size;      /* mean sequences per step in the bin */
+    double *prefill_tokens;  /* mean prefill tokens per step */
+    double *decode_tokens;   /* mean decode tokens per step */
+    double *kv_use;          /* mean pages used / total */
+    double *waiting;         /* mean waiting requests */
+    double *running;         /* mean running requests */
+} sim_series;
+
+/* Per-request outcomes in trace order (for CDFs and per-request plots). */
+typedef struct sim_request_result {
+    uint64_t id;
+    double send;             /* s, when it entered the server */
+    double ttft, e2e;        /* s; -1 if it never produced a token */
+    uint32_t input_len, output_len, cached_tokens, retractions;
+} sim_request_result;
+
+typedef struct sim_result {
+    metrics_summary summary;
+    sim_series series;
+    uint64_t n_requests;
+    sim_request_result *requests;
+    double wall_s;           /* real seconds the simulation took */
+} sim_result;
+
+/* Runs one simulation. The trace is not modified. */
+int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e);
+void sim_result_free(sim_result *r);
+
+#endif
