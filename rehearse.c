@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sim/cost_cli.h"
 #include "sim/plot.h"
 #include "traces/cli.h"
 
@@ -15,6 +16,7 @@ typedef struct subcommand {
 static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
+    {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
 };
 
 static void usage(FILE *f)
