@@ -63,6 +63,15 @@ static cost_model *parse_root(json_t *root, const cost_src *src, rh_err *e)
     return k->parse(root, src, e);
 }
 
+/* The directory of a file path, where relative preset paths start. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, n, ".");
+    else if (slash == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
 cost_model *cost_load(const char *path, rh_err *e)
 {
     FILE *f = fopen(path, "rb");
@@ -77,12 +86,8 @@ cost_model *cost_load(const char *path, rh_err *e)
         rh_fail(e, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
         return NULL;
     }
-    /* Relative preset paths inside the file resolve against its directory. */
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
-    if (slash == path) snprintf(dir, sizeof dir, "/");
+    dir_of(path, dir, sizeof dir);
     cost_src src = {path, dir};
     cost_model *m = parse_root(root, &src, e);
     json_decref(root);
@@ -92,7 +97,9 @@ cost_model *cost_load(const char *path, rh_err *e)
 cost_model *cost_parse(const char *json_text, const char *label, rh_err *e)
 {
     json_error_t je;
-    cost_src src = {label ? label : "cost", "."};
+    char dir[4096];
+    dir_of(label ? label : "", dir, sizeof dir);
+    cost_src src = {label ? label : "cost", dir};
     json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         rh_fail(e, "%s: line %d column %d: %s", src.label, je.line, je.column, je.text);

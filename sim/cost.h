@@ -96,8 +96,9 @@ struct cost_model {
 
 /* Loads any kind from a JSON file; the message names the file and field. */
 cost_model *cost_load(const char *path, rh_err *e);
-/* The same from a JSON text already in memory (label names it in messages;
- * preset paths in it resolve against the current directory). */
+/* The same from a JSON text already in memory. label names it in messages;
+ * relative preset paths in it resolve against label's directory when label
+ * is a file path ("runs/cost.json" -> runs/), else the current directory. */
 cost_model *cost_parse(const char *json_text, const char *label, rh_err *e);
 /* Checks that m prices tensor-parallel size tp (0: its own). A simulator
  * calls this once before it starts: cost_step_time of an unsupported size

@@ -475,6 +475,11 @@ static void test_presets_by_path(void)
     CLOSE(x.total_s, y.total_s * 3350 / 1000);
     cost_free(ref);
     cost_free(m);
+    /* the same text parsed in memory under the file's name resolves the same */
+    m = cost_parse(c, path, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_STRING_EQUAL(roofline_gpu(m)->name, "mygpu");
+    cost_free(m);
 
     /* a GPU preset with a typo is named by its own file and field */
     const char *g2 = "{\"memory_GB\": 80, \"hbm_GBps\": 1000, \"bf16_tflop\": 100, \"fp8_tflops\": 0,"
