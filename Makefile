@@ -115,6 +115,7 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/rehearse
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/rehearse
 	cp -r scripts $(DESTDIR)$(PREFIX)/share/rehearse/
+	cp -r sim/presets $(DESTDIR)$(PREFIX)/share/rehearse/
 
 clean:
 	rm -rf build build-san build-fuzz rehearse

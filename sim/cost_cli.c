@@ -81,10 +81,13 @@ static void describe(FILE *f, const cost_model *m, uint32_t tp)
     if (md) {
         rl_params p;
         rl_model_params(md, &p);
-        fprintf(f, ": %s, %.1fB parameters (%.1fB active), on %s", md->name, p.total / 1e9, p.active / 1e9,
-                roofline_gpu(m)->name);
+        bool ep;
+        uint32_t own = roofline_tp(m, &ep);
+        fprintf(f, ": %s, %.1fB parameters (%.1fB active), on %u x %s%s", md->name, p.total / 1e9, p.active / 1e9,
+                tp ? tp : own, roofline_gpu(m)->name, ep ? ", experts spread (ep)" : "");
+    } else if (tp) {
+        fprintf(f, ", tp %u", tp);
     }
-    if (tp) fprintf(f, ", tp %u", tp);
     fprintf(f, ")\n");
 }
 

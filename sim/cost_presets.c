@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_DIRS 16
@@ -40,6 +41,14 @@ static int search_dirs(char dirs[MAX_DIRS][PATH_N])
         }
     }
     return n;
+}
+
+/* A readable regular file: a device or a directory named as a preset
+ * (/dev/zero, /dev/stdin) would hang or mislead the JSON reader. */
+static int readable_file(const char *path)
+{
+    struct stat st;
+    return access(path, R_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static int is_path_name(const char *name)
@@ -103,8 +112,8 @@ int cost_preset_find(const char *category, const char *name, const char *base_di
     if (is_path_name(name)) {
         if (name[0] == '/' || !base_dir || !strcmp(base_dir, ".")) snprintf(path, n, "%s", name);
         else snprintf(path, n, "%s/%s", base_dir, name);
-        if (access(path, R_OK) == 0) return 0;
-        return rh_fail(e, "preset file '%s' cannot be read", path);
+        if (readable_file(path)) return 0;
+        return rh_fail(e, "preset file '%s' cannot be read (or is not a regular file)", path);
     }
     char known[1024];
     if (!is_plain_name(name)) {
@@ -116,7 +125,7 @@ int cost_preset_find(const char *category, const char *name, const char *base_di
     char searched[2048] = "";
     for (int i = 0; i < nd; i++) {
         snprintf(path, n, "%s/%s/%s.json", dirs[i], category, name);
-        if (access(path, R_OK) == 0) return 0;
+        if (readable_file(path)) return 0;
         size_t used = strlen(searched);
         snprintf(searched + used, sizeof searched - used, "%s%s/%s", i ? ", " : "", dirs[i], category);
     }

@@ -372,6 +372,13 @@ const rl_gpu *roofline_gpu(const cost_model *m)
     return r ? &r->gpu : NULL;
 }
 
+uint32_t roofline_tp(const cost_model *m, bool *ep)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (ep) *ep = r && r->ep;
+    return r ? r->tp : 0;
+}
+
 static void roofline_free(cost_model *m)
 {
     free(m);

@@ -97,5 +97,7 @@ int roofline_draft_breakdown(const cost_model *m, uint32_t n, uint64_t context, 
 /* The presets a roofline model was built from (NULL if m is another kind). */
 const rl_model *roofline_model(const cost_model *m);
 const rl_gpu *roofline_gpu(const cost_model *m);
+/* The file's own tensor-parallel size and whether experts are spread (ep). */
+uint32_t roofline_tp(const cost_model *m, bool *ep);
 
 #endif
