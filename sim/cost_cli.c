@@ -226,9 +226,13 @@ static int cost_presets(void)
 
 int cost_main(int argc, char **argv)
 {
-    if (argc < 2 || (rh_wants_help(argc, argv) && (argc < 2 || strcmp(argv[1], "presets")))) {
-        fputs(show_help, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+    if (argc < 2) {
+        fputs(show_help, stderr);
+        return 1;
+    }
+    if (rh_wants_help(argc, argv)) {
+        fputs(show_help, stdout);
+        return 0;
     }
     if (!strcmp(argv[1], "show")) return cost_show(argc, argv);
     if (!strcmp(argv[1], "presets")) {

@@ -55,6 +55,11 @@ int cost_step_errors(const cost_model *m, const tr_step *steps, size_t n, uint32
         cost_batch_from_step(&b, &steps[i]);
         b.tp = tp;
         double pred = cost_step_time(m, &b);
+        if (!isfinite(pred)) {
+            rc = rh_fail(e, "%s cannot price step %llu (tensor-parallel size %u)", m->path[0] ? m->path : "the cost model",
+                         (unsigned long long)steps[i].index, tp);
+            break;
+        }
         double rel = fabs(pred - steps[i].duration) / steps[i].duration;
         if (rh_dvec_push(&err[cost_step_class(&steps[i])], rel) < 0) rc = rh_fail(e, "out of memory");
     }

@@ -35,7 +35,8 @@ typedef struct cost_err_summary {
 
 /* Predicts every step (tensor-parallel size tp, 0: the model's own) and
  * summarises the relative error per class. Steps that computed nothing or
- * have no positive duration are not counted. -1 only when out of memory. */
+ * have no positive duration are not counted. -1 when the model cannot price
+ * a step (a tp it refuses) or memory runs out. */
 int cost_step_errors(const cost_model *m, const tr_step *steps, size_t n, uint32_t tp,
                      cost_err_summary out[COST_N_CLASSES], rh_err *e);
 

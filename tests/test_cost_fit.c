@@ -255,6 +255,9 @@ static void test_step_errors_by_class(void)
     CU_ASSERT_EQUAL(cost_step_class(&st[1]), COST_CLASS_DECODE);
     CU_ASSERT_EQUAL(cost_step_class(&st[2]), COST_CLASS_MIXED);
     CU_ASSERT_STRING_EQUAL(cost_class_name(COST_CLASS_MIXED), "mixed");
+    /* a size the model has no coefficients for is an error, not NaN errors */
+    CU_ASSERT_EQUAL(cost_step_errors(sm, st, n, 4, es, &e), -1);
+    CU_ASSERT(strstr(e.msg, "cannot price step") != NULL);
     cost_free(sm);
     cost_free(m);
     free(st);
