@@ -70,7 +70,7 @@ $(BIN): $(BUILD)/obj/rehearse.o $(LIB)
 
 # The suite list is generated from the test file names: tests/test_foo.c
 # defines `void register_test_foo(void)`.
-$(BUILD)/suites.h: $(TEST_SRCS) | deps
+$(BUILD)/suites.h: $(TEST_SRCS) tests | deps
 	@mkdir -p $(dir $@)
 	@for f in $(TEST_SRCS); do n=$$(basename $$f .c); echo "SUITE($$n)"; done > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/tests/main.o: $(BUILD)/suites.h

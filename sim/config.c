@@ -103,7 +103,7 @@ const char *sim_config_help(void)
 {
     return "  --rate-scale X            arrivals X times faster than the trace (default 1)\n"
            "  --max-concurrency N       closed loop: at most N requests outstanding (default: open loop)\n"
-           "  --tp-size N               tensor-parallel size given to the cost model (default 1)\n"
+           "  --tp-size N               tensor-parallel size given to the cost model (default: the cost file's)\n"
            "  --speculative-algorithm A NGRAM (drafting is free) or DRAFT (drafting runs a draft model)\n"
            "  --speculative-accept-rate P  per-token draft acceptance probability (default 0.7)\n"
            "  --speculative-accept-hist C0,C1,..  accepted-length counts, e.g. from a recorded trace\n"

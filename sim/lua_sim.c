@@ -160,7 +160,7 @@ static int l_cost_time(lua_State *L)
         lua_pop(L, 4);
     }
     lua_getfield(L, 2, "tp");
-    cost_batch b = {.seqs = seqs, .n = (uint32_t)n, .tp = (uint32_t)luaL_optinteger(L, -1, 1)};
+    cost_batch b = {.seqs = seqs, .n = (uint32_t)n, .tp = (uint32_t)luaL_optinteger(L, -1, 0)};
     lua_pop(L, 1);
     cost_batch_summarize(&b);
     lua_pushnumber(L, cost_step_time(c->m, &b));
@@ -531,19 +531,28 @@ static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
         }
         char *self = abs_path(g_opt.self_path), *tp = abs_path(j->trace->path), *cp = abs_path(j->cost->path);
         char *dabs = abs_path(dir);
-        char line[8192], out_flag[PATH_MAX + 8] = "";
-        if (j->cfg.out_path) snprintf(out_flag, sizeof out_flag, " -o '%s'", j->cfg.out_path);
-        snprintf(line, sizeof line, "'%s' sim '%s' --cost '%s'%s%s%s --result '%s/result-%d-%04d.json'\n",
-                 self, tp, cp, j->args, j->per_request ? " --per-request" : "", out_flag, dabs, ordinal, i + 1);
+        char *out_flag = NULL, *line = NULL;
+        if (asprintf(&out_flag, j->cfg.out_path ? " -o '%s'" : "%s", j->cfg.out_path ? j->cfg.out_path : "") < 0)
+            out_flag = NULL;
+        if (out_flag && asprintf(&line, "'%s' sim '%s' --cost '%s'%s%s%s --result '%s/result-%d-%04d.json'\n",
+                                 self, tp, cp, j->args, j->per_request ? " --per-request" : "", out_flag, dabs,
+                                 ordinal, i + 1) < 0)
+            line = NULL;
+        free(out_flag);
         free(self);
         free(tp);
         free(cp);
         free(dabs);
+        if (!line) {
+            free(text);
+            return rh_fail(e, "out of memory");
+        }
         size_t l = strlen(line);
         if (len + l + 1 > cap) {
             char *t2 = realloc(text, cap * 2 + l);
             if (!t2) {
                 free(text);
+                free(line);
                 return rh_fail(e, "out of memory");
             }
             text = t2;
@@ -551,6 +560,7 @@ static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
         }
         memcpy(text + len, line, l + 1);
         len += l;
+        free(line);
     }
     int rc = rl_write_file_atomic(path, text, len, e);
     free(text);

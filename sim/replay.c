@@ -67,7 +67,7 @@ void sim_config_default(sim_config *c)
     memset(c, 0, sizeof *c);
     core_config_default(&c->core);
     c->rate_scale = 1;
-    c->tp = 1;
+    c->tp = 0;              /* the cost file's own size */
     c->accept.alpha = 0.7;
     c->series_points = 2000;
     c->token_times = 1;
@@ -320,6 +320,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
 {
     memset(out, 0, sizeof *out);
     if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
+    if (cost_check_tp(cost, cfg->tp, e) < 0) return -1;
     double wall0 = rh_now();
     run r;
     memset(&r, 0, sizeof r);

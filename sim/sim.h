@@ -32,7 +32,7 @@ typedef struct sim_config {
     core_config core;        /* every scheduler knob */
     double rate_scale;       /* arrivals at timestamp / rate_scale; default 1 */
     uint32_t max_concurrency;/* 0: open loop */
-    uint32_t tp;             /* tensor-parallel size passed to the cost model; default 1 */
+    uint32_t tp;             /* tensor-parallel size for the cost model; 0: the cost file's own */
     int spec_draft_model;    /* 1: drafting costs draft forwards (DRAFT); 0: n-gram lookup, free */
     sim_accept_model accept;
     metrics_slo slo;
