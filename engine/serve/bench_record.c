@@ -2,9 +2,12 @@
  * server did, as measured from outside, in the format the simulator replays. */
 #include "engine/serve/bench.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/serve/bench_json.h"
 #include "traces/prompt.h"
 
 typedef struct by_send {
@@ -85,4 +88,32 @@ int bench_write_trace(const char *path, const bench_dataset *d, const bench_resu
     free(hashes);
     tr_header_free(&hd);
     return rc;
+}
+
+int bench_trace_header(tr_header *h, const bench_config *c, const bench_dataset *d, const bench_json_settings *js,
+                       rh_err *e)
+{
+    char buf[64];
+    int bad = tr_header_set_model(h, c->model ? c->model : "") < 0;
+    bad |= tr_header_set(h, "source", "rehearse bench") < 0;
+    bad |= tr_header_set(h, "base_url", c->base_url) < 0;
+    bad |= tr_header_set(h, "endpoint", c->endpoint) < 0;
+    bad |= tr_header_set(h, "stream", c->stream ? "true" : "false") < 0;
+    bad |= tr_header_set(h, "dataset", d->name) < 0;
+    if (isnan(js->request_rate)) snprintf(buf, sizeof buf, "trace");
+    else if (!isfinite(js->request_rate)) snprintf(buf, sizeof buf, "inf");
+    else snprintf(buf, sizeof buf, "%.17g", js->request_rate);
+    bad |= tr_header_set(h, "request_rate", buf) < 0;
+    snprintf(buf, sizeof buf, "%.17g", js->burstiness);
+    bad |= tr_header_set(h, "burstiness", buf) < 0;
+    snprintf(buf, sizeof buf, "%.17g", js->rate_scale);
+    bad |= tr_header_set(h, "rate_scale", buf) < 0;
+    if (c->max_concurrency) snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->max_concurrency);
+    else snprintf(buf, sizeof buf, "unlimited");
+    bad |= tr_header_set(h, "max_concurrency", buf) < 0;
+    snprintf(buf, sizeof buf, "%llu", js->seed);
+    bad |= tr_header_set(h, "seed", buf) < 0;
+    snprintf(buf, sizeof buf, "%u", d->vocab);
+    bad |= tr_header_set(h, "vocab_size", buf) < 0;
+    return bad ? rh_fail(e, "out of memory building the trace header") : 0;
 }
