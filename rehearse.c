@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/model/cli.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -13,6 +14,7 @@ typedef struct subcommand {
 
 static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
+    {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
 };
 
 static void usage(FILE *f)
