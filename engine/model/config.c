@@ -363,6 +363,16 @@ int model_config_validate(const model_config *c, const char *where, rh_err *e)
         if (!c->rope_original_max_position)
             return rh_fail(e, "%s: field 'rope_scaling.original_max_position_embeddings' must be positive", where);
     }
+    /* Biases as each architecture's config.json can express them, so every
+     * valid config round-trips through model_config_save. */
+    if (!strcmp(c->arch, "qwen2")) {
+        if (!c->qkv_bias || c->o_bias || c->mlp_bias)
+            return rh_fail(e, "%s: qwen2 models have biases on Q, K and V only", where);
+    } else if (c->qkv_bias != c->o_bias) {
+        return rh_fail(e, "%s: field 'attention_bias': Llama and Mistral put biases on Q, K, V and O alike", where);
+    }
+    if (strcmp(c->arch, "llama") && strcmp(c->arch, "mistral") && strcmp(c->arch, "qwen2"))
+        return rh_fail(e, "%s: architecture '%s' is not llama, mistral or qwen2", where, c->arch);
     if (c->bos_token_id >= (int64_t)c->vocab_size)
         return rh_fail(e, "%s: field 'bos_token_id': %d is outside the vocabulary of %u", where, c->bos_token_id,
                        c->vocab_size);
