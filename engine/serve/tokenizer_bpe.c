@@ -258,7 +258,7 @@ static int set_piece(tokenizer *t, int32_t id, const char *bytes, size_t n)
 }
 
 /* The bytes a vocabulary entry decodes to. */
-static int vocab_piece(tokenizer *t, int32_t id, const char *tok, size_t tl, const uint8_t *cp_to_byte)
+static int vocab_piece(tokenizer *t, int32_t id, const char *tok, size_t tl, const uint16_t *cp_to_byte)
 {
     char *buf = malloc(tl + 1);
     if (!buf) return -1;
@@ -484,8 +484,8 @@ tokenizer *tok_load(const char *path, rh_err *e)
     t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
 
     /* Every vocabulary entry's bytes, then the byte-symbol ids. */
-    uint8_t cp_to_byte[512] = {0};
-    for (int b = 0; b < 256; b++) cp_to_byte[tok_byte_to_cp((uint8_t)b)] = (uint8_t)(b + 1);
+    uint16_t cp_to_byte[512] = {0};   /* byte + 1; 0: not a byte character */
+    for (int b = 0; b < 256; b++) cp_to_byte[tok_byte_to_cp((uint8_t)b)] = (uint16_t)(b + 1);
     const char *key;
     json_t *v;
     json_object_foreach(json_object_get(model, "vocab"), key, v) {
