@@ -154,8 +154,9 @@ static void test_paged_attention_matches_contiguous(void)
 
 static void test_gemm_matches_reference(void)
 {
-    const uint32_t shapes[][3] = {{1, 7, 5}, {13, 33, 17}, {64, 96, 80}};
-    for (size_t si = 0; si < 3; si++) {
+    /* sgemm sizes, and rows x a 1M-element matrix where the path uses sgemv */
+    const uint32_t shapes[][3] = {{1, 7, 5}, {4, 9, 6}, {13, 33, 17}, {64, 96, 80}, {1, 1024, 1024}, {3, 2048, 512}};
+    for (size_t si = 0; si < 6; si++) {
         uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
         float *x = malloc((size_t)m * k * 4), *w = malloc((size_t)n * k * 4), *bias = malloc(n * 4);
         float *y = malloc((size_t)m * n * 4), *want = malloc((size_t)m * n * 4), *y0 = malloc((size_t)m * n * 4);
