@@ -271,7 +271,7 @@ static void test_greedy_deterministic_and_varied(void)
     model *m = tiny_model(0);
     int32_t prompt[NP], a[NOUT], b[NOUT], c[NOUT];
     random_tokens(prompt, NP, m->cfg.vocab_size);
-    gen_params p = {{0, 1, 0}, 0, 0, NOUT, -1};
+    gen_params p = {{0, 1, 0}, 0, 0, NOUT, -1, NULL};
     rh_err e;
     runner *r1 = new_runner(m, 16, 8), *r2 = new_runner(m, 16, 8);
     CU_ASSERT_EQUAL(gen_run(r1, prompt, NP, &p, a, &e), NOUT);
@@ -288,7 +288,7 @@ static void test_greedy_deterministic_and_varied(void)
     CU_ASSERT(distinct >= 16);
 
     /* Seeded sampling: the same seed replays, another seed differs. */
-    gen_params s = {{0.9f, 0.95f, 50}, 1234, 0, NOUT, -1};
+    gen_params s = {{0.9f, 0.95f, 50}, 1234, 0, NOUT, -1, NULL};
     CU_ASSERT_EQUAL(gen_run(r1, prompt, NP, &s, a, &e), NOUT);
     CU_ASSERT_EQUAL(gen_run(r2, prompt, NP, &s, b, &e), NOUT);
     CU_ASSERT(memcmp(a, b, sizeof a) == 0);

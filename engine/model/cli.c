@@ -184,7 +184,7 @@ static int cmd_generate(int argc, char **argv)
     if (a.npos != 1) return fail("generate needs one MODEL (rehearse model --help)");
     if (max_new > (1u << 20) || top_k > UINT32_MAX || chunk > UINT32_MAX || !page || page > (1u << 16))
         return fail("--max-new-tokens, --top-k, --chunked-prefill-size or --page-size is out of range");
-    gen_params gp = {{(float)temp, (float)top_p, (uint32_t)top_k}, seed, (uint32_t)chunk, (uint32_t)max_new, -1};
+    gen_params gp = {{(float)temp, (float)top_p, (uint32_t)top_k}, seed, (uint32_t)chunk, (uint32_t)max_new, -1, NULL};
     if (runner_sampling_check(&gp.sampling, &e)) return fail(e.msg);
 
     const char *spec = a.pos[0];
@@ -219,8 +219,12 @@ static int cmd_generate(int argc, char **argv)
         snprintf(e.msg, sizeof e.msg, "out of memory");
         goto done;
     }
+    rh_progress pg;
+    rh_progress_begin(&pg, "generating", len);
+    gp.progress = &pg;
     double t0 = rh_now();
     int64_t made = gen_run(r, ids, (uint32_t)n_ids, &gp, out, &e);
+    rh_progress_end(&pg);
     if (made < 0) goto done;
     double el = rh_now() - t0;
     size_t tl;

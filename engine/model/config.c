@@ -191,6 +191,13 @@ static int parse_config(json_t *o, const char *path, model_config *c, rh_err *e)
                        path, type);
     snprintf(c->name, sizeof c->name, "%s", type);
     snprintf(c->arch, sizeof c->arch, "%s", type);
+    /* The model's own name when the file records one (the last path part). */
+    const char *np = json_string_value(json_object_get(o, "_name_or_path"));
+    if (np && *np) {
+        const char *base = strrchr(np, '/');
+        base = base && base[1] ? base + 1 : np;
+        snprintf(c->name, sizeof c->name, "%s", base);
+    }
 
     json_t *act = json_object_get(o, "hidden_act");
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
@@ -276,6 +283,7 @@ int model_config_save(const model_config *c, const char *path, rh_err *e)
     json_object_set_new(o, "architectures", json_pack("[s]", !strcmp(c->arch, "qwen2") ? "Qwen2ForCausalLM"
                                                                 : !strcmp(c->arch, "mistral") ? "MistralForCausalLM"
                                                                                               : "LlamaForCausalLM"));
+    json_object_set_new(o, "_name_or_path", json_string(c->name));
     json_object_set_new(o, "model_type", json_string(c->arch));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden_size));

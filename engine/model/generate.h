@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/model/runner.h"
+#include "util/progress.h"
 
 typedef struct gen_params {
     kern_sampling sampling;
@@ -18,6 +19,7 @@ typedef struct gen_params {
     uint32_t chunk;            /* prefill chunk size; 0: the whole prompt in one step */
     uint32_t max_new;          /* tokens to generate */
     int32_t stop_id;           /* stop after producing this id; -1: never (ignore_eos) */
+    rh_progress *progress;     /* advanced by prompt and generated tokens; NULL: none */
 } gen_params;
 
 /* Writes up to max_new ids to out; returns how many, or -1 with a message. */

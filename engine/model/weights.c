@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "util/mem.h"
+#include "util/progress.h"
 
 /* Dummy weights must keep activations O(1) at any depth and also make the
  * model's greedy output vary, because tests and benchmarks decode with them.
@@ -191,11 +192,15 @@ model *model_new_dummy(const model_config *c, uint64_t seed, uint64_t mem_limit,
         return NULL;
     }
     uint64_t at = 0;
+    rh_progress pg;   /* seconds for a 7B shape */
+    rh_progress_begin(&pg, "seeding weights", n);
     for (size_t i = 0; i < n; i++) {
         fill_dummy(c, &specs[i], seed, m->arena + at);
         *specs[i].slot = m->arena + at;
         at += round16(spec_numel(&specs[i]));
+        rh_progress_update(&pg, i + 1);
     }
+    rh_progress_end(&pg);
     if (c->tie_embeddings) m->w.lm_head = m->w.embed;
     free(specs);
     return m;
@@ -379,7 +384,10 @@ model *model_load(const char *path, const model_config *cfg, uint64_t mem_limit,
     }
     /* Pass 2: place them. */
     uint64_t at = 0;
+    rh_progress pg;   /* converting a 7B bf16 model reads 15 GB */
+    rh_progress_begin(&pg, "loading weights", n);
     for (size_t i = 0; i < n; i++) {
+        rh_progress_update(&pg, i);
         const st_tensor *t = found[i];
         if (t->dtype == ST_F32 && !((uintptr_t)t->data & 3)) {
             *specs[i].slot = t->data;
@@ -389,6 +397,7 @@ model *model_load(const char *path, const model_config *cfg, uint64_t mem_limit,
             at += round16(t->numel);
         }
     }
+    rh_progress_end(&pg);
     if (c.tie_embeddings) m->w.lm_head = m->w.embed;
     free(found);
     free(specs);
