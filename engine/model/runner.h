@@ -15,7 +15,8 @@
  * runner_forward checks every id, position and page before computing and
  * fails with one message naming the sequence (nothing is written then), so
  * outside input can never crash it. Logits are rows of vocab_size floats,
- * sequence after sequence, in host memory, valid until the next call. */
+ * sequence after sequence, in host memory, valid until the next call.
+ * A runner is driven by one thread at a time (the engine's step loop). */
 #ifndef RH_MODEL_RUNNER_H
 #define RH_MODEL_RUNNER_H
 
