@@ -5,6 +5,7 @@
 
 #include "sim/cost_cli.h"
 #include "sim/plot.h"
+#include "engine/model/cli.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -17,6 +18,7 @@ static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
+    {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
 };
 
 static void usage(FILE *f)
