@@ -499,6 +499,7 @@ static void test_vllm_preempt(void)
         h_step(&H, now);
         now += 0.01;
         if (H.req[2].retracted && pre_step < 0) pre_step = (int64_t)H.last.index;
+        if (H.last.index == 40) h_add(&H, 4, 16, 2, now);   /* no page for it; the preempted one goes ahead */
         CU_ASSERT_EQUAL_FATAL(h_check(&H), 0);
     }
     CU_ASSERT(core_idle(H.c));
@@ -507,14 +508,19 @@ static void test_vllm_preempt(void)
      * (step 17) and 64 (step 33, evicting 3's page) and hold all 10 at
      * context 80 (step 49): 2, the newest, is preempted. Its 5 full pages
      * stay cached, 1's next page evicts the leaf of them, and when 1
-     * finishes 2 comes back and finds the other 4 (64 tokens). */
+     * finishes 2 comes back and finds the other 4 (64 tokens), ahead of 4,
+     * which has waited since step 41 for a page. */
     CU_ASSERT_EQUAL(pre_step, 49);
     CU_ASSERT_EQUAL(H.req[1].retracted, 0);
     CU_ASSERT_EQUAL(H.req[2].retracted, 1);
     CU_ASSERT_EQUAL(H.req[2].admitted, 2);
     CU_ASSERT_EQUAL(H.req[2].admit_step, 60);
     CU_ASSERT_EQUAL(H.req[2].cached, 64);
+    CU_ASSERT_EQUAL(H.n_order, 5);
+    CU_ASSERT_EQUAL(H.order[3], 2);
+    CU_ASSERT_EQUAL(H.order[4], 4);
     for (uint64_t i = 1; i <= 3; i++) CU_ASSERT_EQUAL(H.req[i].tokens, i == 3 ? 4u : 60u);
+    CU_ASSERT_EQUAL(H.req[4].tokens, 2);
     core_free(H.c);
 }
 

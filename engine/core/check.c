@@ -75,6 +75,28 @@ int core_check(const core *c, rh_err *e)
         rh_fail(e, "waiting list holds %u requests, counted %u", n_wait, c->n_waiting);
         goto out;
     }
+    if (c->cfg.policy == CORE_POLICY_LOF && !c->lof_failed) {
+        uint32_t n_lof = 0;
+        for (uint32_t i = 0; i < c->lof_n; i++) {
+            const core_req *r = c->lof_v[i];
+            if (!r) continue;
+            n_lof++;
+            if (r->lof_idx != i || r->phase != PH_WAITING) {
+                rh_fail(e, "lof order slot %u holds request %llu (slot %u, phase %d)", i, (unsigned long long)r->id,
+                        r->lof_idx, r->phase);
+                goto out;
+            }
+        }
+        if (n_lof != c->n_waiting) {
+            rh_fail(e, "lof order holds %u of %u waiting requests", n_lof, c->n_waiting);
+            goto out;
+        }
+    }
+    for (const core_req *r = c->wait_head; r && r->next; r = r->next)
+        if (r->qseq >= r->next->qseq) {
+            rh_fail(e, "waiting list out of queue order at request %llu", (unsigned long long)r->id);
+            goto out;
+        }
     for (uint32_t i = 0; i < c->n_run; i++) {
         core_req *r = c->run[i];
         if (!r->in_run || (r->phase != PH_DECODE && r->phase != PH_PREFILL) ||

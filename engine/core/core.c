@@ -91,6 +91,25 @@ static void map_del(core *c, uint64_t id)
 }
 
 /* ---- waiting list ---- */
+static void lof_append(core *c, core_req *r)
+{
+    r->lof_idx = KV_NONE;
+    if (c->cfg.policy != CORE_POLICY_LOF || c->lof_failed) return;
+    if (c->lof_n == c->lof_cap) {
+        uint32_t cap = c->lof_cap ? 2 * c->lof_cap : 256;
+        core_req **v = realloc(c->lof_v, (size_t)cap * sizeof *v), **t = v ? realloc(c->lof_tmp, (size_t)cap * sizeof *t) : NULL;
+        if (v) c->lof_v = v;
+        if (!v || !t) {
+            c->lof_failed = true;   /* out of memory: lof serves as fcfs from now on */
+            return;
+        }
+        c->lof_tmp = t;
+        c->lof_cap = cap;
+    }
+    r->lof_idx = c->lof_n;
+    c->lof_v[c->lof_n++] = r;
+}
+
 void wait_unlink(core *c, core_req *r)
 {
     if (r->prev) r->prev->next = r->next;
@@ -99,6 +118,10 @@ void wait_unlink(core *c, core_req *r)
     else c->wait_tail = r->prev;
     r->prev = r->next = NULL;
     c->n_waiting--;
+    if (r->lof_idx != KV_NONE) {
+        c->lof_v[r->lof_idx] = NULL;
+        r->lof_idx = KV_NONE;
+    }
 }
 
 void wait_push_back(core *c, core_req *r)
@@ -109,6 +132,8 @@ void wait_push_back(core *c, core_req *r)
     else c->wait_head = r;
     c->wait_tail = r;
     c->n_waiting++;
+    r->qseq = ++c->qseq_back;
+    lof_append(c, r);
 }
 
 void wait_push_front(core *c, core_req *r)
@@ -119,6 +144,8 @@ void wait_push_front(core *c, core_req *r)
     else c->wait_tail = r;
     c->wait_head = r;
     c->n_waiting++;
+    r->qseq = --c->qseq_front;
+    lof_append(c, r);
 }
 
 /* ---- events ---- */
@@ -344,6 +371,8 @@ void core_free(core *c)
     free(c->run);
     free(c->seqs);
     free(c->order);
+    free(c->lof_v);
+    free(c->lof_tmp);
     free(c->match_pages);
     free(c->policy_path);
     free(c);

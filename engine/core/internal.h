@@ -62,6 +62,8 @@ struct core_req {
     XXH64_state_t *tok;        /* hash of the partial page so far (token keys) */
 
     core_req *prev, *next;     /* waiting list */
+    int64_t qseq;              /* queue position key: the list is in ascending qseq */
+    uint32_t lof_idx;          /* slot in c->lof_v, or KV_NONE */
     core_req *zombie_next;
     uint32_t scratch;          /* per-step sort key / position */
     uint32_t scratch2;
@@ -84,6 +86,13 @@ struct core {
 
     core_req *wait_head, *wait_tail;
     uint32_t n_waiting;
+    int64_t qseq_back, qseq_front;
+    /* lof keeps its order across steps: lof_v[0..lof_sorted) sorted, then
+     * requests queued since (NULL: left the queue); merged when needed, so
+     * a step costs a linear pass, not a sort of the whole queue. */
+    core_req **lof_v, **lof_tmp;
+    uint32_t lof_n, lof_sorted, lof_cap;
+    bool lof_failed;
     core_req **run;
     uint32_t n_run, cap_run;
     core_req *chunked;

@@ -7,7 +7,8 @@
  * and stops early, so a queue of a million costs nothing per step.
  *   lpm     most cached prefix tokens first (queue order on ties); fcfs when
  *           more than 128 wait or the prefix cache is off, as SGLang does
- *   lof     largest max_new_tokens first (queue order on ties)
+ *   lof     largest max_new_tokens first (queue order on ties); the order
+ *           is kept across steps and merged with new arrivals
  *   random  a fresh seeded shuffle every step
  *   lua     the script's order over the first policy_window requests; the
  *           rest are not offered this step */
@@ -15,6 +16,38 @@
 #include <stdlib.h>
 
 #include "engine/core/internal.h"
+
+/* lof: (max_new_tokens desc, queue position asc) */
+static int by_lof(const void *a, const void *b)
+{
+    const core_req *x = *(core_req *const *)a, *y = *(core_req *const *)b;
+    if (x->max_new != y->max_new) return x->max_new > y->max_new ? -1 : 1;
+    return x->qseq < y->qseq ? -1 : (x->qseq > y->qseq);
+}
+
+/* Sorts the requests queued since the last call and merges them into the
+ * sorted run, dropping those that left the queue: linear in the queue plus
+ * a sort of the newcomers. */
+static void lof_refresh(core *c)
+{
+    core_req **v = c->lof_v, **t = c->lof_tmp;
+    uint32_t n_new = 0;
+    for (uint32_t i = c->lof_sorted; i < c->lof_n; i++)
+        if (v[i]) v[c->lof_sorted + n_new++] = v[i];
+    qsort(v + c->lof_sorted, n_new, sizeof *v, by_lof);
+    uint32_t i = 0, j = c->lof_sorted, end = c->lof_sorted + n_new, w = 0;
+    for (;;) {
+        while (i < c->lof_sorted && !v[i]) i++;
+        if (i < c->lof_sorted && j < end) t[w++] = by_lof(&v[i], &v[j]) <= 0 ? v[i++] : v[j++];
+        else if (i < c->lof_sorted) t[w++] = v[i++];
+        else if (j < end) t[w++] = v[j++];
+        else break;
+    }
+    for (uint32_t k = 0; k < w; k++) t[k]->lof_idx = k;
+    c->lof_v = t;
+    c->lof_tmp = v;
+    c->lof_n = c->lof_sorted = w;
+}
 
 static int by_key_desc(const void *a, const void *b)
 {
@@ -52,7 +85,14 @@ void policy_order(core *c, double now, cand_list *out)
     out->n = c->n_waiting;
     core_policy p = c->cfg.policy;
     if (p == CORE_POLICY_LPM && (c->n_waiting > CORE_LPM_FCFS_THRESHOLD || !c->radix)) p = CORE_POLICY_FCFS;
+    if (p == CORE_POLICY_LOF && c->lof_failed) p = CORE_POLICY_FCFS;
     if (p == CORE_POLICY_FCFS || c->n_waiting == 0) return;
+    if (p == CORE_POLICY_LOF) {
+        lof_refresh(c);
+        out->v = c->lof_v;
+        out->n = c->lof_n;
+        return;
+    }
 
     uint32_t n = c->n_waiting;
     if (p == CORE_POLICY_LUA && n > c->cfg.policy_window) n = c->cfg.policy_window;
@@ -71,10 +111,6 @@ void policy_order(core *c, double now, cand_list *out)
         qsort(c->order, n, sizeof *c->order, by_key_desc);
         break;
     }
-    case CORE_POLICY_LOF:
-        for (i = 0; i < n; i++) c->order[i]->scratch2 = c->order[i]->max_new;
-        qsort(c->order, n, sizeof *c->order, by_key_desc);
-        break;
     case CORE_POLICY_RANDOM:
         for (i = n; i > 1; i--) {
             uint32_t j = (uint32_t)(((next_rand(c) >> 32) * (uint64_t)i) >> 32);

@@ -159,8 +159,9 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
     core_req *walk = c->wait_head;
     for (uint32_t idx = 0; idx < cl.n; idx++) {
         core_req *r;
-        if (cl.v) r = cl.v[idx];
-        else {
+        if (cl.v) {
+            if (!(r = cl.v[idx])) continue;
+        } else {
             if (!walk) break;
             r = walk;
             walk = walk->next;   /* before admission unlinks r */

@@ -61,8 +61,9 @@ void sched_vllm(core *c, double now)
     for (uint32_t idx = 0; idx < cl.n; idx++) {
         if (c->n_active >= cfg->max_running_requests || budget <= 0) break;
         core_req *r;
-        if (cl.v) r = cl.v[idx];
-        else {
+        if (cl.v) {
+            if (!(r = cl.v[idx])) continue;
+        } else {
             if (!walk) break;
             r = walk;
             walk = walk->next;
