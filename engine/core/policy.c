@@ -133,8 +133,12 @@ void policy_order(core *c, double now, cand_list *out)
             return;   /* fcfs */
         }
         /* A policy may hold requests back only while something runs: an idle
-         * core always starts work, so no caller ever waits on nothing. */
-        if (k == 0 && c->n_active == 0) return;
+         * core starts the oldest, so no caller ever waits on nothing. */
+        if (k == 0 && c->n_active == 0) {
+            out->v = c->order;
+            out->n = 1;
+            return;
+        }
         out->v = c->order + n;
         out->n = (uint32_t)k;
         return;
