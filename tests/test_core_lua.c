@@ -180,6 +180,11 @@ static void test_errors_fall_back(void)
                   "  return {#waiting + 1}\n"
                   "end\n",
                   "range.lua:1:", "not a position", 0);
+    fallback_case("table.lua",
+                  "function policy(waiting, state)\n"
+                  "  error({code = 7})\n"
+                  "end\n",
+                  "table.lua:1:", "raised a table", 0);
     fallback_case("twice.lua",
                   "function policy(waiting, state)\n"
                   "  if #waiting < 2 then return nil end\n"

@@ -252,6 +252,10 @@ static void one_step(prop *p, double now)
     for (uint32_t i = 0; i < b.n && with_results; i++) p->spec_accepted += b.seqs[i].samples ? res[i].accepted : 0;
 }
 
+static struct {
+    uint64_t steps, finished, retractions, evicted, cached;
+} totals;
+
 static void run_prop(const core_config *cfg, uint64_t seed, uint64_t n_steps, uint64_t *digest)
 {
     static prop P;
@@ -321,10 +325,15 @@ static void run_prop(const core_config *cfg, uint64_t seed, uint64_t n_steps, ui
     if (cfg->disable_radix_cache && p->cached) PFAIL(p, "cache hits with the cache off");
     CU_ASSERT_FALSE(p->failed);
     if (digest) *digest = p->digest;
-    printf("[%s/%d maxwait %llu steps %llu idle %llu fin %llu abort %llu retract %llu cached %llu evicted %llu] ",
-           cfg->preset ? "vllm" : "sglang", (int)cfg->policy, (unsigned long long)p->max_waiting, (unsigned long long)p->steps,
-           (unsigned long long)p->idle_steps, (unsigned long long)p->finished, (unsigned long long)p->aborted,
-           (unsigned long long)p->retractions, (unsigned long long)p->cached, (unsigned long long)st.evicted_pages);
+    if (p->failed)
+        printf("\n  (%s, policy %d, seed %llu: %llu steps, %llu finished, %llu aborted, %llu retracted)\n",
+               cfg->preset ? "vllm" : "sglang", (int)cfg->policy, (unsigned long long)seed, (unsigned long long)p->steps,
+               (unsigned long long)p->finished, (unsigned long long)p->aborted, (unsigned long long)p->retractions);
+    totals.steps += p->steps;
+    totals.finished += p->finished;
+    totals.retractions += p->retractions;
+    totals.evicted += st.evicted_pages;
+    totals.cached += p->cached;
     core_free(p->c);
     for (uint64_t id = 0; id < p->n_ids; id++) free(p->r[id].prompt);
     for (int s = 0; s < 4; s++) {
@@ -379,10 +388,19 @@ static core_config variant_cfg(const variant *v)
 /* 8 variants x 12,500 steps = 100,000 checked steps (plus the drains). */
 static void test_random_steps(void)
 {
+    memset(&totals, 0, sizeof totals);
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         core_config cfg = variant_cfg(&variants[i]);
         run_prop(&cfg, 1000 + i, 12500, NULL);
     }
+    CU_ASSERT(totals.steps >= 100000);
+    /* The runs really exercised what they claim to. */
+    CU_ASSERT(totals.retractions > 100);
+    CU_ASSERT(totals.evicted > 1000);
+    CU_ASSERT(totals.cached > 1000);
+    printf("(%llu steps, %llu finished, %llu retractions, %llu cached tokens, %llu evictions) ",
+           (unsigned long long)totals.steps, (unsigned long long)totals.finished, (unsigned long long)totals.retractions,
+           (unsigned long long)totals.cached, (unsigned long long)totals.evicted);
 }
 
 static void test_same_seed_same_batches(void)

@@ -297,8 +297,12 @@ int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, co
     lua_sethook(L, old_hook, old_mask, old_count);
     tl_budget = saved;
     if (rc != LUA_OK) {
-        const char *m = lua_tostring(L, -1);
-        snprintf(err, errn, "%s", m ? m : "error object is not a string");
+        /* Runtime errors carry "file:line:" already; the others get the
+         * line where policy() is defined. */
+        const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (rc == LUA_ERRMEM) snprintf(err, errn, "%s: policy ran out of memory", l->where);
+        else if (!m) snprintf(err, errn, "%s: policy raised a %s instead of a message", l->where, luaL_typename(L, -1));
+        else snprintf(err, errn, "%s", m);
         lua_settop(L, top);
         return -1;
     }

@@ -127,7 +127,8 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
 {
     const core_config *cfg = &c->cfg;
     uint32_t ps = c->ps;
-    int64_t rem_chunk = cfg->chunked_prefill_size > 0 ? (int64_t)cfg->chunked_prefill_size - decode_tokens : INT64_MAX;
+    bool chunking = cfg->chunked_prefill_size > 0;
+    int64_t rem_chunk = chunking ? (int64_t)cfg->chunked_prefill_size - decode_tokens : INT64_MAX;
     int64_t rem_input = (int64_t)cfg->max_prefill_tokens - decode_tokens;
     double offset = 0;
     for (uint32_t i = 0; i < c->n_run; i++) offset += clip_remaining(c->run[i]) * c->ratio;
@@ -181,7 +182,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         }
         uint64_t n = extend;
         bool chunked = false;
-        if (rem_chunk != INT64_MAX && (int64_t)input_tokens > rem_chunk) {
+        if (chunking && (int64_t)input_tokens > rem_chunk) {
             n = (uint64_t)rem_chunk / ps * ps;
             if (n == 0) break;
             chunked = true;
@@ -191,7 +192,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         core_add_seq(c, r, (uint32_t)n, 0, true);
         any = true;
         rem_input -= (int64_t)ceil_page(n, ps);
-        if (rem_chunk != INT64_MAX) rem_chunk -= (int64_t)ceil_page(n, ps);
+        if (chunking) rem_chunk -= (int64_t)ceil_page(n, ps);
         if (chunked) {
             c->chunked = r;
             break;
