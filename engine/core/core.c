@@ -541,7 +541,7 @@ static void finish(core *c, core_req *r, uint8_t reason, double now, core_req **
 
 int core_complete(core *c, const core_batch *b, const core_seq_result *results, double now, rh_err *e)
 {
-    if (!c->in_flight || !b || b->seqs != c->seqs || b->n != c->n_seqs)
+    if (!c->in_flight || !b || b->seqs != c->seqs || b->n != c->n_seqs || b->index + 1 != c->step_index)
         return rh_fail(e, "core_complete: batch is not the one in flight");
     for (uint32_t i = 0; i < c->n_seqs && results; i++) {
         const core_seq *s = &c->seqs[i];
