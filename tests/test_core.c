@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core_harness.h"
+#include "test_core_harness.h"
 #include "engine/core/core.h"
 
 static harness H;

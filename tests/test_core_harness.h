@@ -1,4 +1,4 @@
-/* core_harness.h — a tiny driver for the core suites: hooks that record
+/* test_core_harness.h — a tiny driver for the core suites: hooks that record
  * every event and step, a digest of every batch (to compare two runs), and
  * a step function that completes each batch with chosen results. Static
  * functions only, so each test file that includes it gets its own copy. */
