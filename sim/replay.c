@@ -291,6 +291,11 @@ out:
     free(cnt);
 }
 
+static void put_knob(void *ctx, const char *name, const char *value)
+{
+    tr_header_set(ctx, name, value);
+}
+
 static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
 {
     tr_header h;
@@ -301,16 +306,13 @@ static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, cons
     char buf[64];
     tr_header_set(&h, "source", "rehearse sim");
     tr_header_set(&h, "cost", cost->path ? cost->path : "");
-    snprintf(buf, sizeof buf, "%d", cfg->core.chunked_prefill_size);
-    tr_header_set(&h, "chunked-prefill-size", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.max_running_requests);
-    tr_header_set(&h, "max-running-requests", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.page_size);
-    tr_header_set(&h, "page-size", buf);
+    core_config_foreach(&cfg->core, put_knob, &h);
     snprintf(buf, sizeof buf, "%u", cfg->tp);
     tr_header_set(&h, "tp-size", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.spec_steps);
-    tr_header_set(&h, "speculative-num-steps", buf);
+    snprintf(buf, sizeof buf, "%g", cfg->rate_scale);
+    tr_header_set(&h, "rate-scale", buf);
+    snprintf(buf, sizeof buf, "%u", cfg->max_concurrency);
+    tr_header_set(&h, "max-concurrency", buf);
     tr_writer *w = tr_writer_open(cfg->out_path, &h, 0, e);
     tr_header_free(&h);
     return w;
