@@ -139,6 +139,9 @@ static int read_text(tr_lines *l, tr_format f, const tr_import_opts *o, const tr
         default: rc = rh_fail(e, "%s: format %s cannot be read here", l->name, tr_format_name(f));
         }
     }
+    if (rc == 0 && sp.n == 0 && l->bytes == 0) rc = rh_fail(e, "%s: empty file", l->name);
+    if (rc == 0 && sp.n == 0)
+        rc = rh_fail(e, "%s: no requests in the file%s", l->name, o->model ? " (for that --model)" : "");
     if (rc == 0) rc = tr_spool_emit(&sp, s, e);
     tr_spool_free(&sp);
     return rc;

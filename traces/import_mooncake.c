@@ -28,10 +28,9 @@ int tr_import_mooncake(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
     size_t hcap = 0;
     const char *line;
     size_t n;
-    int rc, any = 0;
+    int rc;
     while ((rc = tr_lines_next(l, &line, &n, e)) > 0) {
         if (n == 0) continue;
-        any = 1;
         if (jl_parse(&j, line, n, l->line_no, e) < 0) {
             rh_prefix(e, "%s", l->name);
             rc = -1;
@@ -82,7 +81,6 @@ int tr_import_mooncake(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
             break;
         }
     }
-    if (rc == 0 && !any) rc = rh_fail(e, "%s: empty file: no records", l->name);
     free(hashes);
     jl_free(&j);
     return rc < 0 ? -1 : 0;

@@ -14,7 +14,9 @@
 
 #include "util/err.h"
 
-enum jl_type { JL_NUM, JL_STR, JL_TRUE, JL_FALSE, JL_NULL, JL_ARR, JL_OBJ };
+/* JL_OTHER: a value of a shape trace lines never need (nested deeper, an
+ * array of non-numbers); a field of that shape is only an error if read. */
+enum jl_type { JL_NUM, JL_STR, JL_TRUE, JL_FALSE, JL_NULL, JL_ARR, JL_OBJ, JL_OTHER };
 
 typedef struct jl_span {
     uint32_t off, len;
