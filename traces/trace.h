@@ -88,7 +88,7 @@ typedef struct tr_step {
     uint64_t decode_context;    /* sum over decodes of their context */
     uint32_t spec_proposed;     /* draft tokens verified this step */
     uint32_t spec_accepted;     /* of which accepted */
-    uint32_t pages_used;        /* pages held by requests or the prefix cache after the step */
+    uint32_t pages_used;        /* pages held by requests after the step (evictable cached pages excluded) */
     uint32_t pages_total;
     uint32_t waiting;           /* queue lengths when the step was formed */
     uint32_t running;

@@ -613,7 +613,9 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
     tr_step *st = &c->step;
     st->duration = now - c->sched_now;
     st->sched_time = 0;
-    st->pages_used = (uint32_t)(c->kv.n_pages - kv_free_pages(&c->kv));
+    /* KV use as SGLang reports it: pages requests hold; cached pages no
+     * request holds are evictable, so they count as room. */
+    st->pages_used = (uint32_t)(c->kv.n_pages - kv_free_pages(&c->kv) - kv_cached_pages(&c->kv));
     if (c->hooks.on_step) c->hooks.on_step(c->hooks.ctx, st);
     debug_check(c, "core_complete");
     return 0;
