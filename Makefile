@@ -30,7 +30,7 @@ CFLAGS_ALL = -std=c11 $(OPT) -g -Wall -Wextra $(if $(WERROR),-Werror) -D_GNU_SOU
              -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
-LIB_DIRS = util traces engine/core engine/model engine/spec engine/serve engine/record \
+LIB_DIRS = util traces engine engine/core engine/model engine/spec engine/serve engine/record \
            kernels/cpu kernels/calibrate sim
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sim/cli.h"
 #include "sim/cost_cli.h"
 #include "sim/plot.h"
+#include "engine/model/cli.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -15,8 +17,12 @@ typedef struct subcommand {
 
 static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
+    {"sim", sim_main, "replay a trace through the scheduler on a virtual clock, priced by a cost model"},
+    {"run", run_main, "run a Lua experiment script (sweeps in parallel, CSV, plots)"},
+    {"fit", fit_main, "fit a linear cost model to the step records of a recorded trace"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
+    {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
 };
 
 static void usage(FILE *f)

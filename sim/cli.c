@@ -68,9 +68,9 @@ int sim_main(int argc, char **argv)
         } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
             if (!(cfg.out_path = rh_args_value(&a, &e))) goto bad;
         } else {
-            /* A knob given without a value (the next word is another flag, or
-             * none) is a boolean switch: --disable-radix-cache. */
-            if (!a.inline_val && (a.i >= a.argc || !strncmp(a.argv[a.i], "--", 2))) v = "true";
+            /* Boolean knobs (--disable-radix-cache) take no value unless it is
+             * written --name=value. */
+            if (core_config_takes_value(name) == 0) v = a.inline_val ? rh_args_value(&a, &e) : "true";
             else if (!(v = rh_args_value(&a, &e))) goto bad;
             int rc = sim_config_set(&cfg, name, v, &e);
             if (rc < 0) goto bad;

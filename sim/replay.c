@@ -40,6 +40,10 @@ typedef struct run {
     uint32_t *order;         /* trace indices by send order (arrival) */
     uint64_t next_send;      /* index into order */
     uint64_t outstanding, done;
+    /* Closed loop: when each idle client became free, oldest first (clients
+     * free up at step ends, in time order, so a FIFO ring is enough). */
+    double *free_at;
+    uint32_t free_head, free_n;
     step_row *rows;
     size_t n_rows, cap_rows;
     uint64_t rng;
@@ -115,6 +119,10 @@ static void emit_request(run *r, req_state *s, double now)
     s->done = 1;
     r->done++;
     r->outstanding--;
+    if (r->free_at) {
+        uint32_t cap = r->cfg->max_concurrency;
+        r->free_at[(r->free_head + r->free_n++) % cap] = now;
+    }
 }
 
 static void on_event(void *ctx, const core_event *ev)
@@ -184,44 +192,56 @@ static int cmp_arrival(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);    /* stable: trace order among equal arrivals */
 }
 
-/* Sends request `i` at time `now`. A request the server can never run is
- * answered at once with an error, as a server would reject it. */
-static void send_request(run *r, uint32_t i, double now)
+/* Sends request `i`, which reached the server at `sent` (its arrival, or
+ * when a client freed up); the core sees it at `now`, the step boundary. */
+static void send_request(run *r, uint32_t i, double sent, double now)
 {
     const tr_request *q = &r->trace->requests[i];
     req_state *s = &r->rs[i];
     s->index = i;
-    s->send = now;
+    s->send = sent;
     r->outstanding++;
     core_req_desc d = {
         .id = q->id,
-        .prompt_len = q->input_len,
+        .prompt_len = q->input_len ? q->input_len : 1,   /* a server always sees a BOS */
         .max_new_tokens = q->output_len ? q->output_len : 1,
         .block_hashes = q->hashes,
         .n_block_hashes = q->n_hashes,
         .block_size = r->trace->header.block_size,
         .user = s,
     };
-    rh_err e;
-    if (!core_add(r->c, &d, now, &e)) {
-        s->finish = TR_FINISH_ERROR;
-        emit_request(r, s, now);
+    if (!core_add(r->c, &d, now, &r->err)) {
+        /* The request can never run here (longer than the context or the
+         * whole pool): a configuration that cannot serve the trace. */
+        rh_prefix(&r->err, "request %llu (%u prompt + %u output tokens)", (unsigned long long)q->id,
+                  q->input_len, q->output_len);
+        r->failed = 1;
     }
 }
 
-/* Sends everything due at `now`; returns the time of the next send (INFINITY:
- * none is pending, or all clients are busy). */
+/* Sends everything due by `now`; returns the time of the next send (INFINITY:
+ * none is pending, or every client is busy). Requests arriving while a step
+ * runs wait in the queue until it ends, as on a real server, but their
+ * latencies count from their arrival. */
 static double send_due(run *r, double now)
 {
     uint64_t n = r->trace->n_requests;
     uint32_t cap = r->cfg->max_concurrency;
     while (r->next_send < n) {
-        if (cap && r->outstanding >= cap) return INFINITY;
         uint32_t i = r->order[r->next_send];
         double at = scaled_arrival(r, i);
+        if (cap) {
+            if (r->free_n == 0) return INFINITY;
+            double freed = r->free_at[r->free_head];
+            if (freed > at) at = freed;
+        }
         if (at > now) return at;
+        if (cap) {
+            r->free_head = (r->free_head + 1) % cap;
+            r->free_n--;
+        }
         r->next_send++;
-        send_request(r, i, now);
+        send_request(r, i, at, now);
     }
     return INFINITY;
 }
@@ -291,6 +311,11 @@ out:
     free(cnt);
 }
 
+static void put_knob(void *ctx, const char *name, const char *value)
+{
+    tr_header_set(ctx, name, value);
+}
+
 static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
 {
     tr_header h;
@@ -301,16 +326,13 @@ static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, cons
     char buf[64];
     tr_header_set(&h, "source", "rehearse sim");
     tr_header_set(&h, "cost", cost->path ? cost->path : "");
-    snprintf(buf, sizeof buf, "%d", cfg->core.chunked_prefill_size);
-    tr_header_set(&h, "chunked-prefill-size", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.max_running_requests);
-    tr_header_set(&h, "max-running-requests", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.page_size);
-    tr_header_set(&h, "page-size", buf);
+    core_config_foreach(&cfg->core, put_knob, &h);
     snprintf(buf, sizeof buf, "%u", cfg->tp);
     tr_header_set(&h, "tp-size", buf);
-    snprintf(buf, sizeof buf, "%u", cfg->core.spec_steps);
-    tr_header_set(&h, "speculative-num-steps", buf);
+    snprintf(buf, sizeof buf, "%g", cfg->rate_scale);
+    tr_header_set(&h, "rate-scale", buf);
+    snprintf(buf, sizeof buf, "%u", cfg->max_concurrency);
+    tr_header_set(&h, "max-concurrency", buf);
     tr_writer *w = tr_writer_open(cfg->out_path, &h, 0, e);
     tr_header_free(&h);
     return w;
@@ -338,6 +360,14 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
         goto done;
     }
     for (uint64_t i = 0; i < n; i++) r.order[i] = (uint32_t)i;
+    if (cfg->max_concurrency) {
+        r.free_at = calloc(cfg->max_concurrency, sizeof *r.free_at);
+        if (!r.free_at) {
+            rh_fail(e, "out of memory");
+            goto done;
+        }
+        r.free_n = cfg->max_concurrency;        /* every client idle from the start */
+    }
     qsort_r(r.order, n, sizeof *r.order, cmp_arrival, (void *)trace);
     r.c = core_new(&cfg->core, &hooks, e);
     if (!r.c) goto done;
@@ -352,6 +382,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
     uint64_t steps = 0;
     while (!r.failed) {
         double next = send_due(&r, now);
+        if (r.failed) break;
         core_batch b;
         uint32_t k = core_schedule(r.c, now, &b);
         if (k == 0) {
@@ -378,7 +409,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
                 goto loop_fail;
             }
         }
-        uint32_t draft_seqs = 0, draft_steps = 0;
+        uint32_t draft_seqs = 0;
         for (uint32_t i = 0; i < k; i++) {
             const core_seq *q = &b.seqs[i];
             cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
@@ -387,13 +418,12 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
                 results[i].proposed = q->n_spec;
                 results[i].accepted = draw_accepted(&r, q->n_spec);
                 draft_seqs++;
-                if (q->n_spec > draft_steps) draft_steps = q->n_spec;
             }
         }
         cost_batch cb = {.seqs = cseqs, .n = k, .tp = cfg->tp};
-        if (cfg->spec_draft_model) {
+        if (cfg->spec_draft_model && draft_seqs) {
             cb.draft_seqs = draft_seqs;
-            cb.draft_steps = draft_steps;
+            cb.draft_steps = b.spec_steps;    /* forward passes of the drafter */
         }
         cost_batch_summarize(&cb);
         double dt = cost_step_time(cost, &cb);
@@ -462,6 +492,7 @@ done:
     free(r.rs);
     free(r.order);
     free(r.rows);
+    free(r.free_at);
     if (rc < 0) sim_result_free(out);
     return rc;
 }

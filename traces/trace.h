@@ -9,7 +9,14 @@
  * On disk it is binary, versioned and zstd-compressed (traces/FORMAT.md),
  * written and read as a stream in constant memory whatever the file size.
  * Times are seconds: arrivals and step starts from the trace start, token
- * times from the request's own arrival. */
+ * times from the request's own arrival. Times that are whole nanoseconds
+ * (tr_round_ns) are stored compactly; any other finite double is stored
+ * bit-exact in 8 bytes. Every record written passes tr_check_request /
+ * tr_check_step, and every record read has passed them too.
+ *
+ * Closed-loop traces (header arrival=closed-loop, clients=N; see FORMAT.md):
+ * every arrival is 0 and N clients replay the requests in file order, each
+ * keeping a session (session_id != 0) to itself until its last turn. */
 #ifndef RH_TRACE_H
 #define RH_TRACE_H
 
@@ -20,6 +27,12 @@
 
 #define TR_FORMAT_VERSION 1
 #define TR_MAGIC "RHTRACE1"            /* 8 bytes at offset 0 */
+#define TR_MAGIC_LEN 8
+
+/* Lengths above this are rejected as absurd everywhere (importers, writer,
+ * reader): no model serves a 16M-token prompt, and a corrupt file must not
+ * make a reader allocate gigabytes. */
+#define TR_MAX_TOKENS (1u << 24)
 
 enum tr_kind { TR_NONE = 0, TR_REQUEST = 1, TR_STEP = 2 };
 
@@ -75,7 +88,7 @@ typedef struct tr_step {
     uint64_t decode_context;    /* sum over decodes of their context */
     uint32_t spec_proposed;     /* draft tokens verified this step */
     uint32_t spec_accepted;     /* of which accepted */
-    uint32_t pages_used;        /* pages held by requests or the prefix cache after the step */
+    uint32_t pages_used;        /* pages held by requests after the step (evictable cached pages excluded) */
     uint32_t pages_total;
     uint32_t waiting;           /* queue lengths when the step was formed */
     uint32_t running;
@@ -116,10 +129,15 @@ int tr_header_set(tr_header *h, const char *key, const char *value);   /* replac
 const char *tr_header_get(const tr_header *h, const char *key);        /* NULL if absent */
 
 /* ---- streaming writer ----
- * By default the writer writes PATH.tmp and renames it to PATH on close, so a
- * failed run never leaves a half-written PATH. With TR_WRITE_LIVE it writes
- * PATH directly and every tr_writer_flush ends a zstd frame, so a process
- * killed mid-run leaves a file readable up to its last flush. */
+ * By default the writer writes a temporary file next to PATH and renames it
+ * to PATH on close, so a failed run never leaves a half-written PATH. With
+ * TR_WRITE_LIVE it writes PATH directly and every tr_writer_flush ends a
+ * zstd frame and writes it out whole, so a process killed mid-run leaves a
+ * file readable up to its last flush (tr_reader_truncated then says so). A
+ * live writer also flushes by itself when a record arrives more than a
+ * second after the last flush; a recorder with idle periods calls
+ * tr_writer_flush from its own timer. Records are checked (tr_check_*) and a
+ * bad one is refused with a message naming the record and field. */
 #define TR_WRITE_LIVE 0x1u
 
 typedef struct tr_writer tr_writer;
@@ -144,25 +162,53 @@ int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e);   /* 1: a record, 0
  * without the end-of-trace marker (a recording cut short), else 0. */
 int tr_reader_truncated(const tr_reader *r);
 uint64_t tr_reader_record_index(const tr_reader *r);           /* 0-based index of the last record */
+uint64_t tr_reader_offset(const tr_reader *r);                 /* file bytes consumed (progress) */
 void tr_reader_close(tr_reader *r);
 
-/* ---- a whole trace in memory (for the simulator and tests) ---- */
+/* Opens a trace held in memory (fuzzing, tests); `name` is used in messages.
+ * The buffer must outlive the reader. */
+tr_reader *tr_reader_open_mem(const void *data, size_t n, const char *name, rh_err *e);
+
+/* ---- record checks and helpers ---- */
+/* 0, or -1 naming the field that breaks the format's rules: lengths above
+ * TR_MAX_TOKENS, non-finite times, more block hashes than the prompt has
+ * blocks, hashes without a block size, an unknown finish reason, more token
+ * times than output tokens. `block_size` is the header's. */
+int tr_check_request(const tr_request *r, uint32_t block_size, rh_err *e);
+int tr_check_step(const tr_step *s, rh_err *e);
+/* The nearest whole nanosecond, so the time is stored compactly. */
+double tr_round_ns(double seconds);
+/* Blocks of `block_size` tokens that a prompt of `len` tokens spans (rounded up). */
+uint32_t tr_blocks(uint32_t len, uint32_t block_size);
+const char *tr_finish_name(int finish);     /* "none", "length", "stop", "abort", "error" */
+int tr_finish_parse(const char *name);      /* the enum, or -1 */
+
+/* ---- a whole trace in memory (for the simulator and tests) ----
+ * Records are copied in; their hashes and token_times live in an arena of
+ * chunks that never move, so request pointers into it stay valid while the
+ * trace grows (only the requests and steps arrays themselves reallocate). */
+struct tr_arena;
+
 typedef struct tr_trace {
     tr_header header;
     size_t n_requests, n_steps;
-    tr_request *requests;       /* hashes and token_times point into pools owned here */
+    tr_request *requests;       /* hashes and token_times point into the arena */
     tr_step *steps;
-    uint64_t *hash_pool;
-    double *time_pool;
-    size_t hash_pool_n, time_pool_n;
-    size_t cap_requests, cap_steps, hash_pool_cap, time_pool_cap;
+    size_t cap_requests, cap_steps;
+    struct tr_arena *arena;     /* owned; NULL until the first array is copied in */
 } tr_trace;
 
 void tr_trace_init(tr_trace *t);
+/* Loads any trace file: our binary format streams in; other formats (our
+ * JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their content
+ * and imported with default options (traces/import.h). */
 int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
 /* Copies the record (and its arrays) into the trace. */
 int tr_trace_add_request(tr_trace *t, const tr_request *r, rh_err *e);
 int tr_trace_add_step(tr_trace *t, const tr_step *s, rh_err *e);
+/* Sorts requests by arrival; ties keep their order. */
+void tr_trace_sort_requests(tr_trace *t);
+/* Writes the requests, then the steps (the trace keeps no interleaving). */
 int tr_trace_save(const tr_trace *t, const char *path, rh_err *e);
 void tr_trace_free(tr_trace *t);
 

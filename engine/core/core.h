@@ -12,8 +12,16 @@
  *   core_complete(c, &batch, results, now)   commits the tokens it produced.
  * Requests enter with core_add and leave by finishing or core_abort.
  *
- * Everything is deterministic for a given config (including its seed) and
- * the same sequence of calls. */
+ * Contract:
+ *   - core_schedule returns 0 exactly when nothing waits and nothing runs
+ *     (core_idle), so a caller never spins: an idle core always starts the
+ *     first request the policy offers when the pool can hold it.
+ *   - Hooks run synchronously inside core calls and must not call back into
+ *     the core; a request's core_req and `user` pointer are valid until its
+ *     CORE_EV_FINISHED or CORE_EV_ABORTED event returns.
+ *   - Everything is deterministic for a given config (including its seed) and
+ *     the same sequence of calls.
+ * Single-threaded: one core per thread; distinct cores share nothing. */
 #ifndef RH_CORE_H
 #define RH_CORE_H
 
@@ -43,36 +51,56 @@ typedef enum core_evict {
 
 typedef struct core_config {
     uint32_t page_size;              /* --page-size: tokens per KV page */
-    uint64_t total_pages;            /* pool size in pages (--max-total-tokens / page size) */
+    uint64_t total_pages;            /* pool size in pages, used when max_total_tokens is 0 */
+    uint64_t max_total_tokens;       /* --max-total-tokens; 0: total_pages decides. The pool is
+                                        max_total_tokens / page_size pages (resolved in core_new) */
     int32_t chunked_prefill_size;    /* --chunked-prefill-size; -1: no chunking */
     uint32_t max_prefill_tokens;     /* --max-prefill-tokens */
     uint32_t max_running_requests;   /* --max-running-requests */
-    uint32_t context_length;         /* longest prompt+output a request may have; 0: no limit */
+    uint32_t long_prefill_token_threshold; /* --long-prefill-token-threshold (vllm scheduler); 0: off */
+    uint32_t context_length;         /* --context-length: longest prompt+output a request may have; 0: no limit */
     core_policy policy;              /* --schedule-policy */
     double schedule_conservativeness;/* --schedule-conservativeness */
     bool disable_radix_cache;        /* --disable-radix-cache */
     bool enable_mixed_chunk;         /* --enable-mixed-chunk */
     core_preset preset;              /* --scheduler */
     core_evict evict;                /* --radix-eviction lru|lfu */
-    uint64_t seed;                   /* --seed: random policy */
-    uint32_t spec_steps;             /* --speculative-num-steps: draft slots per decode (0: off) */
+    uint64_t seed;                   /* --seed: random policy, Lua math.random */
+    uint32_t spec_steps;             /* --speculative-num-steps: draft forward passes per step (0: off) */
+    uint32_t spec_draft_tokens;      /* --speculative-num-draft-tokens: tokens verified per decode,
+                                        the sampled one included; 0: spec_steps + 1. A decode
+                                        asks for spec_draft_tokens - 1 extra slots. */
     uint32_t spec_disable_batch_size;/* --speculative-disable-by-batch-size; 0: never */
-    const char *lua_policy_path;     /* --policy-script: file defining policy(waiting, state) */
+    const char *lua_policy_path;     /* --policy-script: file defining policy(waiting, state);
+                                        must stay valid until core_new, which copies it */
     void *lua_state;                 /* or: a lua_State* owned by the caller ... */
     int lua_policy_ref;              /* ... and a registry reference to the policy function */
+    uint64_t policy_max_instructions;/* --policy-max-instructions: Lua VM instructions per call */
+    uint32_t policy_window;          /* --policy-window: waiting requests shown to a Lua policy */
 } core_config;
 
-/* SGLang-like defaults: page 16, 8192 chunk, 16384 prefill tokens, 256 running, fcfs, lru. */
+/* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
+ * 256 running, fcfs, lru, conservativeness 1, Lua limits 10M instructions and
+ * a window of 256 requests. */
 void core_config_default(core_config *cfg);
 
 /* Sets one knob by its CLI name without dashes ("chunked-prefill-size"; "_"
- * is accepted for "-" so Lua keys work). Returns 1 if set, 0 if the name is
- * not a core knob, -1 with a message naming the knob on a bad value. */
+ * is accepted for "-" so Lua keys work). Boolean knobs take NULL, "1",
+ * "true", "0" or "false". Returns 1 if set, 0 if the name is not a core knob,
+ * -1 with a message naming the knob on a bad value. */
 int core_config_set(core_config *cfg, const char *name, const char *value, rh_err *e);
+/* 1 if the knob takes a value, 0 if it is a boolean flag, -1 if not a core knob:
+ * tells a command-line front whether to consume the next argument. */
+int core_config_takes_value(const char *name);
 /* One line per knob, "  --name VALUE   meaning (default)", for --help texts. */
 const char *core_config_help(void);
 /* Rejects impossible combinations (zero budgets, a pool smaller than a page...). */
 int core_config_validate(const core_config *cfg, rh_err *e);
+/* Calls fn(name, value) for every knob with its current value as text, in a
+ * fixed order (for trace headers and reports). core_config_set accepts every
+ * pair back. Pointers are valid only during the call. */
+void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const char *name, const char *value),
+                         void *ctx);
 
 typedef struct core core;
 typedef struct core_req core_req;
@@ -80,11 +108,12 @@ typedef struct core_req core_req;
 /* A request as handed to the core. Page keys for the prefix cache come from
  * the prompt tokens when given (a chain xxHash of each full page), else from
  * the trace's block hashes (each block of block_size tokens maps onto
- * block_size / page_size page keys). The core copies what it needs. */
+ * block_size / page_size page keys, chained so equal keys imply equal
+ * prefixes), else the request shares nothing. The core copies what it needs. */
 typedef struct core_req_desc {
     uint64_t id;
-    uint32_t prompt_len;
-    uint32_t max_new_tokens;          /* output length: finishes after this many tokens */
+    uint32_t prompt_len;              /* >= 1 */
+    uint32_t max_new_tokens;          /* >= 1: output length; finishes after this many tokens */
     const int32_t *prompt_tokens;     /* may be NULL */
     const uint64_t *block_hashes;     /* may be NULL */
     uint32_t n_block_hashes;
@@ -94,7 +123,9 @@ typedef struct core_req_desc {
 
 /* One sequence of a batch. Positions start..start+n_new-1 are computed; their
  * K and V go into `pages` (a page table of page ids, covering at least
- * start + n_new tokens). */
+ * start + n_new tokens). A page table may change between steps (a page
+ * found already cached is swapped for the shared copy); positions below
+ * `start` always hold valid K and V. */
 typedef struct core_seq {
     core_req *req;
     uint64_t id;
@@ -112,10 +143,14 @@ typedef struct core_batch {
     core_seq *seqs;         /* owned by the core; valid until core_complete */
     uint32_t n;
     uint32_t prefill_tokens, prefill_seqs, decode_seqs;
+    uint32_t decode_tokens; /* sum of n_new over decodes (1 + draft slots each) */
+    uint32_t spec_steps;    /* draft forward passes before this step's verify (0: no drafts) */
+    uint64_t index;         /* step number, as in the step record */
 } core_batch;
 
 /* What the runner reports per sequence of a batch (NULL results means: every
- * sampling sequence produced exactly one token, no drafts, no stop). */
+ * sampling sequence produced exactly one token, no drafts, no stop). Results
+ * of sequences that do not sample are ignored. */
 typedef struct core_seq_result {
     uint32_t proposed;      /* draft tokens actually proposed (<= n_spec) */
     uint32_t accepted;      /* of which accepted; commits accepted + 1 tokens */
@@ -138,43 +173,59 @@ typedef struct core_event {
     double now;
     uint32_t n_tokens;      /* CORE_EV_TOKENS: tokens committed now */
     uint32_t output_len;    /* tokens produced so far */
-    uint32_t cached_tokens; /* prompt tokens matched in the prefix cache at admission */
+    uint32_t cached_tokens; /* tokens matched in the prefix cache at this admission */
     uint32_t spec_proposed, spec_accepted;   /* this step, for CORE_EV_TOKENS */
-    uint8_t finish;         /* enum tr_finish, for CORE_EV_FINISHED */
+    uint32_t retractions;   /* times this request was retracted so far */
+    uint8_t finish;         /* enum tr_finish, for CORE_EV_FINISHED and CORE_EV_ABORTED */
 } core_event;
 
 typedef struct core_hooks {
     void *ctx;
     void (*on_step)(void *ctx, const tr_step *step);     /* after each core_complete */
     void (*on_event)(void *ctx, const core_event *ev);
+    /* A warning the caller should show once (a Lua policy error with its file
+     * and line, after which that step fell back to fcfs). May be NULL. */
+    void (*on_message)(void *ctx, const char *msg);
 } core_hooks;
 
 core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e);
 void core_free(core *c);
 
 /* Queues a request. Fails (NULL) if it can never run: a prompt plus output
- * longer than the context length or than the whole pool. */
+ * longer than the context length or than the whole pool, an empty prompt, no
+ * output, or an id already queued or running. */
 core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e);
-/* Removes a request from any state and frees its pages. 0, or -1 if unknown. */
+/* Removes a request from any state and frees its pages. 0, or -1 if unknown.
+ * Allowed while a batch holding the request is in flight: its sequence is
+ * then skipped by core_complete. */
 int core_abort(core *c, uint64_t id, double now);
 
-/* Forms the next batch. Returns the number of sequences (0: nothing to run). */
+/* Forms the next batch. Returns the number of sequences (0: nothing to run,
+ * or a batch is already in flight). */
 uint32_t core_schedule(core *c, double now, core_batch *out);
-/* Commits a batch formed by core_schedule. */
+/* Commits a batch formed by core_schedule. -1 with a message on a result that
+ * breaks the contract (accepted > proposed > n_spec) or a batch that is not
+ * the one in flight; nothing is committed then. */
 int core_complete(core *c, const core_batch *b, const core_seq_result *results, double now, rh_err *e);
 
 typedef struct core_stats {
     uint32_t waiting, running;
     uint64_t pages_total, pages_free, pages_used, pages_cached;  /* used: held by requests; cached: only by the radix tree */
     uint64_t steps, retractions, finished, aborted;
-    uint64_t prompt_tokens, cached_tokens;                       /* cumulative, for the hit rate */
+    uint64_t prompt_tokens, cached_tokens;                       /* cumulative over first admissions, for the hit rate */
+    uint64_t evicted_pages;                                      /* cumulative */
+    uint64_t policy_errors;                                      /* Lua calls that fell back to fcfs */
     double new_token_ratio;
 } core_stats;
 
 void core_get_stats(const core *c, core_stats *s);
-/* Every invariant (free + used + cached = total, lock counts, radix
- * consistency, no request in two queues). 0, or -1 and what broke. */
+/* The resolved configuration (pool size in pages, strings copied). */
+const core_config *core_get_config(const core *c);
+/* Every invariant (free + used + cached = total, reference and lock counts,
+ * radix consistency, no request in two queues). 0, or -1 and what broke. */
 int core_check(const core *c, rh_err *e);
 bool core_idle(const core *c);          /* nothing waiting or running */
+/* The first Lua policy error of this core ("" if none). */
+const char *core_policy_error(const core *c);
 
 #endif

@@ -1,9 +1,7 @@
 /* test_cost_fit_cli.c — `rehearse fit` end to end: a recorded trace whose
  * step durations come from a known linear model gives those coefficients
  * back in the cost file it writes, with zero error per class; bad input
- * exits 1 with a message and writes nothing.
- * Kept in tests/pending/ until the trace reader and writer are in the
- * library: then it moves to tests/ and "fit" joins the table in rehearse.c. */
+ * exits 1 with a message and writes nothing. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <math.h>

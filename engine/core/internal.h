@@ -1,0 +1,189 @@
+/* internal.h — the core's private state, shared by its files (never include
+ * this outside engine/core/).
+ *
+ * Who holds a request:
+ *   waiting    the doubly linked waiting list, in queue order;
+ *   running    c->run[] in running order (admission order, or for SGLang the
+ *              order prefills completed), decoding or, for vLLM, prefilling;
+ *   chunked    c->chunked (SGLang only): the one partially prefilled request;
+ *   in batch   SGLang requests admitted this step whose whole prompt is in
+ *              the batch; they join c->run at core_complete;
+ *   zombie     aborted while in the batch in flight; freed by core_complete.
+ * Every live request is also in the id map. */
+#ifndef RH_CORE_INTERNAL_H
+#define RH_CORE_INTERNAL_H
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "engine/core/core.h"
+#include "engine/core/kv.h"
+
+/* SGLang's constants: the estimate of a request's future tokens is clipped so
+ * a huge max_new_tokens does not block admission; retraction frees room for
+ * this many decode steps of every survivor; lpm turns into fcfs past this
+ * many waiting requests (matching them all would cost too much). */
+#define CORE_CLIP_MAX_NEW 4096u
+#define CORE_RETRACT_DECODE_STEPS 20u
+#define CORE_LPM_FCFS_THRESHOLD 128u
+#define CORE_INIT_RATIO 0.7
+#define CORE_MIN_RATIO_FACTOR 0.14
+#define CORE_RATIO_DECAY_STEPS 600.0
+
+enum req_phase { PH_WAITING = 0, PH_PREFILL, PH_DECODE, PH_ZOMBIE };
+enum key_mode { KEYS_NONE = 0, KEYS_TOKENS, KEYS_BLOCKS };
+
+struct core_req {
+    uint64_t id;
+    void *user;
+    double arrival;
+    uint32_t prompt_len, max_new;
+    uint32_t out;              /* output tokens committed */
+    uint32_t kv;               /* tokens whose K and V are in the pages */
+    uint8_t phase;             /* enum req_phase */
+    uint8_t key_mode;          /* enum key_mode */
+    bool in_batch;             /* a sequence of the batch in flight */
+    bool admitted_once;        /* first admission counted in the stats */
+    bool in_run;               /* listed in c->run */
+    uint32_t retractions;
+    uint32_t cached_tokens;    /* matched at the latest admission */
+
+    /* page table: pages[0..n_pages), the first n_tree of them tree pages */
+    uint32_t *pages;
+    uint32_t n_pages, cap_pages, n_tree;
+
+    /* page keys: keys[0..n_keys) known (prompt pages from admission on, output
+     * pages as they fill); n_content leading prompt pages can be keyed from
+     * content (tokens, or block hashes on the fly before admission) */
+    uint64_t *keys;
+    uint32_t n_keys, cap_keys, n_content;
+    uint64_t *blocks;
+    uint32_t n_blocks, block_size;
+    XXH64_state_t *tok;        /* hash of the partial page so far (token keys) */
+
+    core_req *prev, *next;     /* waiting list */
+    int64_t qseq;              /* queue position key: the list is in ascending qseq */
+    uint32_t lof_idx;          /* slot in c->lof_v, or KV_NONE */
+    core_req *zombie_next;
+    uint32_t scratch;          /* per-step sort key / position */
+    uint32_t scratch2;
+};
+
+typedef struct core_lua core_lua;
+
+struct core {
+    core_config cfg;
+    char *policy_path;
+    core_hooks hooks;
+    kv_pool kv;
+    uint32_t ps;
+    bool radix;                 /* prefix cache on */
+
+    /* id map: open addressing, u64 id -> request */
+    uint64_t *map_ids;
+    core_req **map_reqs;
+    uint64_t map_mask, map_n;
+
+    core_req *wait_head, *wait_tail;
+    uint32_t n_waiting;
+    int64_t qseq_back, qseq_front;
+    /* lof keeps its order across steps: lof_v[0..lof_sorted) sorted, then
+     * requests queued since (NULL: left the queue); merged when needed, so
+     * a step costs a linear pass, not a sort of the whole queue. */
+    core_req **lof_v, **lof_tmp;
+    uint32_t lof_n, lof_sorted, lof_cap;
+    bool lof_failed;
+    core_req **run;
+    uint32_t n_run, cap_run;
+    core_req *chunked;
+    uint32_t n_active;          /* requests holding a running slot */
+    core_req *zombies;
+
+    /* the batch in flight */
+    core_seq *seqs;
+    uint32_t n_seqs, cap_seqs;
+    core_batch batch;
+    bool in_flight;
+    double sched_now;
+    tr_step step;
+
+    /* scratch */
+    core_req **order;
+    uint32_t cap_order;
+    uint32_t *match_pages;      /* one page table's worth, for admission */
+    uint32_t cap_match;
+
+    double ratio, ratio_init, ratio_min, ratio_decay;
+    uint64_t rng;
+    uint64_t nonce, step_index;
+    core_stats st;
+
+    core_lua *lua;
+    char policy_err[512];
+};
+
+/* ---- core.c: shared mechanics used by both presets ---- */
+static inline uint32_t ceil_div(uint64_t a, uint32_t b) { return (uint32_t)((a + b - 1) / b); }
+static inline uint32_t req_fill(const core_req *r) { return r->prompt_len + r->out; }
+void core_emit(core *c, int kind, core_req *r, double now);
+void core_message(core *c, const char *msg);
+void wait_unlink(core *c, core_req *r);
+void wait_push_back(core *c, core_req *r);
+void wait_push_front(core *c, core_req *r);
+/* Draft slots a decode of r asks for this step (0 when speculation is off
+ * for this batch size). */
+uint32_t core_spec_slots(const core *c, const core_req *r, uint32_t batch_size);
+/* Pages r needs beyond its table to hold `tokens` positions. */
+static inline uint32_t pages_short(const core *c, const core_req *r, uint64_t tokens)
+{
+    uint32_t need = ceil_div(tokens, c->ps);
+    return need > r->n_pages ? need - r->n_pages : 0;
+}
+/* Grows r's table to cover `tokens` positions (the pool was checked). */
+int core_grow(core *c, core_req *r, uint64_t tokens);
+/* Room for a match of `pages` pages in c->match_pages. */
+int core_match_room(core *c, uint32_t pages);
+void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool prefill);
+/* Takes r out of the waiting list into a running slot with its matched
+ * prefix held (m pages from c->match_pages) and pages covering `cover`
+ * positions. -1 with nothing changed when the pool cannot cover them. */
+int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now);
+/* Frees r's pages (after caching its full pages when `cache`), sends it back
+ * to the waiting queue (front or back) for recompute. */
+void core_retract(core *c, core_req *r, bool cache, bool front, double now);
+void run_remove_marked(core *c);
+
+/* ---- keys.c: page keys ---- */
+int keys_init_req(core *c, core_req *r, const core_req_desc *d, rh_err *e);
+/* Fills keys for every prompt page (first admission). */
+int keys_fill_prompt(core *c, core_req *r);
+/* Output tokens committed: keys of the pages they complete. */
+void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens);
+/* Longest cached prefix of r in pages (at most so that one token is left to
+ * compute), pages into out (may be NULL); *n_cached counts the matched pages
+ * that no request holds (they stop being evictable once held). */
+uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached);
+/* Puts r's full computed pages into the tree (sharing pages already there). */
+void keys_cache_pages(core *c, core_req *r);
+
+/* ---- policy.c: ordering the waiting queue ---- */
+typedef struct cand_list {
+    core_req **v;               /* NULL: walk the waiting list itself (fcfs) */
+    uint32_t n;
+} cand_list;
+void policy_order(core *c, double now, cand_list *out);
+
+/* ---- policy_lua.c ---- */
+core_lua *clua_open_file(const char *path, uint64_t seed, rh_err *e);
+core_lua *clua_wrap(void *lua_state, int ref, rh_err *e);
+void clua_close(core_lua *l);
+/* Orders reqs[0..n) (a copy of the first waiting requests, fcfs order) into
+ * out[]; returns how many to consider, or -1 with err filled. */
+int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, core_req **out, char *err,
+               size_t errn);
+
+/* ---- sched_sglang.c / sched_vllm.c ---- */
+void sched_sglang(core *c, double now);
+void sched_vllm(core *c, double now);
+
+#endif

@@ -1,0 +1,423 @@
+/* kv.c — see kv.h. */
+#include "engine/core/kv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- hash table: (chain key) -> page, linear probing ----
+ * Keys are xxHash outputs, so their bits are already uniform; folding the
+ * high half in only guards against a caller feeding structured keys. */
+static inline uint64_t slot_home(uint64_t key, uint64_t mask)
+{
+    return (key ^ (key >> 29)) & mask;
+}
+
+uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent)
+{
+    uint64_t i = slot_home(key, kv->slot_mask);
+    for (;;) {
+        const kv_slot *s = &kv->slots[i];
+        if (s->page == KV_NONE) return KV_NONE;
+        /* Keys are unique in the table, so the first equal key decides. The
+         * parent check makes this a trie lookup: a chain key found under
+         * another parent is a collision, not a match. */
+        if (s->key == key) return kv->node[s->page].parent == parent ? s->page : KV_NONE;
+        i = (i + 1) & kv->slot_mask;
+    }
+}
+
+static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
+{
+    uint64_t i = slot_home(key, kv->slot_mask);
+    for (;;) {
+        kv_slot *s = &kv->slots[i];
+        if (s->page == KV_NONE) {
+            s->key = key;
+            s->page = page;
+            return 0;
+        }
+        if (s->key == key) return -1;
+        i = (i + 1) & kv->slot_mask;
+    }
+}
+
+/* Backward-shift deletion keeps every probe chain unbroken without
+ * tombstones, so lookups never slow down as the cache churns. */
+static void slot_delete(kv_pool *kv, uint64_t key)
+{
+    uint64_t mask = kv->slot_mask, i = slot_home(key, mask);
+    while (kv->slots[i].key != key || kv->slots[i].page == KV_NONE) {
+        if (kv->slots[i].page == KV_NONE) return;
+        i = (i + 1) & mask;
+    }
+    for (;;) {
+        kv->slots[i].page = KV_NONE;
+        uint64_t j = i;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (kv->slots[j].page == KV_NONE) return;
+            uint64_t k = slot_home(kv->slots[j].key, mask);
+            /* The entry at j may stay if its home lies cyclically in (i, j]. */
+            bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+            if (!stays) {
+                kv->slots[i] = kv->slots[j];
+                i = j;
+                break;
+            }
+        }
+    }
+}
+
+/* ---- eviction heap ---- */
+static inline bool heap_less(const kv_heap_entry *a, const kv_heap_entry *b)
+{
+    if (a->k1 != b->k1) return a->k1 < b->k1;
+    if (a->k2 != b->k2) return a->k2 < b->k2;
+    return a->page < b->page;
+}
+
+static void heap_sift_up(kv_heap_entry *h, uint64_t i)
+{
+    kv_heap_entry x = h[i];
+    while (i > 0) {
+        uint64_t p = (i - 1) / 2;
+        if (!heap_less(&x, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+
+static void heap_sift_down(kv_heap_entry *h, uint64_t n, uint64_t i)
+{
+    kv_heap_entry x = h[i];
+    for (;;) {
+        uint64_t l = 2 * i + 1;
+        if (l >= n) break;
+        uint64_t m = (l + 1 < n && heap_less(&h[l + 1], &h[l])) ? l + 1 : l;
+        if (!heap_less(&h[m], &x)) break;
+        h[i] = h[m];
+        i = m;
+    }
+    h[i] = x;
+}
+
+static inline bool evictable(const kv_node *n)
+{
+    return n->in_tree && n->ref == 1 && n->nchild == 0;
+}
+
+static inline bool entry_valid(const kv_pool *kv, const kv_heap_entry *e)
+{
+    const kv_node *n = &kv->node[e->page];
+    return evictable(n) && n->stamp == e->stamp;
+}
+
+/* Entries go stale when their page is held again or gains a child; rather
+ * than find and delete them, pop skips them, and a full heap first drops
+ * them all (each page has at most one valid entry, so the heap never needs
+ * more than twice the tree). */
+static void heap_compact(kv_pool *kv)
+{
+    uint64_t w = 0;
+    for (uint64_t i = 0; i < kv->heap_n; i++)
+        if (entry_valid(kv, &kv->heap[i])) kv->heap[w++] = kv->heap[i];
+    kv->heap_n = w;
+    for (uint64_t i = w / 2; i-- > 0;) heap_sift_down(kv->heap, w, i);
+}
+
+static void heap_push(kv_pool *kv, uint32_t page)
+{
+    kv_node *n = &kv->node[page];
+    if (kv->heap_n == kv->heap_cap) {
+        if (kv->heap_n > 2 * kv->n_in_tree + 64) heap_compact(kv);
+        if (kv->heap_n == kv->heap_cap) {
+            uint64_t cap = kv->heap_cap * 2;
+            kv_heap_entry *h = realloc(kv->heap, cap * sizeof *h);
+            if (!h) {
+                /* Out of memory: drop stale entries and, if that frees no
+                 * room, leave the page unindexed; it stays cached and kv_check
+                 * reports it. Allocation failure is not a scheduling outcome. */
+                heap_compact(kv);
+                if (kv->heap_n == kv->heap_cap) return;
+            } else {
+                kv->heap = h;
+                kv->heap_cap = cap;
+            }
+        }
+    }
+    n->stamp++;
+    kv_heap_entry e = {.page = page, .stamp = n->stamp};
+    if (kv->lfu) {
+        e.k1 = n->hits;
+        e.k2 = n->tick;
+    } else {
+        e.k1 = n->tick;
+        e.k2 = 0;
+    }
+    kv->heap[kv->heap_n] = e;
+    heap_sift_up(kv->heap, kv->heap_n++);
+}
+
+/* Removes one evictable leaf from the tree and frees its page; its parent may
+ * become an evictable leaf in turn. */
+static void evict_page(kv_pool *kv, uint32_t page)
+{
+    kv_node *n = &kv->node[page];
+    slot_delete(kv, n->key);
+    n->in_tree = 0;
+    n->ref = 0;
+    kv->n_in_tree--;
+    kv->n_cached--;
+    kv->evicted++;
+    kv->free_stack[kv->n_free++] = page;
+    if (n->parent != KV_NONE) {
+        kv_node *p = &kv->node[n->parent];
+        p->nchild--;
+        if (evictable(p)) heap_push(kv, n->parent);
+    }
+    n->parent = KV_NONE;
+}
+
+static int evict(kv_pool *kv, uint64_t need)
+{
+    uint64_t freed = 0;
+    while (freed < need) {
+        if (kv->heap_n == 0) return -1;
+        kv_heap_entry e = kv->heap[0];
+        kv->heap[0] = kv->heap[--kv->heap_n];
+        if (kv->heap_n) heap_sift_down(kv->heap, kv->heap_n, 0);
+        if (!entry_valid(kv, &e)) continue;
+        evict_page(kv, e.page);
+        freed++;
+    }
+    return 0;
+}
+
+/* ---- pool ---- */
+int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err *e)
+{
+    memset(kv, 0, sizeof *kv);
+    if (n_pages == 0 || n_pages == KV_NONE || page_size == 0)
+        return rh_fail(e, "KV pool: %u pages of %u tokens is not a pool", n_pages, page_size);
+    kv->n_pages = n_pages;
+    kv->page_size = page_size;
+    kv->lfu = lfu;
+    uint64_t cap = 16;
+    while (cap < 2 * (uint64_t)n_pages) cap *= 2;
+    kv->slot_mask = cap - 1;
+    /* calloc: the OS maps untouched pages lazily, so a huge pool costs
+     * memory only as far as it is used. */
+    kv->node = calloc(n_pages, sizeof *kv->node);
+    kv->free_stack = malloc((size_t)n_pages * sizeof *kv->free_stack);
+    kv->slots = malloc(cap * sizeof *kv->slots);
+    kv->heap_cap = 1024;
+    kv->heap = malloc(kv->heap_cap * sizeof *kv->heap);
+    if (!kv->node || !kv->free_stack || !kv->slots || !kv->heap) {
+        kv_destroy(kv);
+        return rh_fail(e, "KV pool: out of memory for %u pages", n_pages);
+    }
+    for (uint64_t i = 0; i < cap; i++) kv->slots[i].page = KV_NONE;
+    /* Stack top is page 0, so pages are handed out 0, 1, 2, ... */
+    for (uint32_t i = 0; i < n_pages; i++) {
+        kv->free_stack[i] = n_pages - 1 - i;
+        kv->node[i].parent = KV_NONE;
+    }
+    kv->n_free = n_pages;
+    return 0;
+}
+
+void kv_destroy(kv_pool *kv)
+{
+    free(kv->node);
+    free(kv->free_stack);
+    free(kv->slots);
+    free(kv->heap);
+    memset(kv, 0, sizeof *kv);
+}
+
+int kv_alloc(kv_pool *kv, uint32_t n, uint32_t *out)
+{
+    if ((uint64_t)n > kv->n_free + kv->n_cached) return -1;
+    if (n > kv->n_free && evict(kv, n - kv->n_free) < 0) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = kv->free_stack[--kv->n_free];
+        kv->node[p].ref = 1;
+        out[i] = p;
+    }
+    return 0;
+}
+
+void kv_hold(kv_pool *kv, uint32_t page)
+{
+    kv_node *n = &kv->node[page];
+    if (n->in_tree) {
+        if (n->ref == 1) kv->n_cached--;   /* its heap entry, if any, is now stale */
+        n->hits++;
+    }
+    n->ref++;
+}
+
+void kv_release(kv_pool *kv, uint32_t page)
+{
+    kv_node *n = &kv->node[page];
+    n->ref--;
+    if (n->in_tree) {
+        if (n->ref == 1) {
+            kv->n_cached++;
+            n->tick = ++kv->tick;
+            if (n->nchild == 0) heap_push(kv, page);
+        }
+    } else if (n->ref == 0) {
+        kv->free_stack[kv->n_free++] = page;
+    }
+}
+
+int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent)
+{
+    if (slot_insert(kv, key, page) < 0) return -1;
+    kv_node *n = &kv->node[page];
+    n->key = key;
+    n->parent = parent;
+    n->in_tree = 1;
+    n->nchild = 0;
+    n->hits = 1;
+    n->ref++;                   /* the tree's own hold; the inserting request still holds it */
+    kv->n_in_tree++;
+    if (parent != KV_NONE) kv->node[parent].nchild++;
+    return 0;
+}
+
+int kv_check(const kv_pool *kv, rh_err *e)
+{
+    uint32_t n = kv->n_pages;
+    uint64_t n_free = 0, n_cached = 0, n_used = 0, n_tree = 0, n_evictable = 0;
+    uint32_t *kids = calloc(n, sizeof *kids);
+    uint8_t *seen = calloc(n, 1);
+    int rc = -1;
+    if (!kids || !seen) {
+        rh_fail(e, "kv_check: out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < kv->n_free; i++) {
+        uint32_t p = kv->free_stack[i];
+        if (p >= n || seen[p]) {
+            rh_fail(e, "free stack holds page %u twice or out of range", p);
+            goto out;
+        }
+        seen[p] = 1;
+        if (kv->node[p].ref != 0 || kv->node[p].in_tree) {
+            rh_fail(e, "page %u is on the free stack with ref %u, in_tree %u", p, kv->node[p].ref,
+                    kv->node[p].in_tree);
+            goto out;
+        }
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        const kv_node *x = &kv->node[p];
+        if (x->ref == 0) {
+            if (x->in_tree) {
+                rh_fail(e, "page %u is in the tree with no holder", p);
+                goto out;
+            }
+            if (!seen[p]) {
+                rh_fail(e, "page %u has no holder but is not on the free stack (leaked)", p);
+                goto out;
+            }
+            n_free++;
+            continue;
+        }
+        if (!x->in_tree) {
+            n_used++;
+            continue;
+        }
+        n_tree++;
+        if (x->ref == 1) n_cached++;
+        else n_used++;
+        if (kv_lookup(kv, x->key, x->parent) != p) {
+            rh_fail(e, "tree page %u is not found under its key and parent", p);
+            goto out;
+        }
+        if (x->parent != KV_NONE) {
+            if (x->parent >= n || !kv->node[x->parent].in_tree) {
+                rh_fail(e, "tree page %u has parent %u outside the tree", p, x->parent);
+                goto out;
+            }
+            /* Every request that holds a page holds its whole prefix path. */
+            const kv_node *par = &kv->node[x->parent];
+            if (par->ref < x->ref) {
+                rh_fail(e, "tree page %u is held %u times but its parent %u only %u times", p, x->ref,
+                        x->parent, par->ref);
+                goto out;
+            }
+            kids[x->parent]++;
+        }
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        const kv_node *x = &kv->node[p];
+        if (x->in_tree && x->nchild != kids[p]) {
+            rh_fail(e, "tree page %u counts %u children but has %u", p, x->nchild, kids[p]);
+            goto out;
+        }
+        if (evictable(x)) n_evictable++;
+    }
+    if (n_free != kv->n_free || n_cached != kv->n_cached || n_tree != kv->n_in_tree) {
+        rh_fail(e, "pool counts drifted: free %llu/%u, cached %llu/%llu, tree %llu/%llu",
+                (unsigned long long)n_free, kv->n_free, (unsigned long long)n_cached,
+                (unsigned long long)kv->n_cached, (unsigned long long)n_tree, (unsigned long long)kv->n_in_tree);
+        goto out;
+    }
+    if (n_free + n_cached + n_used != n) {
+        rh_fail(e, "free %llu + used %llu + cached %llu != %u pages", (unsigned long long)n_free,
+                (unsigned long long)n_used, (unsigned long long)n_cached, n);
+        goto out;
+    }
+    uint64_t used_slots = 0;
+    for (uint64_t i = 0; i <= kv->slot_mask; i++) {
+        uint32_t p = kv->slots[i].page;
+        if (p == KV_NONE) continue;
+        used_slots++;
+        if (p >= n || !kv->node[p].in_tree || kv->node[p].key != kv->slots[i].key) {
+            rh_fail(e, "hash slot %llu points at page %u, which is not the tree node of that key",
+                    (unsigned long long)i, p);
+            goto out;
+        }
+    }
+    if (used_slots != kv->n_in_tree) {
+        rh_fail(e, "hash table holds %llu keys for %llu tree pages", (unsigned long long)used_slots,
+                (unsigned long long)kv->n_in_tree);
+        goto out;
+    }
+    /* Every evictable leaf must be reachable by eviction: exactly one valid
+     * heap entry each, and the heap ordered. */
+    memset(seen, 0, n);
+    uint64_t valid = 0;
+    for (uint64_t i = 0; i < kv->heap_n; i++) {
+        const kv_heap_entry *h = &kv->heap[i];
+        if (i > 0 && heap_less(h, &kv->heap[(i - 1) / 2])) {
+            rh_fail(e, "eviction heap out of order at %llu", (unsigned long long)i);
+            goto out;
+        }
+        if (h->page >= n) {
+            rh_fail(e, "eviction heap entry %llu names page %u", (unsigned long long)i, h->page);
+            goto out;
+        }
+        if (entry_valid(kv, h)) {
+            if (seen[h->page]) {
+                rh_fail(e, "page %u has two valid eviction entries", h->page);
+                goto out;
+            }
+            seen[h->page] = 1;
+            valid++;
+        }
+    }
+    if (valid != n_evictable) {
+        rh_fail(e, "%llu evictable leaves but %llu valid eviction entries", (unsigned long long)n_evictable,
+                (unsigned long long)valid);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(kids);
+    free(seen);
+    return rc;
+}

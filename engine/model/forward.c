@@ -1,0 +1,49 @@
+/* forward.c — see forward.h. */
+#include "engine/model/forward.h"
+
+#include <math.h>
+
+void forward_run(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
+                 float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
+                 fwd_buffers *buf)
+{
+    uint32_t T = b->rows, d = c->hidden_size, f = c->intermediate_size;
+    uint32_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    kern_attn_shape shape = {
+        .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads,
+        .head_dim = c->head_dim,
+        .page_size = page_size,
+        .window = c->sliding_window,
+        .scale = 1.0f / sqrtf((float)c->head_dim),
+    };
+
+    K->embedding(w->embed, b->tokens, T, d, buf->x);
+    /* One cos/sin table for the batch, shared by Q and K of every layer. */
+    K->rope_angles(b->positions, inv_freq, T, c->head_dim / 2, buf->cos, buf->sin);
+
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        const model_layer *L = &w->layers[l];
+
+        K->rmsnorm(buf->x, L->attn_norm, c->rms_norm_eps, T, d, buf->xn);
+        K->gemm(buf->xn, L->wq, L->bq, buf->q, T, qd, d, 0);
+        K->gemm(buf->xn, L->wk, L->bk, buf->k, T, kvd, d, 0);
+        K->gemm(buf->xn, L->wv, L->bv, buf->v, T, kvd, d, 0);
+        K->rope(buf->q, buf->cos, buf->sin, T, c->n_heads, c->head_dim, qd);
+        K->rope(buf->k, buf->cos, buf->sin, T, c->n_kv_heads, c->head_dim, kvd);
+        /* Write first: a chunk's rows then find their own keys in the pages. */
+        K->kv_write(buf->k, buf->v, &b->attn, &shape, k_pools[l], v_pools[l]);
+        K->attention(buf->q, k_pools[l], v_pools[l], &b->attn, &shape, buf->att, buf->scores);
+        K->gemm(buf->att, L->wo, L->bo, buf->x, T, d, qd, 1);
+
+        K->rmsnorm(buf->x, L->ffn_norm, c->rms_norm_eps, T, d, buf->xn);
+        K->gemm(buf->xn, L->w_gate, L->b_gate, buf->gate, T, f, d, 0);
+        K->gemm(buf->xn, L->w_up, L->b_up, buf->up, T, f, d, 0);
+        K->silu_mul(buf->gate, buf->up, buf->gate, (size_t)T * f);
+        K->gemm(buf->gate, L->w_down, L->b_down, buf->x, T, d, f, 1);
+    }
+
+    if (b->n_logits)
+        K->lm_head(buf->x, b->logit_rows, b->n_logits, w->final_norm, c->rms_norm_eps, w->lm_head, c->vocab_size, d,
+                   buf->lm_tmp, buf->logits);
+}

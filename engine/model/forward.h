@@ -1,0 +1,45 @@
+/* forward.h — the transformer's forward pass over one batch, kernels only.
+ *
+ * Llama-family decoder: per layer, RMSNorm -> Q,K,V (GQA, optional bias) ->
+ * RoPE -> K,V into the pages -> paged attention -> O projection added to the
+ * residual; RMSNorm -> SwiGLU MLP added to the residual. Then the final norm
+ * and LM head for only the rows that want logits.
+ *
+ * Every pointer here is backend memory and every step is a kern_table call,
+ * so the same code drives any backend. The caller (runner.c) has validated
+ * the batch and sized the buffers; nothing here can fail. */
+#ifndef RH_MODEL_FORWARD_H
+#define RH_MODEL_FORWARD_H
+
+#include "engine/model/weights.h"
+#include "kernels/kernels.h"
+
+/* Activations, each sized for `rows` rows (logits and lm_tmp for logit_rows,
+ * scores for the longest context). */
+typedef struct fwd_buffers {
+    float *x;                 /* [rows][hidden] residual stream */
+    float *xn;                /* [rows][hidden] normed input of a block */
+    float *q, *att;           /* [rows][n_heads * head_dim] */
+    float *k, *v;             /* [rows][n_kv_heads * head_dim] */
+    float *gate, *up;         /* [rows][intermediate] */
+    float *cos, *sin;         /* [rows][head_dim / 2] */
+    float *scores;            /* [context] */
+    float *lm_tmp;            /* [logit_rows][hidden] */
+    float *logits;            /* [logit_rows][vocab] */
+} fwd_buffers;
+
+typedef struct fwd_batch {
+    uint32_t rows;
+    const int32_t *tokens;        /* [rows] */
+    const uint32_t *positions;    /* [rows] */
+    kern_attn_batch attn;
+    uint32_t n_logits;
+    const uint32_t *logit_rows;   /* [n_logits] rows whose logits are wanted, ascending */
+} fwd_batch;
+
+/* k_pools[l], v_pools[l]: layer l's pools. inv_freq: head_dim / 2 floats. */
+void forward_run(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
+                 float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
+                 fwd_buffers *buf);
+
+#endif

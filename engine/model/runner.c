@@ -1,0 +1,294 @@
+/* runner.c — see runner.h.
+ *
+ * Per call: validate the batch, flatten it into the arrays the kernels take
+ * (token ids, positions, row offsets, concatenated page tables, logit rows),
+ * copy them to the backend when it is not host memory, run forward_run, and
+ * bring the logits back. Buffers grow to the largest batch seen and stay. */
+#include "engine/model/runner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model/forward.h"
+#include "util/mem.h"
+
+/* A host array and its backend copy (the same memory on host backends). */
+typedef struct staged {
+    void *host, *dev;
+    size_t cap;
+} staged;
+
+enum { ST_TOKENS, ST_POS, ST_ROW0, ST_START, ST_PT0, ST_PAGES, ST_LROWS, ST_COUNT };
+
+struct runner {
+    const model *m;
+    const kern_table *K;
+    uint32_t page_size, total_pages;
+    float **k_pools, **v_pools;      /* [n_layers] backend */
+    float *inv_freq;                 /* backend */
+    fwd_buffers buf;
+    uint64_t rows_cap, logit_cap, ctx_cap;
+    staged arr[ST_COUNT];
+    float *host_logits;              /* == buf.logits on host backends */
+    kern_cand *cand;                 /* sampling scratch, vocab entries */
+};
+
+const model_config *runner_model(const runner *r) { return &r->m->cfg; }
+uint32_t runner_page_size(const runner *r) { return r->page_size; }
+uint32_t runner_total_pages(const runner *r) { return r->total_pages; }
+
+static void free_buffers(runner *r)
+{
+    float **all[] = {&r->buf.x, &r->buf.xn, &r->buf.q, &r->buf.att, &r->buf.k, &r->buf.v, &r->buf.gate,
+                     &r->buf.up, &r->buf.cos, &r->buf.sin, &r->buf.scores, &r->buf.lm_tmp, &r->buf.logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (*all[i]) r->K->free(*all[i]);
+        *all[i] = NULL;
+    }
+    if (!r->K->host_memory) free(r->host_logits);
+    r->host_logits = NULL;
+    r->rows_cap = r->logit_cap = r->ctx_cap = 0;
+}
+
+void runner_free(runner *r)
+{
+    if (!r) return;
+    for (uint32_t l = 0; r->k_pools && l < r->m->cfg.n_layers; l++) {
+        if (r->k_pools[l]) r->K->free(r->k_pools[l]);
+        if (r->v_pools && r->v_pools[l]) r->K->free(r->v_pools[l]);
+    }
+    free(r->k_pools);
+    free(r->v_pools);
+    if (r->inv_freq) r->K->free(r->inv_freq);
+    free_buffers(r);
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (!r->K->host_memory && r->arr[i].dev) r->K->free(r->arr[i].dev);
+        free(r->arr[i].host);
+    }
+    free(r->cand);
+    free(r);
+}
+
+runner *runner_new(const model *m, const runner_config *rc, rh_err *e)
+{
+    const model_config *c = &m->cfg;
+    if (!rc->page_size || rc->page_size > (1u << 16))
+        return rh_fail(e, "runner: page size %u is outside [1, 65536]", rc->page_size), NULL;
+    if (!rc->total_pages) return rh_fail(e, "runner: the KV pool needs at least one page"), NULL;
+    uint64_t pool_floats = (uint64_t)rc->total_pages * rc->page_size * c->n_kv_heads * c->head_dim;
+    uint64_t kv_bytes = pool_floats * sizeof(float) * 2 * c->n_layers;
+    uint64_t have = rc->mem_limit ? rc->mem_limit : rh_mem_available();
+    if (have && kv_bytes > have) {
+        char a[32], b[32];
+        rh_fail(e, "runner: a KV pool of %u pages x %u tokens for '%s' needs %s but only %s of memory is %s",
+                rc->total_pages, rc->page_size, c->name, rh_fmt_bytes(kv_bytes, a, sizeof a),
+                rh_fmt_bytes(have, b, sizeof b), rc->mem_limit ? "allowed" : "available");
+        return NULL;
+    }
+    runner *r = calloc(1, sizeof *r);
+    if (!r) return rh_fail(e, "runner: out of memory"), NULL;
+    r->m = m;
+    r->K = rc->kernels ? rc->kernels : kern_cpu();
+    r->page_size = rc->page_size;
+    r->total_pages = rc->total_pages;
+    r->k_pools = calloc(c->n_layers, sizeof *r->k_pools);
+    r->v_pools = calloc(c->n_layers, sizeof *r->v_pools);
+    r->cand = malloc((size_t)c->vocab_size * sizeof *r->cand);
+    r->inv_freq = r->K->alloc(c->head_dim / 2 * sizeof(float));
+    if (!r->k_pools || !r->v_pools || !r->cand || !r->inv_freq) goto oom;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        r->k_pools[l] = r->K->alloc(pool_floats * sizeof(float));
+        r->v_pools[l] = r->K->alloc(pool_floats * sizeof(float));
+        if (!r->k_pools[l] || !r->v_pools[l]) goto oom;
+    }
+    float inv[512];   /* head_dim <= 1024 (config validation) */
+    model_rope_inv_freq(c, inv);
+    r->K->copy_in(r->inv_freq, inv, c->head_dim / 2 * sizeof(float));
+    return r;
+oom:
+    runner_free(r);
+    rh_fail(e, "runner: out of memory allocating the KV pool for '%s'", c->name);
+    return NULL;
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+
+static int staged_reserve(runner *r, staged *s, size_t bytes)
+{
+    if (bytes <= s->cap) return 0;
+    size_t cap = s->cap ? s->cap : 256;
+    while (cap < bytes) cap *= 2;
+    void *h = realloc(s->host, cap);
+    if (!h) return -1;
+    s->host = h;
+    if (r->K->host_memory) {
+        s->dev = h;
+    } else {
+        if (s->dev) r->K->free(s->dev);
+        if (!(s->dev = r->K->alloc(cap))) {
+            s->cap = 0;
+            return -1;
+        }
+    }
+    s->cap = cap;
+    return 0;
+}
+
+static void staged_upload(runner *r, staged *s, size_t bytes)
+{
+    if (!r->K->host_memory) r->K->copy_in(s->dev, s->host, bytes);
+}
+
+static float *alloc_floats(runner *r, uint64_t n)
+{
+    return r->K->alloc((size_t)(n ? n : 1) * sizeof(float));
+}
+
+/* Grows the activations to hold `rows` rows, `lrows` logit rows and a
+ * context of `ctx` positions; keeps them when large enough. */
+static int reserve_buffers(runner *r, uint64_t rows, uint64_t lrows, uint64_t ctx)
+{
+    if (rows <= r->rows_cap && lrows <= r->logit_cap && ctx <= r->ctx_cap) return 0;
+    const model_config *c = &r->m->cfg;
+    uint64_t R = rows > r->rows_cap ? rows : r->rows_cap;
+    uint64_t L = lrows > r->logit_cap ? lrows : r->logit_cap;
+    uint64_t C = ctx > r->ctx_cap ? ctx : r->ctx_cap;
+    free_buffers(r);
+    uint64_t d = c->hidden_size, qd = (uint64_t)c->n_heads * c->head_dim;
+    uint64_t kvd = (uint64_t)c->n_kv_heads * c->head_dim, f = c->intermediate_size;
+    fwd_buffers *b = &r->buf;
+    b->x = alloc_floats(r, R * d);
+    b->xn = alloc_floats(r, R * d);
+    b->q = alloc_floats(r, R * qd);
+    b->att = alloc_floats(r, R * qd);
+    b->k = alloc_floats(r, R * kvd);
+    b->v = alloc_floats(r, R * kvd);
+    b->gate = alloc_floats(r, R * f);
+    b->up = alloc_floats(r, R * f);
+    b->cos = alloc_floats(r, R * (c->head_dim / 2));
+    b->sin = alloc_floats(r, R * (c->head_dim / 2));
+    b->scores = alloc_floats(r, C);
+    b->lm_tmp = alloc_floats(r, L * d);
+    b->logits = alloc_floats(r, L * c->vocab_size);
+    r->host_logits = r->K->host_memory ? b->logits : malloc((size_t)(L ? L : 1) * c->vocab_size * sizeof(float));
+    if (!b->x || !b->xn || !b->q || !b->att || !b->k || !b->v || !b->gate || !b->up || !b->cos || !b->sin ||
+        !b->scores || !b->lm_tmp || !b->logits || !r->host_logits) {
+        free_buffers(r);
+        return -1;
+    }
+    r->rows_cap = R;
+    r->logit_cap = L;
+    r->ctx_cap = C;
+    return 0;
+}
+
+/* ---- one batch -------------------------------------------------------- */
+
+static int check_seq(const runner *r, const runner_seq *s, uint32_t i, rh_err *e)
+{
+    const model_config *c = &r->m->cfg;
+    if (!s->n_new) return rh_fail(e, "batch sequence %u: no new tokens", i);
+    if (!s->tokens) return rh_fail(e, "batch sequence %u: token ids are missing", i);
+    if (s->n_logits > s->n_new)
+        return rh_fail(e, "batch sequence %u: asks for %u logits but computes %u positions", i, s->n_logits, s->n_new);
+    uint64_t end = (uint64_t)s->start + s->n_new;
+    if (end > c->max_position)
+        return rh_fail(e, "batch sequence %u: positions %u..%llu pass the context length %u of '%s'", i, s->start,
+                       (unsigned long long)(end - 1), c->max_position, c->name);
+    for (uint32_t t = 0; t < s->n_new; t++)
+        if (s->tokens[t] < 0 || (uint32_t)s->tokens[t] >= c->vocab_size)
+            return rh_fail(e, "batch sequence %u: token %u (position %llu): id %d is outside the vocabulary of %u", i, t,
+                           (unsigned long long)s->start + t, s->tokens[t], c->vocab_size);
+    uint64_t need = (end + r->page_size - 1) / r->page_size;
+    if (!s->pages || s->n_pages < need)
+        return rh_fail(e, "batch sequence %u: page table has %u pages but positions up to %llu need %llu", i,
+                       s->pages ? s->n_pages : 0, (unsigned long long)(end - 1), (unsigned long long)need);
+    for (uint64_t p = 0; p < need; p++)
+        if (s->pages[p] >= r->total_pages)
+            return rh_fail(e, "batch sequence %u: page table entry %llu: page %u is outside the pool of %u pages", i,
+                           (unsigned long long)p, s->pages[p], r->total_pages);
+    return 0;
+}
+
+int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **logits, rh_err *e)
+{
+    *logits = NULL;
+    if (!n) return 0;
+    uint64_t rows = 0, lrows = 0, ctx = 0, pages = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (check_seq(r, &seqs[i], i, e)) return -1;
+        uint64_t end = (uint64_t)seqs[i].start + seqs[i].n_new;
+        rows += seqs[i].n_new;
+        lrows += seqs[i].n_logits;
+        pages += (end + r->page_size - 1) / r->page_size;
+        if (end > ctx) ctx = end;
+    }
+    if (rows > UINT32_MAX || pages > UINT32_MAX) return rh_fail(e, "batch of %llu tokens is too large", (unsigned long long)rows);
+    const model_config *c = &r->m->cfg;
+    if (reserve_buffers(r, rows, lrows, ctx) ||
+        staged_reserve(r, &r->arr[ST_TOKENS], rows * sizeof(int32_t)) ||
+        staged_reserve(r, &r->arr[ST_POS], rows * sizeof(uint32_t)) ||
+        staged_reserve(r, &r->arr[ST_ROW0], (n + 1) * sizeof(uint32_t)) ||
+        staged_reserve(r, &r->arr[ST_START], n * sizeof(uint32_t)) ||
+        staged_reserve(r, &r->arr[ST_PT0], (n + 1) * sizeof(uint32_t)) ||
+        staged_reserve(r, &r->arr[ST_PAGES], pages * sizeof(uint32_t)) ||
+        staged_reserve(r, &r->arr[ST_LROWS], (lrows ? lrows : 1) * sizeof(uint32_t)))
+        return rh_fail(e, "batch of %llu tokens: out of memory for the activations", (unsigned long long)rows);
+
+    int32_t *tok = r->arr[ST_TOKENS].host;
+    uint32_t *pos = r->arr[ST_POS].host, *row0 = r->arr[ST_ROW0].host, *start = r->arr[ST_START].host;
+    uint32_t *pt0 = r->arr[ST_PT0].host, *pg = r->arr[ST_PAGES].host, *lr = r->arr[ST_LROWS].host;
+    uint32_t row = 0, pt = 0, li = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const runner_seq *s = &seqs[i];
+        row0[i] = row;
+        start[i] = s->start;
+        pt0[i] = pt;
+        uint32_t need = (uint32_t)(((uint64_t)s->start + s->n_new + r->page_size - 1) / r->page_size);
+        memcpy(pg + pt, s->pages, need * sizeof *pg);
+        pt += need;
+        for (uint32_t t = 0; t < s->n_new; t++) {
+            tok[row + t] = s->tokens[t];
+            pos[row + t] = s->start + t;
+        }
+        for (uint32_t t = s->n_new - s->n_logits; t < s->n_new; t++) lr[li++] = row + t;
+        row += s->n_new;
+    }
+    row0[n] = row;
+    pt0[n] = pt;
+    staged_upload(r, &r->arr[ST_TOKENS], rows * sizeof(int32_t));
+    staged_upload(r, &r->arr[ST_POS], rows * sizeof(uint32_t));
+    staged_upload(r, &r->arr[ST_ROW0], (n + 1) * sizeof(uint32_t));
+    staged_upload(r, &r->arr[ST_START], n * sizeof(uint32_t));
+    staged_upload(r, &r->arr[ST_PT0], (n + 1) * sizeof(uint32_t));
+    staged_upload(r, &r->arr[ST_PAGES], pages * sizeof(uint32_t));
+    staged_upload(r, &r->arr[ST_LROWS], lrows * sizeof(uint32_t));
+
+    fwd_batch b = {
+        .rows = (uint32_t)rows,
+        .tokens = r->arr[ST_TOKENS].dev,
+        .positions = r->arr[ST_POS].dev,
+        .attn = {n, r->arr[ST_ROW0].dev, r->arr[ST_START].dev, r->arr[ST_PT0].dev, r->arr[ST_PAGES].dev},
+        .n_logits = (uint32_t)lrows,
+        .logit_rows = r->arr[ST_LROWS].dev,
+    };
+    forward_run(r->K, c, &r->m->w, r->inv_freq, r->k_pools, r->v_pools, r->page_size, &b, &r->buf);
+    if (!r->K->host_memory && lrows)
+        r->K->copy_out(r->host_logits, r->buf.logits, (size_t)lrows * c->vocab_size * sizeof(float));
+    *logits = r->host_logits;
+    return 0;
+}
+
+int32_t runner_sample(runner *r, const float *row, const kern_sampling *p, uint64_t *rng)
+{
+    return r->K->sample(row, r->m->cfg.vocab_size, p, rng, r->cand);
+}
+
+int runner_sampling_check(const kern_sampling *p, rh_err *e)
+{
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        return rh_fail(e, "temperature: %g must be a finite number >= 0", (double)p->temperature);
+    if (!(p->top_p > 0) || p->top_p > 1) return rh_fail(e, "top_p: %g must be in (0, 1]", (double)p->top_p);
+    return 0;
+}

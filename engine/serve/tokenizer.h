@@ -1,0 +1,53 @@
+/* tokenizer.h — text to token ids and back.
+ *
+ * Two kinds behind one interface:
+ *   - byte-level (the default, for any model with a vocabulary of at least
+ *     TOK_BYTE_VOCAB ids): id = byte value, plus three specials. Exact round
+ *     trip for every byte string.
+ *   - a Hugging Face tokenizer.json with a BPE model, in its two common forms:
+ *     byte-level BPE (GPT-2, Llama 3, Qwen2: a ByteLevel pre-tokenizer) and
+ *     SentencePiece-style BPE (Llama 2, Mistral: "▁" for spaces, <0xXX> byte
+ *     fallback). Added/special tokens written in the text encode to their ids.
+ *     Pre-tokenization follows the file's split regex for ASCII text exactly;
+ *     any non-ASCII code point counts as a letter (no Unicode tables), which
+ *     can split unusual scripts differently from the reference tokenizer but
+ *     never loses text: decode(encode(s)) == s for byte-level BPE, and for
+ *     SentencePiece BPE whenever the vocabulary has the byte fallbacks.
+ * Errors name the file and the field; decoding never fails (an unknown id
+ * decodes to U+FFFD). */
+#ifndef RH_TOKENIZER_H
+#define RH_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define TOK_BYTE_BOS 256
+#define TOK_BYTE_EOS 257
+#define TOK_BYTE_PAD 258
+#define TOK_BYTE_VOCAB 259
+
+typedef struct tokenizer tokenizer;
+
+tokenizer *tok_new_bytes(void);
+/* A tokenizer.json, or a directory holding one. */
+tokenizer *tok_load(const char *path, rh_err *e);
+void tok_free(tokenizer *t);
+
+/* One more than the largest id the tokenizer produces or knows. */
+uint32_t tok_vocab_size(const tokenizer *t);
+int32_t tok_bos(const tokenizer *t);   /* -1: none */
+int32_t tok_eos(const tokenizer *t);   /* -1: none known (use the model config's) */
+
+/* Encodes len bytes of text into a malloc'd array (*ids, *n); add_bos
+ * prepends the BOS id when there is one. -1 with a message on failure. */
+int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids, size_t *n, rh_err *e);
+/* Decodes into a malloc'd NUL-terminated string (*len bytes, without the
+ * NUL); skip_special leaves special tokens out. NULL only when out of memory. */
+char *tok_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, size_t *len);
+/* The bytes of one token, for streaming (may be part of a UTF-8 character).
+ * Returns the byte length (0 for unknown ids); writes at most cap bytes. */
+size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,121 @@
+/* kernels.h — the compute kernels of the forward pass, behind one dispatch table.
+ *
+ * The forward pass (engine/model/forward.c) calls only the entries of a
+ * kern_table, so a backend is one filled-in table: kernels/cpu fills it now
+ * (OpenBLAS sgemm, own loops for the rest); a CUDA backend fills the same
+ * table later. Pointers handed to the compute entries are backend memory,
+ * from the table's `alloc`; the CPU backend's memory is host memory
+ * (host_memory = 1), so callers skip copy_in/copy_out there.
+ *
+ * Conventions, shared by every backend:
+ *   - Matrices are row-major f32. A linear layer's weight is [out][in]
+ *     (Hugging Face's layout), so a layer computes y = x W^T (+ bias).
+ *   - A batch is a stack of rows, one per new token, sequence after sequence.
+ *   - KV cache: per layer one K pool and one V pool, each
+ *         pool[page][slot][kv_head][head_dim]      (page_size slots a page)
+ *     The token at position p of a sequence lives in page pages[p / page_size],
+ *     slot p % page_size. Page ids belong to the scheduler core; the memory
+ *     belongs to the runner.
+ *   - Descriptions of the batch's sequences are flat arrays (offsets into one
+ *     page-id array), so they copy to a device in one transfer each.
+ * Kernels never fail: the runner validates every id, position and page before
+ * calling them. */
+#ifndef RH_KERNELS_H
+#define RH_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The sequences of a batch as attention sees them. */
+typedef struct kern_attn_batch {
+    uint32_t n_seqs;
+    const uint32_t *row0;      /* [n_seqs + 1]: first row of each sequence's new tokens; row0[n_seqs] = rows */
+    const uint32_t *start;     /* [n_seqs]: position of each sequence's first new token (tokens already cached) */
+    const uint32_t *pt0;       /* [n_seqs + 1]: each sequence's first entry in page_ids */
+    const uint32_t *page_ids;  /* the page tables, concatenated */
+} kern_attn_batch;
+
+typedef struct kern_attn_shape {
+    uint32_t n_heads, n_kv_heads, head_dim, page_size;
+    uint32_t window;           /* sliding window in tokens (Mistral); 0: attend to the whole context */
+    float scale;               /* softmax scale, 1/sqrt(head_dim) */
+} kern_attn_shape;
+
+/* Sampling parameters of one request. temperature 0 is greedy (argmax, the
+ * lowest id on ties); top_k 0 and top_p 1 switch those filters off. */
+typedef struct kern_sampling {
+    float temperature;
+    float top_p;
+    uint32_t top_k;
+} kern_sampling;
+
+/* Scratch for `sample`: one entry per vocabulary id. */
+typedef struct kern_cand {
+    float v;
+    int32_t id;
+} kern_cand;
+
+typedef struct kern_table {
+    const char *name;
+    int host_memory;           /* backend pointers are host pointers */
+
+    void *(*alloc)(size_t bytes);                       /* zero-filled; NULL when out of memory */
+    void (*free)(void *p);
+    void (*copy_in)(void *dst, const void *src, size_t bytes);    /* host -> backend */
+    void (*copy_out)(void *dst, const void *src, size_t bytes);   /* backend -> host */
+
+    /* y[m][n] = x[m][k] W[n][k]^T + bias[n]  (bias may be NULL);
+     * accumulate: y += instead of y = (fuses the residual add). */
+    void (*gemm)(const float *x, const float *w, const float *bias, float *y,
+                 uint32_t m, uint32_t n, uint32_t k, int accumulate);
+    /* out[i] = table[ids[i]], rows of dim. */
+    void (*embedding)(const float *table, const int32_t *ids, uint32_t n, uint32_t dim, float *out);
+    /* out = x / sqrt(mean(x^2) + eps) * w, row by row. */
+    void (*rmsnorm)(const float *x, const float *w, float eps, uint32_t rows, uint32_t dim, float *out);
+    /* cos/sin[r][i] of angle pos[r] * inv_freq[i], i < half, once per batch. */
+    void (*rope_angles)(const uint32_t *pos, const float *inv_freq, uint32_t rows, uint32_t half,
+                        float *cos, float *sin);
+    /* Rotates each head of each row in place, pairing element i with i + head_dim/2
+     * (the rotate-half convention of Llama checkpoints). row_stride in floats. */
+    void (*rope)(float *x, const float *cos, const float *sin, uint32_t rows, uint32_t n_heads,
+                 uint32_t head_dim, uint32_t row_stride);
+    /* out = silu(gate) * up, n elements. */
+    void (*silu_mul)(const float *gate, const float *up, float *out, size_t n);
+    /* Stores each new token's K and V rows ([rows][n_kv_heads * head_dim]) into its page slot. */
+    void (*kv_write)(const float *k, const float *v, const kern_attn_batch *b, const kern_attn_shape *s,
+                     float *k_pool, float *v_pool);
+    /* out[row][head] = softmax(q K^T * scale) V over positions 0..pos(row) of the row's
+     * sequence (the last `window` of them when set), K and V read through the page table.
+     * q and out are [rows][n_heads * head_dim]; scratch holds the longest context. */
+    void (*attention)(const float *q, const float *k_pool, const float *v_pool, const kern_attn_batch *b,
+                      const kern_attn_shape *s, float *out, float *scratch);
+    /* logits[i] = rmsnorm(h[rows[i]], norm_w) W^T: the final norm and the LM head, for
+     * only the rows that need logits. tmp holds n_rows * dim floats. */
+    void (*lm_head)(const float *h, const uint32_t *rows, uint32_t n_rows, const float *norm_w, float eps,
+                    const float *w, uint32_t vocab, uint32_t dim, float *tmp, float *logits);
+    /* Draws one token id from a row of host logits. rng is the request's own
+     * stream (kern_rng_init(seed)); greedy does not advance it. */
+    int32_t (*sample)(const float *logits, uint32_t vocab, const kern_sampling *p, uint64_t *rng,
+                      kern_cand *scratch);
+} kern_table;
+
+/* A request's random stream: the state for a seed, and the next uniform in [0, 1).
+ * splitmix64, so any seed (0 included) gives a good stream. */
+static inline uint64_t kern_rng_init(uint64_t seed)
+{
+    return seed ^ 0x6a09e667f3bcc909ull;
+}
+
+static inline double kern_rng_uniform(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* The CPU backend (kernels/cpu). */
+const kern_table *kern_cpu(void);
+
+#endif

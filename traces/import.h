@@ -1,0 +1,71 @@
+/* import.h — reading any trace format: ours (binary, JSONL) and public ones.
+ *
+ * Every reader here feeds a tr_sink: the header once, then each record.
+ * Our binary format streams in constant memory; our JSONL streams too and
+ * keeps every field and the record order. The public formats (Mooncake
+ * JSONL, Azure 2023/2024 CSV, BurstGPT CSV, vidur/splitwise CSV) are read
+ * whole into a compact spool, sorted by arrival (ties keep file order),
+ * given ids 0..n-1 in that order, and their arrivals become offsets from the
+ * first request, to the nanosecond. Bad input gives one message naming the
+ * file, the line and the field. */
+#ifndef RH_TRACES_IMPORT_H
+#define RH_TRACES_IMPORT_H
+
+#include <stddef.h>
+
+#include "traces/trace.h"
+
+typedef enum tr_format {
+    TR_FMT_UNKNOWN = 0,
+    TR_FMT_BINARY,
+    TR_FMT_JSONL,      /* ours: header line, then one record per line */
+    TR_FMT_MOONCAKE,
+    TR_FMT_AZURE,
+    TR_FMT_BURSTGPT,
+    TR_FMT_VIDUR,
+} tr_format;
+
+const char *tr_format_name(tr_format f);          /* "binary", "jsonl", "mooncake", ... */
+tr_format tr_format_parse(const char *name);      /* TR_FMT_UNKNOWN if not a name */
+/* Recognises a format from the first bytes of a file (magic, JSON keys, CSV
+ * header). TR_FMT_UNKNOWN with a message when nothing fits. */
+tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_err *e);
+tr_format tr_format_guess(const char *path, rh_err *e);
+
+typedef struct tr_import_opts {
+    tr_format format;           /* TR_FMT_UNKNOWN: guess from the content */
+    const char *model;          /* BurstGPT: keep only rows of this model (NULL: all) */
+    uint32_t block_size;        /* Mooncake hash_ids block size (default 512) */
+} tr_import_opts;
+
+void tr_import_opts_init(tr_import_opts *o);
+
+/* Where records go. `record` returns 0 to go on, 1 to stop early, -1 on error. */
+typedef struct tr_sink {
+    void *ctx;
+    int (*header)(void *ctx, const tr_header *h, rh_err *e);
+    int (*record)(void *ctx, const tr_record *r, rh_err *e);
+} tr_sink;
+
+/* Reads a trace of any format into the sink. With a binary trace that was
+ * cut short (no end marker) *truncated is set to 1 (may be NULL). */
+int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e);
+int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_opts *o, const tr_sink *s,
+                rh_err *e);
+
+/* Imports any trace into a binary trace at `out` (nothing is left at `out`
+ * on failure). *n_requests receives the count (may be NULL). */
+int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, rh_err *e);
+
+/* A sink that writes a binary trace (tr_writer_open on the header). */
+typedef struct tr_writer_sink {
+    const char *path;
+    unsigned flags;
+    tr_writer *w;
+    uint64_t n_requests, n_steps;
+} tr_writer_sink;
+tr_sink tr_writer_sink_make(tr_writer_sink *ws, const char *path, unsigned flags);
+/* Closes (0) or, after a failure, aborts the file (removing it). */
+int tr_writer_sink_finish(tr_writer_sink *ws, int ok, rh_err *e);
+
+#endif
