@@ -7,6 +7,7 @@
 #include "sim/cost_cli.h"
 #include "sim/plot.h"
 #include "engine/model/cli.h"
+#include "engine/serve/bench.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -23,6 +24,7 @@ static const subcommand commands[] = {
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
+    {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},
 };
 
 static void usage(FILE *f)

@@ -260,7 +260,7 @@ typedef struct run {
     char *url;
     char *model_json;
     int32_t *tokens;                /* scratch: the longest prompt */
-    size_t *queue, q_head, q_tail;  /* arrived, unblocked, not yet sent */
+    size_t *heap, n_heap;           /* arrived, unblocked, not yet sent: a min-heap of indices */
     int64_t *succ;                  /* the next turn of an item's session, or -1 */
     uint8_t *state;                 /* per item, below */
     xfer **live;                    /* per item: its transfer while in flight */
@@ -318,10 +318,35 @@ static int launch(run *R, size_t i, double t0, rh_err *e)
     return 0;
 }
 
+/* Waiting requests leave in arrival order (items are sorted by arrival, so
+ * by index). A heap rather than a FIFO because a session's next turn joins
+ * late, when its previous turn finishes, yet is due before anything that
+ * arrived after it — and in a closed-loop trace (all arrivals 0) that keeps
+ * file order, as the trace's clients would. */
 static void enqueue(run *R, size_t i)
 {
     R->state[i] = ST_QUEUED;
-    R->queue[R->q_tail++] = i;
+    size_t k = R->n_heap++;
+    while (k > 0 && R->heap[(k - 1) / 2] > i) {
+        R->heap[k] = R->heap[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    R->heap[k] = i;
+}
+
+static size_t dequeue(run *R)
+{
+    size_t top = R->heap[0], last = R->heap[--R->n_heap], k = 0;
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= R->n_heap) break;
+        if (c + 1 < R->n_heap && R->heap[c + 1] < R->heap[c]) c++;
+        if (R->heap[c] >= last) break;
+        R->heap[k] = R->heap[c];
+        k = c;
+    }
+    if (R->n_heap) R->heap[k] = last;
+    return top;
 }
 
 static void complete(run *R, xfer *x, CURLcode rc, int aborted)
@@ -372,7 +397,7 @@ static void run_free(run *R)
     free(R->url);
     free(R->model_json);
     free(R->tokens);
-    free(R->queue);
+    free(R->heap);
     free(R->succ);
     free(R->state);
     free(R->live);
@@ -400,7 +425,7 @@ static int run_init(run *R, const bench_config *c, const bench_dataset *d, bench
     R->multi = curl_multi_init();
     R->url = join_url(c->base_url, c->endpoint);
     R->tokens = malloc((size_t)longest * sizeof *R->tokens);
-    R->queue = malloc((d->n ? d->n : 1) * sizeof *R->queue);
+    R->heap = malloc((d->n ? d->n : 1) * sizeof *R->heap);
     R->succ = malloc((d->n ? d->n : 1) * sizeof *R->succ);
     R->state = calloc(d->n ? d->n : 1, 1);
     R->live = calloc(d->n ? d->n : 1, sizeof *R->live);
@@ -409,7 +434,7 @@ static int run_init(run *R, const bench_config *c, const bench_dataset *d, bench
         run_free(R);
         return rh_fail(e, "the model name is not valid UTF-8");
     }
-    if (!R->multi || !R->url || !R->tokens || !R->queue || !R->succ || !R->state || !R->live) {
+    if (!R->multi || !R->url || !R->tokens || !R->heap || !R->succ || !R->state || !R->live) {
         run_free(R);
         return rh_fail(e, "out of memory starting a run of %zu requests", d->n);
     }
@@ -430,7 +455,7 @@ static int wait_ms(const run *R, double now, size_t next)
 {
     double ms = 100;
     int slot = !R->cfg->max_concurrency || R->inflight < R->cfg->max_concurrency;
-    if (slot && R->q_head < R->q_tail) return 0;
+    if (slot && R->n_heap) return 0;
     if (next < R->d->n) {
         double until = (R->d->items[next].arrival - now) * 1e3;
         if (until < ms) ms = until;
@@ -462,8 +487,8 @@ int bench_run(const bench_config *c, const bench_dataset *d, bench_result *out, 
             if (a >= 0 && (size_t)a < next && R.state[a] != ST_DONE) R.state[next] = ST_BLOCKED;
             else enqueue(&R, next);
         }
-        while (R.q_head < R.q_tail && (!c->max_concurrency || R.inflight < c->max_concurrency)) {
-            if (launch(&R, R.queue[R.q_head++], t0, e) < 0) {
+        while (R.n_heap && (!c->max_concurrency || R.inflight < c->max_concurrency)) {
+            if (launch(&R, dequeue(&R), t0, e) < 0) {
                 abort_inflight(&R);
                 rc = -1;
                 goto out;

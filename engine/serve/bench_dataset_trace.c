@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hashmap.h"
+
 typedef struct by_arrival {
     double arrival;
     size_t index;
@@ -18,30 +20,20 @@ static int cmp_arrival(const void *a, const void *b)
 }
 
 /* Links each turn of a session to the previous turn (in send order), so the
- * client never sends turn k+1 before turn k has its answer. An open-addressing
- * table from session id to the last item seen. */
+ * client never sends turn k+1 before turn k has its answer. */
 static int link_sessions(bench_dataset *d, rh_err *e)
 {
-    size_t cap = 16;
-    while (cap < 2 * d->n) cap *= 2;
-    uint64_t *key = calloc(cap, sizeof *key);
-    size_t *last = malloc(cap * sizeof *last);
-    if (!key || !last) {
-        free(key);
-        free(last);
-        return rh_fail(e, "out of memory linking sessions");
-    }
+    rh_map64 last = {0};
     for (size_t i = 0; i < d->n; i++) {
-        uint64_t s = d->items[i].session_id;
+        uint64_t s = d->items[i].session_id, prev;
         if (s == 0) continue;
-        size_t h = (size_t)((s * 0x9e3779b97f4a7c15ull) >> 7) & (cap - 1);
-        while (key[h] && key[h] != s) h = (h + 1) & (cap - 1);
-        if (key[h] == s) d->items[i].after = (int64_t)last[h];
-        key[h] = s;
-        last[h] = i;
+        if (rh_map64_get(&last, s, &prev)) d->items[i].after = (int64_t)prev;
+        if (rh_map64_put(&last, s, i) < 0) {
+            rh_map64_free(&last);
+            return rh_fail(e, "out of memory linking sessions");
+        }
     }
-    free(key);
-    free(last);
+    rh_map64_free(&last);
     return 0;
 }
 
