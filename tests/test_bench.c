@@ -392,6 +392,33 @@ static void test_bad_streams(void)
     }
 }
 
+/* The key goes out as a bearer token; a wrong one is the server's 401. */
+static void test_api_key(void)
+{
+    bench_mock_opts mo = {.first_token_s = 0.001, .itl_s = 0.001, .api_key = "sk-test"};
+    rh_err e;
+    bench_mock *m = bench_mock_start(&mo, &e);
+    CU_ASSERT_FATAL(m != NULL);
+    bench_dataset d = random_set(2, 8, 2, 15);
+    bench_config c = config_for(m, BENCH_API_COMPLETIONS);
+    const char *keys[] = {"sk-test", "sk-wrong", NULL};
+    for (int k = 0; k < 3; k++) {
+        c.api_key = keys[k];
+        bench_run_info info;
+        bench_result *r = run_set(&c, &d, &info);
+        for (size_t i = 0; i < d.n; i++) {
+            if (k == 0) {
+                CU_ASSERT_PTR_NULL(r[i].error);
+            } else {
+                CU_ASSERT(r[i].error && !strcmp(r[i].error, "HTTP 401: invalid api key"));
+            }
+        }
+        bench_results_free(r, d.n);
+    }
+    bench_dataset_free(&d);
+    bench_mock_stop(m);
+}
+
 /* A port that was just closed: nothing listens there. */
 static uint16_t dead_port(void)
 {
@@ -566,6 +593,7 @@ void register_test_bench(void)
     CU_add_test(s, "HTTP errors", test_http_errors);
     CU_add_test(s, "malformed stream and error event", test_bad_streams);
     CU_add_test(s, "unreachable server", test_unreachable_server);
+    CU_add_test(s, "api key", test_api_key);
     CU_add_test(s, "probe finds the model", test_probe_finds_model);
     CU_add_test(s, "shared prefix is real on the server", test_shared_prefix_is_real);
     CU_add_test(s, "session order", test_session_order);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "engine/serve/bench.h"
 #include "engine/serve/bench_json.h"
@@ -242,6 +243,17 @@ static int build_dataset(const opts *o, bench_dataset *d, rh_err *e)
     return 0;
 }
 
+/* Every outstanding request holds a socket: lift the soft limit on open
+ * files to the hard one, so a run at high concurrency is not cut at 1024. */
+static void raise_fd_limit(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -314,6 +326,7 @@ int bench_main(int argc, char **argv)
     }
     if (found) c.model = found;
     print_settings(&o, &c, &d);
+    raise_fd_limit();
     bench_result *r = calloc(d.n, sizeof *r);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);

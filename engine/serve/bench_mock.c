@@ -425,6 +425,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
         return answer(c, MHD_HTTP_OK, "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\"}]}");
     if (!strcmp(method, "GET") && !strcmp(url, "/health")) return answer(c, MHD_HTTP_OK, "{}");
+    if (!strcmp(method, "POST") && m->o.api_key) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!auth || strncmp(auth, "Bearer ", 7) || strcmp(auth + 7, m->o.api_key))
+            return answer_error(c, MHD_HTTP_UNAUTHORIZED, "invalid api key");
+    }
     if (!strcmp(method, "POST") && !strcmp(url, "/v1/completions")) return complete_post(m, c, q, 0);
     if (!strcmp(method, "POST") && !strcmp(url, "/v1/chat/completions")) return complete_post(m, c, q, 1);
     return answer_error(c, MHD_HTTP_NOT_FOUND, "no such route");

@@ -33,6 +33,7 @@ typedef struct bench_mock_opts {
     uint32_t malformed_after;   /* > 0: after this many tokens, a non-JSON event */
     uint32_t error_after;       /* > 0: after this many tokens, an error event */
     uint32_t cache_block;       /* > 0: report cached tokens at this block size */
+    const char *api_key;        /* non-NULL: POSTs without "Authorization: Bearer KEY" get 401 */
 } bench_mock_opts;
 
 typedef struct bench_mock_request {
