@@ -67,7 +67,6 @@ static void test_run_json_and_trace_agree(void)
 
     /* The trace, summarized on its own, gives the JSON's numbers. */
     tr_trace t;
-    tr_trace_init(&t);
     CU_ASSERT_EQUAL_FATAL(tr_trace_load(trace, &t, &e), 0);
     CU_ASSERT_EQUAL(t.n_requests, 8);
     CU_ASSERT_EQUAL(t.header.block_size, 16);

@@ -165,7 +165,6 @@ static void test_trace_replay_shares_prefixes_and_records(void)
     CU_ASSERT_EQUAL_FATAL(bench_write_trace(out, &d, r, &h, &e), 0);
     tr_header_free(&h);
     tr_trace t;
-    tr_trace_init(&t);
     CU_ASSERT_EQUAL_FATAL(tr_trace_load(out, &t, &e), 0);
     CU_ASSERT_EQUAL_FATAL(t.n_requests, d.n);
     CU_ASSERT_EQUAL(t.header.block_size, 16);
@@ -274,7 +273,6 @@ static void test_generated_prompts_record_content_hashes(void)
     CU_ASSERT_EQUAL_FATAL(bench_write_trace(out, &d, r, &h, &e), 0);
     tr_header_free(&h);
     tr_trace t;
-    tr_trace_init(&t);
     CU_ASSERT_EQUAL_FATAL(tr_trace_load(out, &t, &e), 0);
     CU_ASSERT_EQUAL_FATAL(t.n_requests, 6);
     CU_ASSERT_EQUAL(t.header.block_size, 16);

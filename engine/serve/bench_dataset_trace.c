@@ -41,8 +41,7 @@ int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_op
 {
     memset(d, 0, sizeof *d);
     if (!(o->rate_scale > 0)) return rh_fail(e, "--rate-scale must be above 0 (got %g)", o->rate_scale);
-    tr_trace t;
-    tr_trace_init(&t);
+    tr_trace t;                         /* tr_trace_load initializes it */
     if (tr_trace_load(path, &t, e) < 0) {
         tr_trace_free(&t);
         return -1;

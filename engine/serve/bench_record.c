@@ -37,7 +37,7 @@ int bench_write_trace(const char *path, const bench_dataset *d, const bench_resu
      * block size; a trace dataset keeps the hashes it came with. */
     int content_hashes = !d->hashes_from_source && d->trace_block_size > 0;
     tr_header hd;
-    tr_header_init(&hd);
+    memset(&hd, 0, sizeof hd);      /* tr_header_copy initializes it */
     by_send *order = malloc((n_sent ? n_sent : 1) * sizeof *order);
     double *times = malloc((size_t)longest_out * sizeof *times);
     int32_t *tokens = content_hashes ? malloc((size_t)longest_in * sizeof *tokens) : NULL;
