@@ -38,6 +38,7 @@ static int l_trace_load(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     rl_trace *t = rl_push_new_trace(L);
     rh_err e;
+    tr_trace_free(&t->t);   /* tr_trace_load initializes it afresh */
     if (tr_trace_load(path, &t->t, &e) < 0) return luaL_error(L, "trace.load: %s", e.msg);
     t->path = strdup(path);
     return 1;
