@@ -2,6 +2,8 @@
  *   trace.load(path)              a trace file: binary, or any importable format
  *   trace.new{block_size=, model=}  an empty trace, filled with t:add
  *   t:add{arrival=, input_len=, output_len=, id=, session_id=, hashes={...}}
+ *   t:slice{from=, to=, first=, sample=, seed=, rate_scale=, input_scale=,
+ *           output_scale=}      a new trace, cut as `rehearse trace slice` cuts
  *   t:save(path)                  write it (remembered as its path)
  *   #t, t:count()                 requests
  *   t:request(i)                  the i-th request as a table (1-based)
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "sim/lua_api.h"
+#include "traces/slice.h"
 
 rl_trace *rl_check_trace(lua_State *L, int idx)
 {
@@ -107,6 +110,64 @@ static int l_trace_add(lua_State *L)
     return 1;
 }
 
+/* A sink that collects a stream into an in-memory trace. */
+static int into_header(void *ctx, const tr_header *h, rh_err *e)
+{
+    tr_trace *t = ctx;
+    tr_header_free(&t->header);
+    if (tr_header_copy(&t->header, h) < 0) return rh_fail(e, "out of memory");
+    return 0;
+}
+
+static int into_record(void *ctx, const tr_record *r, rh_err *e)
+{
+    tr_trace *t = ctx;
+    return r->kind == TR_REQUEST ? tr_trace_add_request(t, &r->req, e) : tr_trace_add_step(t, &r->step, e);
+}
+
+static double opt_num(lua_State *L, int t, const char *k, double dflt)
+{
+    lua_getfield(L, t, k);
+    double v = luaL_optnumber(L, -1, dflt);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_trace_slice(lua_State *L)
+{
+    rl_trace *src = rl_check_trace(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    tr_slice_opts o;
+    tr_slice_opts_init(&o);
+    o.from = opt_num(L, 2, "from", o.from);
+    o.to = opt_num(L, 2, "to", o.to);
+    o.first = (uint64_t)opt_num(L, 2, "first", (double)o.first);
+    o.sample = opt_num(L, 2, "sample", o.sample);
+    o.seed = (uint64_t)opt_num(L, 2, "seed", (double)o.seed);
+    o.rate_scale = opt_num(L, 2, "rate_scale", o.rate_scale);
+    o.input_scale = opt_num(L, 2, "input_scale", o.input_scale);
+    o.output_scale = opt_num(L, 2, "output_scale", o.output_scale);
+    rh_err e;
+    if (tr_slice_check(&o, &e) < 0) return luaL_error(L, "trace:slice: %s", e.msg);
+    rl_trace *dst = rl_push_new_trace(L);
+    tr_sink down = {&dst->t, into_header, into_record};
+    tr_slicer *sl = tr_slicer_new(&o, &down);
+    if (!sl) return luaL_error(L, "trace:slice: out of memory");
+    tr_sink in = tr_slicer_sink(sl);
+    int rc = in.header(in.ctx, &src->t.header, &e);
+    for (size_t i = 0; rc == 0 && i < src->t.n_requests; i++) {
+        tr_record r = {.kind = TR_REQUEST, .req = src->t.requests[i]};
+        rc = in.record(in.ctx, &r, &e);
+    }
+    for (size_t i = 0; rc == 0 && i < src->t.n_steps; i++) {
+        tr_record r = {.kind = TR_STEP, .step = src->t.steps[i]};
+        rc = in.record(in.ctx, &r, &e);
+    }
+    tr_slicer_free(sl);
+    if (rc < 0) return luaL_error(L, "trace:slice: %s", e.msg);
+    return 1;
+}
+
 static int l_trace_save(lua_State *L)
 {
     rl_trace *t = rl_check_trace(L, 1);
@@ -180,7 +241,7 @@ void rl_open_trace(lua_State *L)
         lua_setfield(L, -2, "__index");
         static const luaL_Reg methods[] = {
             {"save", l_trace_save}, {"count", l_trace_len}, {"request", l_trace_request},
-            {"add", l_trace_add},   {NULL, NULL}};
+            {"add", l_trace_add},   {"slice", l_trace_slice}, {NULL, NULL}};
         luaL_newlib(L, methods);
         lua_setfield(L, -2, "methods");
     }
