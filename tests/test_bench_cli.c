@@ -96,6 +96,53 @@ static void test_run_json_and_trace_agree(void)
     bench_mock_stop(m);
 }
 
+/* A trace as the dataset: its arrivals (scaled) and lengths come through. */
+static void test_trace_dataset_from_cli(void)
+{
+    char in[256], rec[256], args[2048];
+    tu_tmp_path("bench_cli_in.rhtr", in, sizeof in);
+    tu_tmp_path("bench_cli_rec.rhtr", rec, sizeof rec);
+    tr_header h;
+    tr_header_init(&h);
+    rh_err e;
+    tr_writer *w = tr_writer_open(in, &h, 0, &e);
+    tr_header_free(&h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    for (int i = 0; i < 6; i++) {
+        tr_request r;
+        memset(&r, 0, sizeof r);
+        r.id = (uint64_t)i;
+        r.arrival = 100.0 + 0.2 * i;         /* every 200 ms; scaled by 4: every 50 ms */
+        r.input_len = 10 + (uint32_t)i;
+        r.output_len = 2 + (uint32_t)i % 3;
+        CU_ASSERT_EQUAL_FATAL(tr_write_request(w, &r, &e), 0);
+    }
+    CU_ASSERT_EQUAL_FATAL(tr_writer_close(w, &e), 0);
+    bench_mock_opts mo = {.first_token_s = 0.002, .itl_s = 0.001};
+    bench_mock *m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    snprintf(args, sizeof args, "--base-url %s --model mock-model --dataset-name trace --dataset-path %s "
+             "--rate-scale 4 --record-trace %s", bench_mock_url(m), in, rec);
+    int rc = bench(args);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT(strstr(out, "Traffic: the trace's arrivals, time-scaled") != NULL);
+    tr_trace t;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(rec, &t, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(t.n_requests, 6);
+    CU_ASSERT_STRING_EQUAL(tr_header_get(&t.header, "request_rate"), "trace");
+    for (size_t i = 0; i < 6; i++) {
+        const tr_request *q = &t.requests[i];
+        CU_ASSERT_EQUAL(q->id, i);
+        CU_ASSERT(q->arrival >= 0.05 * (double)i && q->arrival < 0.05 * (double)i + 0.25);
+        CU_ASSERT_EQUAL(q->input_len, 10 + i);
+        CU_ASSERT_EQUAL(q->output_len, 2 + i % 3);
+        CU_ASSERT_EQUAL(q->finish, TR_FINISH_LENGTH);
+    }
+    tr_trace_free(&t);
+    bench_mock_stop(m);
+}
+
 /* Each bad invocation exits 1 with one message that names the problem. */
 static void test_bad_flags(void)
 {
@@ -172,6 +219,7 @@ void register_test_bench_cli(void)
 {
     CU_pSuite s = CU_add_suite("bench_cli", NULL, NULL);
     CU_add_test(s, "run, JSON and trace agree", test_run_json_and_trace_agree);
+    CU_add_test(s, "trace dataset from the command line", test_trace_dataset_from_cli);
     CU_add_test(s, "bad flags", test_bad_flags);
     CU_add_test(s, "dead server and failed runs", test_dead_server_and_failed_runs);
 }

@@ -32,7 +32,7 @@ static const char usage_text[] =
     "\n"
     "dataset:\n"
     "  --dataset NAME [FILE]       random (default), shared-prefix, or trace FILE (any trace\n"
-    "                              `rehearse trace` reads; also --dataset-path FILE)\n"
+    "                              `rehearse trace` reads); also --dataset-name NAME --dataset-path FILE\n"
     "  --num-prompts N             requests to send (default 1000; a trace: all of it;\n"
     "                              shared-prefix: groups x prompts per group)\n"
     "  --random-input-len L        default 1024\n"
@@ -140,7 +140,7 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "model")) o->model = v;
     else if (!strcmp(n, "api-key")) o->api_key = v;
     else if (!strcmp(n, "request-timeout")) return parse_positive(v, flag, &o->request_timeout, e);
-    else if (!strcmp(n, "dataset")) {
+    else if (!strcmp(n, "dataset") || !strcmp(n, "dataset-name")) {
         o->dataset = v;
         o->dataset_set = 1;
         /* `--dataset trace FILE`: the file may follow as the next word. */

@@ -34,6 +34,7 @@ static int on_event(void *ctx, const char *data, size_t n)
     bench_xfer *x = ctx;
     bench_chunk c;
     rh_err e;
+    x->events++;
     if (bench_parse_chunk(data, n, x->cfg->api == BENCH_API_CHAT, &c, &e) < 0) {
         x->failed = 1;
         snprintf(x->msg, sizeof x->msg, "%s", e.msg);
@@ -150,6 +151,8 @@ void bench_xfer_conclude(bench_xfer *x, CURLcode rc, int aborted, const bench_da
             }
         }
         if (x->failed) fail(r, TR_FINISH_ERROR, "%s", x->msg);
+        else if (x->cfg->stream && x->events == 0)
+            fail(r, TR_FINISH_ERROR, "the response held no server-sent events (does the server stream?)");
         else if (x->times.n == 0) fail(r, TR_FINISH_ERROR, "the response held no content");
         else if (x->finish == TR_FINISH_ABORT || x->finish == TR_FINISH_ERROR)
             fail(r, x->finish, "the server ended the request (finish_reason %s)",

@@ -25,6 +25,7 @@ typedef struct bench_xfer {
     char *resp;                     /* error body or non-streamed answer */
     size_t n_resp, cap_resp;
     rh_dvec times;                  /* content chunks, s from send */
+    uint64_t events;                /* server-sent events seen */
     int failed;                     /* our own verdict (malformed event, error event) */
     char msg[1100];
     int finish;                     /* from finish_reason, -1 when none seen */
