@@ -7,6 +7,7 @@
 #include "sim/cost_cli.h"
 #include "sim/plot.h"
 #include "engine/model/cli.h"
+#include "engine/replay.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -22,6 +23,7 @@ static const subcommand commands[] = {
     {"fit", fit_main, "fit a linear cost model to the step records of a recorded trace"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
+    {"replay", replay_main, "serve a trace with the real engine on the wall clock and record the run"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
 };
 
