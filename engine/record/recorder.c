@@ -25,6 +25,7 @@ typedef struct rec_item {
 
 struct recorder {
     tr_writer *w;
+    char *path;                /* for messages */
     uint32_t block_size;
     bool threaded;
 
@@ -123,6 +124,7 @@ static void rec_free(recorder *r)
     }
     free(r->ring);
     free(r->batch);
+    free(r->path);
     free(r);
 }
 
@@ -132,15 +134,15 @@ recorder *rec_open(const char *path, const tr_header *h, unsigned flags, rh_err 
     if (!r) return rh_fail(e, "%s: out of memory", path), NULL;
     r->block_size = h->block_size;
     r->threaded = flags & REC_THREAD;
+    r->path = strdup(path);
     if (r->threaded) {
         r->ring = calloc(REC_QUEUE, sizeof *r->ring);
         r->batch = calloc(REC_QUEUE, sizeof *r->batch);
-        if (!r->ring || !r->batch) {
-            free(r->ring);
-            free(r->batch);
-            free(r);
-            return rh_fail(e, "%s: out of memory", path), NULL;
-        }
+    }
+    if (!r->path || (r->threaded && (!r->ring || !r->batch))) {
+        r->threaded = false;
+        rec_free(r);
+        return rh_fail(e, "%s: out of memory", path), NULL;
     }
     if (!(r->w = tr_writer_open(path, h, r->threaded ? TR_WRITE_LIVE : 0, e))) {
         r->threaded = false;
@@ -184,7 +186,8 @@ static int enqueue(recorder *r, rec_item *it, rh_err *e)
 int rec_request(recorder *r, const tr_request *q, rh_err *e)
 {
     if (!r->threaded) return tr_write_request(r->w, q, e);
-    if (tr_check_request(q, r->block_size, e) < 0) return -1;
+    if (tr_check_request(q, r->block_size, e) < 0)
+        return rh_prefix(e, "%s: request %llu", r->path, (unsigned long long)q->id);
     rec_item it = {.rec = {.kind = TR_REQUEST, .req = *q}};
     if ((q->n_hashes && !(it.hashes = malloc(q->n_hashes * sizeof *it.hashes))) ||
         (q->n_times && !(it.times = malloc(q->n_times * sizeof *it.times)))) {
@@ -201,7 +204,7 @@ int rec_request(recorder *r, const tr_request *q, rh_err *e)
 int rec_step(recorder *r, const tr_step *s, rh_err *e)
 {
     if (!r->threaded) return tr_write_step(r->w, s, e);
-    if (tr_check_step(s, e) < 0) return -1;
+    if (tr_check_step(s, e) < 0) return rh_prefix(e, "%s: step %llu", r->path, (unsigned long long)s->index);
     rec_item it = {.rec = {.kind = TR_STEP, .step = *s}};
     return enqueue(r, &it, e);
 }
