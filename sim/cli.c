@@ -95,7 +95,6 @@ int sim_main(int argc, char **argv)
     cost_model *cost = cost_load(cost_path, &e);
     if (!cost) goto bad;
     tr_trace t;
-    tr_trace_init(&t);
     if (tr_trace_load(a.pos[0], &t, &e) < 0) {
         cost_free(cost);
         goto bad;

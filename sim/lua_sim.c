@@ -251,6 +251,7 @@ static rl_trace *config_trace(lua_State *L, int cfg, const char *who)
         const char *path = lua_tostring(L, -1);
         rl_trace *t = rl_push_new_trace(L);
         rh_err e;
+        tr_trace_free(&t->t);   /* tr_trace_load initializes it afresh */
         if (tr_trace_load(path, &t->t, &e) < 0) luaL_error(L, "%s: %s", who, e.msg);
         t->path = strdup(path);
         lua_setfield(L, cfg, "trace");
@@ -677,6 +678,7 @@ void rl_open(lua_State *L, const rl_options *opt)
     rl_open_json(L);
     rl_open_trace(L);
     rl_open_plot(L);
+    rl_open_util(L);
 
     lua_pushvalue(L, -1);
     lua_setglobal(L, "rehearse");

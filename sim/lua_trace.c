@@ -1,5 +1,9 @@
 /* lua_trace.c — rehearse.trace: Trace objects in Lua.
- *   trace.load(path)              a binary trace file
+ *   trace.load(path)              a trace file: binary, or any importable format
+ *   trace.new{block_size=, model=}  an empty trace, filled with t:add
+ *   t:add{arrival=, input_len=, output_len=, id=, session_id=, hashes={...}}
+ *   t:slice{from=, to=, first=, sample=, seed=, rate_scale=, input_scale=,
+ *           output_scale=}      a new trace, cut as `rehearse trace slice` cuts
  *   t:save(path)                  write it (remembered as its path)
  *   #t, t:count()                 requests
  *   t:request(i)                  the i-th request as a table (1-based)
@@ -9,6 +13,7 @@
 #include <string.h>
 
 #include "sim/lua_api.h"
+#include "traces/slice.h"
 
 rl_trace *rl_check_trace(lua_State *L, int idx)
 {
@@ -38,8 +43,128 @@ static int l_trace_load(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     rl_trace *t = rl_push_new_trace(L);
     rh_err e;
+    tr_trace_free(&t->t);   /* tr_trace_load initializes it afresh */
     if (tr_trace_load(path, &t->t, &e) < 0) return luaL_error(L, "trace.load: %s", e.msg);
     t->path = strdup(path);
+    return 1;
+}
+
+static uint32_t opt_u32(lua_State *L, int t, const char *k, uint32_t dflt)
+{
+    lua_getfield(L, t, k);
+    lua_Integer v = lua_isnil(L, -1) ? (lua_Integer)dflt : luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    if (v < 0 || v > UINT32_MAX) luaL_error(L, "trace: '%s' = %d is out of range", k, (int)v);
+    return (uint32_t)v;
+}
+
+static int l_trace_new(lua_State *L)
+{
+    int has_opts = lua_istable(L, 1);
+    rl_trace *t = rl_push_new_trace(L);
+    if (has_opts) {
+        t->t.header.block_size = opt_u32(L, 1, "block_size", 0);
+        lua_getfield(L, 1, "model");
+        if (lua_isstring(L, -1)) tr_header_set_model(&t->t.header, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+/* t:add{...}: appends a request; ids default to 1, 2, 3, ... */
+static int l_trace_add(lua_State *L)
+{
+    rl_trace *t = rl_check_trace(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    tr_request r = {0};
+    lua_getfield(L, 2, "arrival");
+    r.arrival = luaL_optnumber(L, -1, 0);
+    lua_pop(L, 1);
+    if (!(r.arrival >= 0)) return luaL_error(L, "trace:add: arrival must be >= 0");
+    lua_getfield(L, 2, "id");
+    r.id = lua_isnil(L, -1) ? t->t.n_requests + 1 : (uint64_t)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    r.input_len = opt_u32(L, 2, "input_len", 0);
+    r.output_len = opt_u32(L, 2, "output_len", 0);
+    if (r.input_len == 0 || r.output_len == 0) return luaL_error(L, "trace:add: input_len and output_len must be > 0");
+    lua_getfield(L, 2, "session_id");
+    r.session_id = lua_isnil(L, -1) ? 0 : (uint64_t)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    uint64_t hashes[4096];
+    lua_getfield(L, 2, "hashes");
+    if (lua_istable(L, -1)) {
+        lua_Integer n = luaL_len(L, -1);
+        if (n > 4096) return luaL_error(L, "trace:add: at most 4096 block hashes");
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            hashes[i - 1] = (uint64_t)luaL_checkinteger(L, -1);
+            lua_pop(L, 1);
+        }
+        r.n_hashes = (uint32_t)n;
+        r.hashes = hashes;
+    }
+    lua_pop(L, 1);
+    rh_err e;
+    if (tr_trace_add_request(&t->t, &r, &e) < 0) return luaL_error(L, "trace:add: %s", e.msg);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* A sink that collects a stream into an in-memory trace. */
+static int into_header(void *ctx, const tr_header *h, rh_err *e)
+{
+    tr_trace *t = ctx;
+    tr_header_free(&t->header);
+    if (tr_header_copy(&t->header, h) < 0) return rh_fail(e, "out of memory");
+    return 0;
+}
+
+static int into_record(void *ctx, const tr_record *r, rh_err *e)
+{
+    tr_trace *t = ctx;
+    return r->kind == TR_REQUEST ? tr_trace_add_request(t, &r->req, e) : tr_trace_add_step(t, &r->step, e);
+}
+
+static double opt_num(lua_State *L, int t, const char *k, double dflt)
+{
+    lua_getfield(L, t, k);
+    double v = luaL_optnumber(L, -1, dflt);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_trace_slice(lua_State *L)
+{
+    rl_trace *src = rl_check_trace(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    tr_slice_opts o;
+    tr_slice_opts_init(&o);
+    o.from = opt_num(L, 2, "from", o.from);
+    o.to = opt_num(L, 2, "to", o.to);
+    o.first = (uint64_t)opt_num(L, 2, "first", (double)o.first);
+    o.sample = opt_num(L, 2, "sample", o.sample);
+    o.seed = (uint64_t)opt_num(L, 2, "seed", (double)o.seed);
+    o.rate_scale = opt_num(L, 2, "rate_scale", o.rate_scale);
+    o.input_scale = opt_num(L, 2, "input_scale", o.input_scale);
+    o.output_scale = opt_num(L, 2, "output_scale", o.output_scale);
+    rh_err e;
+    if (tr_slice_check(&o, &e) < 0) return luaL_error(L, "trace:slice: %s", e.msg);
+    rl_trace *dst = rl_push_new_trace(L);
+    tr_sink down = {&dst->t, into_header, into_record};
+    tr_slicer *sl = tr_slicer_new(&o, &down);
+    if (!sl) return luaL_error(L, "trace:slice: out of memory");
+    tr_sink in = tr_slicer_sink(sl);
+    int rc = in.header(in.ctx, &src->t.header, &e);
+    for (size_t i = 0; rc == 0 && i < src->t.n_requests; i++) {
+        tr_record r = {.kind = TR_REQUEST, .req = src->t.requests[i]};
+        rc = in.record(in.ctx, &r, &e);
+    }
+    for (size_t i = 0; rc == 0 && i < src->t.n_steps; i++) {
+        tr_record r = {.kind = TR_STEP, .step = src->t.steps[i]};
+        rc = in.record(in.ctx, &r, &e);
+    }
+    tr_slicer_free(sl);
+    if (rc < 0) return luaL_error(L, "trace:slice: %s", e.msg);
     return 1;
 }
 
@@ -115,12 +240,13 @@ void rl_open_trace(lua_State *L)
         lua_pushcfunction(L, l_trace_index);
         lua_setfield(L, -2, "__index");
         static const luaL_Reg methods[] = {
-            {"save", l_trace_save}, {"count", l_trace_len}, {"request", l_trace_request}, {NULL, NULL}};
+            {"save", l_trace_save}, {"count", l_trace_len}, {"request", l_trace_request},
+            {"add", l_trace_add},   {"slice", l_trace_slice}, {NULL, NULL}};
         luaL_newlib(L, methods);
         lua_setfield(L, -2, "methods");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"load", l_trace_load}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"load", l_trace_load}, {"new", l_trace_new}, {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "trace");
 }

@@ -27,7 +27,7 @@ typedef struct req_state {
 
 /* Raw per-step series, binned at the end. Floats: plots need no more. */
 typedef struct step_row {
-    float t, batch, prefill, decode, kv, waiting, running;
+    float t, dur, batch, prefill, decode, kv, waiting, running;
 } step_row;
 
 typedef struct run {
@@ -40,6 +40,10 @@ typedef struct run {
     uint32_t *order;         /* trace indices by send order (arrival) */
     uint64_t next_send;      /* index into order */
     uint64_t outstanding, done;
+    /* Closed loop: when each idle client became free, oldest first (clients
+     * free up at step ends, in time order, so a FIFO ring is enough). */
+    double *free_at;
+    uint32_t free_head, free_n;
     step_row *rows;
     size_t n_rows, cap_rows;
     uint64_t rng;
@@ -115,6 +119,10 @@ static void emit_request(run *r, req_state *s, double now)
     s->done = 1;
     r->done++;
     r->outstanding--;
+    if (r->free_at) {
+        uint32_t cap = r->cfg->max_concurrency;
+        r->free_at[(r->free_head + r->free_n++) % cap] = now;
+    }
 }
 
 static void on_event(void *ctx, const core_event *ev)
@@ -166,6 +174,7 @@ static void on_step(void *ctx, const tr_step *st)
     }
     r->rows[r->n_rows++] = (step_row){
         .t = (float)st->start,
+        .dur = (float)st->duration,
         .batch = (float)(st->prefill_seqs + st->decode_seqs),
         .prefill = (float)st->prefill_tokens,
         .decode = (float)st->decode_tokens,
@@ -184,44 +193,56 @@ static int cmp_arrival(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);    /* stable: trace order among equal arrivals */
 }
 
-/* Sends request `i` at time `now`. A request the server can never run is
- * answered at once with an error, as a server would reject it. */
-static void send_request(run *r, uint32_t i, double now)
+/* Sends request `i`, which reached the server at `sent` (its arrival, or
+ * when a client freed up); the core sees it at `now`, the step boundary. */
+static void send_request(run *r, uint32_t i, double sent, double now)
 {
     const tr_request *q = &r->trace->requests[i];
     req_state *s = &r->rs[i];
     s->index = i;
-    s->send = now;
+    s->send = sent;
     r->outstanding++;
     core_req_desc d = {
         .id = q->id,
-        .prompt_len = q->input_len,
+        .prompt_len = q->input_len ? q->input_len : 1,   /* a server always sees a BOS */
         .max_new_tokens = q->output_len ? q->output_len : 1,
         .block_hashes = q->hashes,
         .n_block_hashes = q->n_hashes,
         .block_size = r->trace->header.block_size,
         .user = s,
     };
-    rh_err e;
-    if (!core_add(r->c, &d, now, &e)) {
-        s->finish = TR_FINISH_ERROR;
-        emit_request(r, s, now);
+    if (!core_add(r->c, &d, now, &r->err)) {
+        /* The request can never run here (longer than the context or the
+         * whole pool): a configuration that cannot serve the trace. */
+        rh_prefix(&r->err, "request %llu (%u prompt + %u output tokens)", (unsigned long long)q->id,
+                  q->input_len, q->output_len);
+        r->failed = 1;
     }
 }
 
-/* Sends everything due at `now`; returns the time of the next send (INFINITY:
- * none is pending, or all clients are busy). */
+/* Sends everything due by `now`; returns the time of the next send (INFINITY:
+ * none is pending, or every client is busy). Requests arriving while a step
+ * runs wait in the queue until it ends, as on a real server, but their
+ * latencies count from their arrival. */
 static double send_due(run *r, double now)
 {
     uint64_t n = r->trace->n_requests;
     uint32_t cap = r->cfg->max_concurrency;
     while (r->next_send < n) {
-        if (cap && r->outstanding >= cap) return INFINITY;
         uint32_t i = r->order[r->next_send];
         double at = scaled_arrival(r, i);
+        if (cap) {
+            if (r->free_n == 0) return INFINITY;
+            double freed = r->free_at[r->free_head];
+            if (freed > at) at = freed;
+        }
         if (at > now) return at;
+        if (cap) {
+            r->free_head = (r->free_head + 1) % cap;
+            r->free_n--;
+        }
         r->next_send++;
-        send_request(r, i, now);
+        send_request(r, i, at, now);
     }
     return INFINITY;
 }
@@ -270,11 +291,25 @@ static void bin_series(run *r, double end, sim_series *s)
         cols[5][b] += x->waiting;
         cols[6][b] += x->running;
     }
-    /* Bins without a step (idle time) show zeros, which is what happened. */
+    /* A bin in which no step starts is either inside a long step (it shows
+     * that step) or idle (zeros, which is what happened). */
+    size_t last = 0;    /* the latest step started before the bin */
     for (uint32_t b = 0; b < n; b++) {
         cols[0][b] = b * width;
-        if (cnt[b])
+        if (cnt[b]) {
             for (int k = 1; k < 7; k++) cols[k][b] /= cnt[b];
+            while (last + 1 < r->n_rows && r->rows[last + 1].t < (b + 1) * width) last++;
+            continue;
+        }
+        const step_row *x = &r->rows[last];
+        if (x->t <= b * width && x->t + x->dur > b * width) {
+            cols[1][b] = x->batch;
+            cols[2][b] = x->prefill;
+            cols[3][b] = x->decode;
+            cols[4][b] = x->kv;
+            cols[5][b] = x->waiting;
+            cols[6][b] = x->running;
+        }
     }
     s->n = n;
     s->t = cols[0];
@@ -340,6 +375,14 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
         goto done;
     }
     for (uint64_t i = 0; i < n; i++) r.order[i] = (uint32_t)i;
+    if (cfg->max_concurrency) {
+        r.free_at = calloc(cfg->max_concurrency, sizeof *r.free_at);
+        if (!r.free_at) {
+            rh_fail(e, "out of memory");
+            goto done;
+        }
+        r.free_n = cfg->max_concurrency;        /* every client idle from the start */
+    }
     qsort_r(r.order, n, sizeof *r.order, cmp_arrival, (void *)trace);
     r.c = core_new(&cfg->core, &hooks, e);
     if (!r.c) goto done;
@@ -354,6 +397,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
     uint64_t steps = 0;
     while (!r.failed) {
         double next = send_due(&r, now);
+        if (r.failed) break;
         core_batch b;
         uint32_t k = core_schedule(r.c, now, &b);
         if (k == 0) {
@@ -380,7 +424,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
                 goto loop_fail;
             }
         }
-        uint32_t draft_seqs = 0, draft_steps = 0;
+        uint32_t draft_seqs = 0;
         for (uint32_t i = 0; i < k; i++) {
             const core_seq *q = &b.seqs[i];
             cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
@@ -389,13 +433,12 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
                 results[i].proposed = q->n_spec;
                 results[i].accepted = draw_accepted(&r, q->n_spec);
                 draft_seqs++;
-                if (q->n_spec > draft_steps) draft_steps = q->n_spec;
             }
         }
         cost_batch cb = {.seqs = cseqs, .n = k, .tp = cfg->tp};
-        if (cfg->spec_draft_model) {
+        if (cfg->spec_draft_model && draft_seqs) {
             cb.draft_seqs = draft_seqs;
-            cb.draft_steps = draft_steps;
+            cb.draft_steps = b.spec_steps;    /* forward passes of the drafter */
         }
         cost_batch_summarize(&cb);
         double dt = cost_step_time(cost, &cb);
@@ -464,6 +507,7 @@ done:
     free(r.rs);
     free(r.order);
     free(r.rows);
+    free(r.free_at);
     if (rc < 0) sim_result_free(out);
     return rc;
 }

@@ -26,6 +26,8 @@ static const knob knobs[] = {
      "prefill tokens per step, prompts cut in page-aligned chunks; -1: no chunking (8192)"},
     {"max-prefill-tokens", NULL, K_U32, OFF(max_prefill_tokens), "N",
      "prompt tokens admitted per step; the first request may exceed it (16384)"},
+    {"long-prefill-token-threshold", NULL, K_U32, OFF(long_prefill_token_threshold), "N",
+     "vllm scheduler: at most N prompt tokens of one request per step, so others share the budget; 0: off (0)"},
     {"max-running-requests", NULL, K_U32, OFF(max_running_requests), "N", "requests prefilling or decoding at once (256)"},
     {"context-length", NULL, K_U32, OFF(context_length), "N", "longest prompt + output accepted; 0: no limit (0)"},
     {"schedule-policy", NULL, K_POLICY, OFF(policy), "P", "waiting order: fcfs, lpm, lof, random or lua (fcfs)"},

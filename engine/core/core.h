@@ -57,6 +57,7 @@ typedef struct core_config {
     int32_t chunked_prefill_size;    /* --chunked-prefill-size; -1: no chunking */
     uint32_t max_prefill_tokens;     /* --max-prefill-tokens */
     uint32_t max_running_requests;   /* --max-running-requests */
+    uint32_t long_prefill_token_threshold; /* --long-prefill-token-threshold (vllm scheduler); 0: off */
     uint32_t context_length;         /* --context-length: longest prompt+output a request may have; 0: no limit */
     core_policy policy;              /* --schedule-policy */
     double schedule_conservativeness;/* --schedule-conservativeness */

@@ -12,9 +12,17 @@
  * (--max-running-requests) and the pool allow, each taking min(uncached
  * prompt, remaining budget) tokens. There is no reservation for future
  * tokens: vLLM relies on preemption instead. Chunks are not page aligned.
+ * --long-prefill-token-threshold caps one request's prompt tokens per step,
+ * so a long prompt leaves part of the budget to the requests behind it.
  * With chunking off a prompt runs whole, and only in a step whose budget it
  * fits or as the step's first work. */
 #include "engine/core/internal.h"
+
+static uint64_t cap_long_prefill(const core_config *cfg, uint64_t n)
+{
+    uint64_t t = cfg->long_prefill_token_threshold;
+    return t > 0 && n > t ? t : n;
+}
 
 void sched_vllm(core *c, double now)
 {
@@ -30,7 +38,7 @@ void sched_vllm(core *c, double now)
         uint64_t n;
         uint32_t spec = 0;
         if (prefill) {
-            n = req_fill(r) - r->kv;
+            n = cap_long_prefill(cfg, req_fill(r) - r->kv);
             if ((int64_t)n > budget) n = (uint64_t)budget;
         } else {
             spec = core_spec_slots(c, r, bs);
@@ -72,7 +80,7 @@ void sched_vllm(core *c, double now)
         if (core_match_room(c, limit + 1) < 0) break;
         uint32_t m_cached, m = keys_match(c, r, c->match_pages, &m_cached);
         uint64_t prefix = (uint64_t)m * c->ps, need = req_fill(r) - prefix;
-        uint64_t n = need;
+        uint64_t n = chunking ? cap_long_prefill(cfg, need) : need;
         if (chunking) {
             if ((int64_t)n > budget) n = (uint64_t)budget;
         } else if ((int64_t)need > budget && c->n_seqs > 0) {

@@ -1,0 +1,186 @@
+/* test_lua.c — `rehearse run` and its Lua API, end to end through the CLI:
+ * a Lua policy returning fcfs order equals the built-in fcfs; a parallel
+ * sweep equals the same configurations run one by one, in input order;
+ * emitted jobs, run as plain `rehearse sim` lines, collect into the same
+ * results; CSV and JSON writers; script errors name file:line and exit 1. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char trace_path[256], cost_path[256];
+
+static int setup(void)
+{
+    tu_tmp_path("lua-trace.rhtr", trace_path, sizeof trace_path);
+    tu_tmp_path("lua-cost.json", cost_path, sizeof cost_path);
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 300 --rate 20 --input-len 600 --output-len 60 "
+                              "--block-size 64 --prefix-groups 4 --prompts-per-group 20 --system-prompt-len 256 "
+                              "--seed 5 -o %s", tu_bin(), trace_path);
+    if (tu_run(cmd, out, sizeof out) != 0) {
+        printf("synth failed: %s\n", out);
+        return 1;
+    }
+    const char *cost = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.004, \"per_prefill_token_s\": 2e-5,"
+                       " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 1e-8, \"per_attention_s\": 1e-10}";
+    return tu_write_file(cost_path, cost, strlen(cost));
+}
+
+/* Writes a script that starts with T and C bound to the test's trace and
+ * cost files, and runs it; returns the exit status and fills out. */
+static int run_script(const char *name, const char *body, const char *extra, char *out, size_t n)
+{
+    char path[256];
+    tu_tmp_path(name, path, sizeof path);
+    char *src = malloc(strlen(body) + 1024);
+    sprintf(src, "local T = rehearse.trace.load('%s')\nlocal C = rehearse.cost.load('%s')\n%s", trace_path,
+            cost_path, body);
+    int rc = tu_write_file(path, src, strlen(src));
+    free(src);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run %s %s", tu_bin(), path, extra ? extra : "");
+    return tu_run(cmd, out, n);
+}
+
+static void test_lua_policy_equals_fcfs(void)
+{
+    char out[8192];
+    const char *body =
+        "local a = rehearse.sim.run{trace=T, cost=C, max_running_requests=16, per_request=true}\n"
+        "local b = rehearse.sim.run{trace=T, cost=C, max_running_requests=16, per_request=true,\n"
+        "                          policy=function(waiting, state) return waiting end}\n"
+        "local ja, jb = rehearse.json.encode(a.metrics), rehearse.json.encode(b.metrics)\n"
+        "assert(ja == jb, 'lua fcfs differs:\\n' .. ja .. '\\n' .. jb)\n"
+        "for i = 1, #a.requests.ttft do assert(a.requests.ttft[i] == b.requests.ttft[i], 'request ' .. i) end\n"
+        "assert(a.metrics.completed == 300)\n"
+        "assert(a.metrics.cache_hit_rate > 0.1, 'shared system prompts should hit: ' .. a.metrics.cache_hit_rate)\n"
+        "-- and under a queue, a policy that reverses it does change the outcome\n"
+        "local d = rehearse.sim.run{trace=T, cost=C, max_running_requests=2}\n"
+        "local c = rehearse.sim.run{trace=T, cost=C, max_running_requests=2,\n"
+        "  policy=function(w, s) local r = {} for i = #w, 1, -1 do r[#r + 1] = w[i] end return r end}\n"
+        "assert(c.metrics.max_waiting > 2, 'no queue formed')\n"
+        "assert(rehearse.json.encode(c.metrics) ~= rehearse.json.encode(d.metrics))\n"
+        "print('ok', a.metrics.p99_ttft_ms)\n";
+    int rc = run_script("policy.lua", body, NULL, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, "ok") != NULL);
+}
+
+static const char *SWEEP_BODY =
+    "local cfgs = {}\n"
+    "for _, chunk in ipairs({512, 2048, -1}) do\n"
+    "  for _, mr in ipairs({4, 32}) do\n"
+    "    cfgs[#cfgs + 1] = {trace=T, cost=C, chunked_prefill_size=chunk, max_running_requests=mr}\n"
+    "  end\n"
+    "end\n"
+    "local res = rehearse.sweep(cfgs, {workers=2})\n"
+    "assert(#res == #cfgs)\n"
+    "local rows = {}\n"
+    "for i, c in ipairs(cfgs) do\n"
+    "  rows[i] = {chunk=c.chunked_prefill_size, mr=c.max_running_requests,\n"
+    "             p99_ttft_ms=res[i].metrics.p99_ttft_ms, completed=res[i].metrics.completed}\n"
+    "end\n"
+    "rehearse.csv.write(OUT .. '.csv', rows, {'chunk', 'mr', 'p99_ttft_ms', 'completed'})\n"
+    "rehearse.json.write(OUT .. '.json', rows)\n";
+
+static void test_sweep_equals_runs(void)
+{
+    char out[8192], base[256];
+    tu_tmp_path("sweep", base, sizeof base);
+    char body[4096];
+    snprintf(body, sizeof body,
+             "OUT = '%s'\n%s"
+             "for i, c in ipairs(cfgs) do\n"
+             "  local one = rehearse.sim.run(c)\n"
+             "  assert(rehearse.json.encode(one.metrics) == rehearse.json.encode(res[i].metrics), 'config ' .. i)\n"
+             "end\n"
+             "assert(res[1].metrics.p99_ttft_ms ~= res[5].metrics.p99_ttft_ms)\n"
+             "print('swept', #res)\n",
+             base, SWEEP_BODY);
+    int rc = run_script("sweep.lua", body, NULL, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, "swept\t6") != NULL);
+    /* The CSV has a header and six rows in input order. */
+    char csv[300], buf[4096];
+    snprintf(csv, sizeof csv, "%s.csv", base);
+    FILE *f = fopen(csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    CU_ASSERT(strncmp(buf, "chunk,mr,p99_ttft_ms,completed\n512,4,", 37) == 0);
+    int lines = 0;
+    for (char *p = buf; *p; p++) lines += *p == '\n';
+    CU_ASSERT_EQUAL(lines, 7);
+}
+
+/* --emit-jobs writes one `rehearse sim` line per configuration; running them
+ * and collecting gives exactly what the in-process sweep gave. */
+static void test_emit_and_collect(void)
+{
+    char out[8192], direct[256], jobs[256], collected[256], body[4096], cmd[1024];
+    tu_tmp_path("direct", direct, sizeof direct);
+    tu_tmp_path("jobs", jobs, sizeof jobs);
+    tu_tmp_path("collected", collected, sizeof collected);
+    snprintf(body, sizeof body, "OUT = rehearse.args.out\n%s", SWEEP_BODY);
+    char extra[1024];
+    snprintf(extra, sizeof extra, "out=%s", direct);
+    int rc = run_script("jobs.lua", body, extra, out, sizeof out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    snprintf(extra, sizeof extra, "out=%s --emit-jobs %s", collected, jobs);
+    rc = run_script("jobs.lua", body, extra, out, sizeof out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(strstr(out, "wrote 6 jobs") != NULL);
+    char json[300];
+    snprintf(json, sizeof json, "%s.json", collected);
+    CU_ASSERT(!tu_file_exists(json));                 /* the script stopped at the sweep */
+    snprintf(cmd, sizeof cmd, "sh %s/jobs-1.txt", jobs);
+    rc = tu_run(cmd, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    snprintf(extra, sizeof extra, "out=%s --collect %s", collected, jobs);
+    rc = run_script("jobs.lua", body, extra, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    snprintf(cmd, sizeof cmd, "cmp %s.csv %s.csv", direct, collected);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "test -f %s/slurm-1.sbatch", jobs);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+}
+
+static void test_errors_name_the_line(void)
+{
+    char out[8192];
+    int rc = run_script("boom.lua", "local x = 1\nerror('boom here')\n", NULL, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT(strstr(out, "boom.lua:4: boom here") != NULL);   /* two preamble lines, then line 2 */
+    rc = run_script("key.lua", "rehearse.sim.run{trace=T, cost=C, chunky_prefill=5}\n", NULL, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT(strstr(out, "unknown key 'chunky_prefill'") != NULL);
+    rc = run_script("val.lua", "rehearse.sim.run{trace=T, cost=C, max_running_requests='many'}\n", NULL, out,
+                    sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT(strstr(out, "max-running-requests") != NULL);
+    rc = run_script("cost.lua", "rehearse.cost.new{kind='linear', version=7}\n", NULL, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT(strstr(out, "version") != NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s run build/tmp/no-such-script.lua", tu_bin());
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 1);
+    CU_ASSERT(strstr(out, "no-such-script.lua") != NULL);
+}
+
+void register_test_lua(void)
+{
+    CU_pSuite s = CU_add_suite("lua", setup, NULL);
+    CU_add_test(s, "lua fcfs policy equals built-in fcfs", test_lua_policy_equals_fcfs);
+    CU_add_test(s, "sweep equals runs, in order", test_sweep_equals_runs);
+    CU_add_test(s, "emitted jobs collect into the same results", test_emit_and_collect);
+    CU_add_test(s, "errors name file and line", test_errors_name_the_line);
+}

@@ -1,0 +1,359 @@
+/* test_sim.c — the simulator against closed forms and known phenomena:
+ * one request and N identical requests priced by hand with a linear model,
+ * Little's law on a long Poisson run, head-of-line blocking with and without
+ * chunked prefill, speculative decoding with certain acceptance, determinism
+ * of the written run, and a configuration that cannot serve the trace. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "testutil.h"
+
+/* The example coefficients. */
+static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
+
+static void add_req(tr_trace *t, uint64_t id, double at, uint32_t in, uint32_t out)
+{
+    tr_request r = {.id = id, .arrival = at, .input_len = in, .output_len = out};
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_add_request(t, &r, &e), 0);
+}
+
+static void cfg_init(sim_config *c)
+{
+    sim_config_default(c);
+    c->core.max_total_tokens = 1 << 20;
+    c->core.total_pages = 0;
+}
+
+static int run(const sim_config *c, const tr_trace *t, const cost_model *m, sim_result *res)
+{
+    rh_err e = {{0}};
+    int rc = sim_run(c, t, m, res, &e);
+    if (rc != 0) printf("\n  sim_run: %s\n", e.msg);
+    return rc;
+}
+
+static double decode_step(uint32_t seqs, uint64_t ctx_sum)
+{
+    return K.base_s + K.per_decode_seq_s * seqs + K.per_context_token_s * (double)ctx_sum;
+}
+
+/* One 1000-token prompt, 10 output tokens, on an idle server: one prefill
+ * step (TTFT), then 9 decode steps whose context grows by one each. */
+static void test_one_request_closed_form(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0.5, 1000, 10);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double ttft = K.base_s + K.per_prefill_token_s * 1000 + K.per_attention_s * 1000.0 * 1000.0;
+    double e2e = ttft;
+    for (uint32_t j = 1; j <= 9; j++) e2e += decode_step(1, 999 + j);
+    CU_ASSERT_EQUAL(res.summary.completed, 1);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].ttft, ttft, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].e2e, e2e, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].send, 0.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.ttft_ms.mean, ttft * 1e3, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.tpot_ms.mean, (e2e - ttft) / 9 * 1e3, 1e-9);
+    CU_ASSERT_EQUAL(res.summary.steps, 10);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.duration, e2e, 1e-12);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* N identical requests arriving together share one prefill step and then
+ * decode in lockstep. */
+static void test_identical_requests_together(void)
+{
+    enum { N = 6 };
+    tr_trace t;
+    tr_trace_init(&t);
+    for (int i = 0; i < N; i++) add_req(&t, (uint64_t)i + 1, 0, 1000, 8);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double ttft = K.base_s + K.per_prefill_token_s * 1000 * N + K.per_attention_s * 1e6 * N;
+    double e2e = ttft;
+    for (uint32_t j = 1; j <= 7; j++) e2e += decode_step(N, (uint64_t)N * (999 + j));
+    CU_ASSERT_EQUAL(res.summary.completed, N);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[i].ttft, ttft, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[i].e2e, e2e, 1e-12);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.max_batch_size, N, 0);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+static uint64_t rng_state = 42;
+static double unit(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Little's law, L = lambda W, on a long Poisson run: the time-average number
+ * of requests in the system, taken from the step records (queue lengths
+ * weighted by step duration), equals the completion rate times the mean
+ * time in system, taken from the request records. */
+static void test_littles_law(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    double at = 0;
+    rng_state = 42;
+    for (int i = 0; i < 6000; i++) {
+        at += -log(1 - unit()) / 8.0;                /* 8 requests/s */
+        add_req(&t, (uint64_t)i + 1, at, 200 + (uint32_t)(unit() * 1600), 20 + (uint32_t)(unit() * 300));
+    }
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    char out[256];
+    c.out_path = tu_tmp_path("little.rhtr", out, sizeof out);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    tr_trace run_t;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(out, &run_t, &e), 0);
+    CU_ASSERT_EQUAL(run_t.n_requests, 6000);
+    CU_ASSERT_EQUAL(run_t.n_steps, res.summary.steps);
+    double area = 0, w = 0;
+    for (size_t i = 0; i < run_t.n_steps; i++)
+        area += (double)(run_t.steps[i].waiting + run_t.steps[i].running) * run_t.steps[i].duration;
+    for (size_t i = 0; i < run_t.n_requests; i++) w += run_t.requests[i].e2e;
+    double T = res.summary.duration;
+    double L = area / T, lambda = (double)res.summary.completed / T, W = w / (double)run_t.n_requests;
+    printf("\n  Little: L=%.3f  lambda*W=%.3f  (lambda %.3f/s, W %.3f s, busy %.0f%%) ", L, lambda * W, lambda, W,
+           100 * res.summary.busy_time / T);
+    CU_ASSERT(fabs(L - lambda * W) / (lambda * W) < 0.02);
+    CU_ASSERT(res.summary.busy_time / T > 0.3);      /* loaded enough to queue */
+    tr_trace_free(&run_t);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* A 20,000-token prompt arrives just ahead of 8 short ones. */
+static void hol_trace(tr_trace *t)
+{
+    tr_trace_init(t);
+    add_req(t, 1, 0.0, 20000, 4);
+    for (int i = 0; i < 8; i++) add_req(t, (uint64_t)i + 2, 0.001, 64, 4);
+}
+
+static double max_short_ttft(const sim_result *r)
+{
+    double mx = 0;
+    for (uint64_t i = 1; i < r->n_requests; i++)
+        if (r->requests[i].ttft > mx) mx = r->requests[i].ttft;
+    return mx;
+}
+
+static void test_head_of_line_ttft(void)
+{
+    tr_trace t;
+    hol_trace(&t);
+    cost_model *m = cost_linear_new(&K);
+    /* One chunk step: 8192 prompt tokens at most, attention at most 8192 x 20000. */
+    double chunk_step = K.base_s + K.per_prefill_token_s * 8192 + K.per_attention_s * 8192.0 * 20000.0;
+    double whole = K.base_s + K.per_prefill_token_s * 20000 + K.per_attention_s * 20000.0 * 20000.0;
+
+    /* Chunking on, with the long prompt capped per step so short prompts share
+     * the budget: a short request waits at most for the step in flight when it
+     * arrives, then runs in the next one. */
+    sim_config c;
+    cfg_init(&c);
+    c.core.preset = CORE_PRESET_VLLM;
+    c.core.chunked_prefill_size = 8192;
+    c.core.long_prefill_token_threshold = 4096;
+    sim_result on;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &on), 0);
+    double on_ttft = max_short_ttft(&on);
+
+    /* Chunking off: the whole 20,000-token prefill runs first. */
+    cfg_init(&c);
+    c.core.chunked_prefill_size = -1;
+    c.core.max_prefill_tokens = 16384;
+    sim_result off;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &off), 0);
+    double off_ttft = max_short_ttft(&off);
+    printf("\n  short TTFT: chunked %.1f ms (chunk step %.1f ms), unchunked %.1f ms (whole prefill %.1f ms) ",
+           on_ttft * 1e3, chunk_step * 1e3, off_ttft * 1e3, whole * 1e3);
+    CU_ASSERT(on_ttft <= 2 * chunk_step);            /* the step in flight, then its own */
+    CU_ASSERT(off_ttft >= whole);                    /* stalled behind the whole prefill */
+    CU_ASSERT(off_ttft > 2 * on_ttft);
+    /* The long request itself still completes, and its TTFT spans its chunks. */
+    CU_ASSERT(on.requests[0].ttft >= 3 * K.base_s);
+    CU_ASSERT_EQUAL(on.summary.completed, 9);
+    sim_result_free(&on);
+    sim_result_free(&off);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* Requests already decoding when the long prompt arrives: with chunked
+ * prefill mixed into decode steps their inter-token gap is at most one chunk
+ * step; without chunking a gap spans the whole long prefill. */
+static void test_head_of_line_decode_stall(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    for (int i = 0; i < 4; i++) add_req(&t, (uint64_t)i + 1, 0.0, 64, 400);
+    add_req(&t, 9, 0.05, 20000, 2);
+    cost_model *m = cost_linear_new(&K);
+    double whole = K.base_s + K.per_prefill_token_s * 20000 + K.per_attention_s * 20000.0 * 20000.0;
+    double chunk_step = K.base_s + K.per_prefill_token_s * 8192 + K.per_attention_s * 8192.0 * 20000.0 +
+                        decode_step(4, 4 * 500) - K.base_s;
+    sim_config c;
+    cfg_init(&c);
+    c.core.enable_mixed_chunk = true;
+    sim_result on;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &on), 0);
+    cfg_init(&c);
+    c.core.chunked_prefill_size = -1;
+    sim_result off;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &off), 0);
+    printf("\n  decode max ITL: chunked+mixed %.1f ms (chunk step %.1f ms), unchunked %.1f ms (prefill %.1f ms) ",
+           on.summary.itl_ms.max, chunk_step * 1e3, off.summary.itl_ms.max, whole * 1e3);
+    CU_ASSERT(on.summary.itl_ms.max <= chunk_step * 1e3 + 1e-9);
+    CU_ASSERT(off.summary.itl_ms.max >= whole * 1e3);
+    sim_result_free(&on);
+    sim_result_free(&off);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* With every draft accepted, a decode commits k + 1 tokens per step. */
+static void test_speculation_certain_accept(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0, 100, 41);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    c.core.spec_steps = 3;
+    c.accept.alpha = 1.0;
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    /* 1 token from prefill, then 40 more at 4 per decode step: 10 steps. */
+    CU_ASSERT_EQUAL(res.summary.steps, 11);
+    CU_ASSERT_EQUAL(res.requests[0].output_len, 41);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.spec_accept_rate, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.mean_accepted_len, 4.0, 1e-12);
+    sim_result_free(&res);
+    /* Never accepted: one token per step again, 40 decode steps. */
+    c.accept.alpha = 0.0;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    CU_ASSERT_EQUAL(res.summary.steps, 41);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.spec_accept_rate, 0.0, 1e-12);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+static long slurp_size(const char *p, char **buf)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    *buf = malloc((size_t)n + 1);
+    if (fread(*buf, 1, (size_t)n, f) != (size_t)n) n = -1;
+    fclose(f);
+    return n;
+}
+
+/* Same seed, same bytes: the written run of a simulation with random draft
+ * acceptance is identical across runs; another seed differs. */
+static void test_deterministic_output(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    rng_state = 7;
+    double at = 0;
+    for (int i = 0; i < 300; i++) {
+        at += -log(1 - unit()) / 20.0;
+        add_req(&t, (uint64_t)i + 1, at, 50 + (uint32_t)(unit() * 900), 5 + (uint32_t)(unit() * 100));
+    }
+    cost_model *m = cost_linear_new(&K);
+    char p1[256], p2[256], p3[256];
+    sim_config c;
+    cfg_init(&c);
+    c.core.spec_steps = 2;
+    c.accept.alpha = 0.6;
+    c.seed = 11;
+    sim_result res;
+    c.out_path = tu_tmp_path("det1.rhtr", p1, sizeof p1);
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    sim_result_free(&res);
+    c.out_path = tu_tmp_path("det2.rhtr", p2, sizeof p2);
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    sim_result_free(&res);
+    c.seed = 12;
+    c.out_path = tu_tmp_path("det3.rhtr", p3, sizeof p3);
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    sim_result_free(&res);
+    char *a, *b, *d;
+    long na = slurp_size(p1, &a), nb = slurp_size(p2, &b), nd = slurp_size(p3, &d);
+    CU_ASSERT(na > 0);
+    CU_ASSERT(na == nb && memcmp(a, b, (size_t)na) == 0);
+    CU_ASSERT(na != nd || memcmp(a, d, (size_t)na) != 0);
+    free(a);
+    free(b);
+    free(d);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* A request larger than the whole pool: one clear message naming it, and no
+ * output file. */
+static void test_pool_too_small(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0, 100, 10);
+    add_req(&t, 77, 0.1, 5000, 10);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    c.core.max_total_tokens = 4096;
+    char out[256];
+    c.out_path = tu_tmp_path("toosmall.rhtr", out, sizeof out);
+    sim_result res;
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL(sim_run(&c, &t, m, &res, &e), -1);
+    CU_ASSERT(strstr(e.msg, "request 77") != NULL);
+    CU_ASSERT(!tu_file_exists(out));
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+void register_test_sim(void)
+{
+    CU_pSuite s = CU_add_suite("sim", NULL, NULL);
+    CU_add_test(s, "one request, closed form", test_one_request_closed_form);
+    CU_add_test(s, "N identical requests together", test_identical_requests_together);
+    CU_add_test(s, "Little's law on a Poisson run", test_littles_law);
+    CU_add_test(s, "head-of-line: short TTFT", test_head_of_line_ttft);
+    CU_add_test(s, "head-of-line: decode stall", test_head_of_line_decode_stall);
+    CU_add_test(s, "speculation with certain acceptance", test_speculation_certain_accept);
+    CU_add_test(s, "deterministic output bytes", test_deterministic_output);
+    CU_add_test(s, "pool smaller than a request", test_pool_too_small);
+}
