@@ -93,10 +93,10 @@ static int own_flag(replay_config *c, const char *name, rh_args *a, int *concurr
  * 1 with the summary filled, -1 with a message. */
 static int summarize(const char *path, metrics_summary *s, rh_err *e)
 {
-    tr_trace t;
-    tr_trace_init(&t);
+    tr_trace t;                /* tr_trace_load initializes it, even when it fails */
+    int rc = tr_trace_load(path, &t, e) == 0 ? 1 : -1;
     metrics *m = metrics_new(NULL);
-    int rc = m && tr_trace_load(path, &t, e) == 0 ? 1 : -1;
+    if (!m) rc = -1;
     for (size_t i = 0; rc > 0 && i < t.n_requests; i++)
         if (metrics_add_request(m, &t.requests[i]) < 0) rc = -1;
     for (size_t i = 0; rc > 0 && i < t.n_steps; i++)
@@ -180,7 +180,6 @@ int replay_main(int argc, char **argv)
     if (model_config_resolve(cfg.engine.model, &mc, &e)) return bad(e.msg);
 
     tr_trace t;
-    tr_trace_init(&t);
     if (tr_trace_load(a.pos[0], &t, &e) < 0) {
         tr_trace_free(&t);
         return bad(e.msg);

@@ -58,7 +58,6 @@ static int write_records(recorder *r, uint64_t seed, uint32_t n)
 static int load(const char *path, tr_trace *t)
 {
     rh_err e;
-    tr_trace_init(t);
     int rc = tr_trace_load(path, t, &e);
     if (rc) printf("\n  %s\n", e.msg);
     return rc;

@@ -82,7 +82,6 @@ static int replay(const replay_config *c, const tr_trace *t, replay_result *res)
 static int load(const char *path, tr_trace *t)
 {
     rh_err e;
-    tr_trace_init(t);
     int rc = tr_trace_load(path, t, &e);
     if (rc) printf("\n  %s\n", e.msg);
     return rc;
