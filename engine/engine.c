@@ -41,7 +41,7 @@ static int has_file(const char *dir, const char *name)
 
 /* A MODEL argument as `rehearse model` reads it: a directory's own weights
  * when it has any, else dummy weights from the seed. */
-static model *open_model(const engine_config *c, rh_err *e)
+static model *open_model(engine *g, const engine_config *c, rh_err *e)
 {
     if (!c->model || !*c->model) return rh_fail(e, "no model given (a preset name, config.json or directory)"), NULL;
     model_config mc;
@@ -51,7 +51,11 @@ static model *open_model(const engine_config *c, rh_err *e)
     if (!weights && stat(c->model, &st) == 0 && S_ISDIR(st.st_mode) &&
         (has_file(c->model, "model.safetensors") || has_file(c->model, "model.safetensors.index.json")))
         weights = c->model;
-    if (weights) return model_load(weights, &mc, 0, e);
+    if (weights) {
+        snprintf(g->weights, sizeof g->weights, "%s", weights);
+        return model_load(weights, &mc, 0, e);
+    }
+    snprintf(g->weights, sizeof g->weights, "dummy, seed %llu", (unsigned long long)c->weight_seed);
     return model_new_dummy(&mc, c->weight_seed, 0, e);
 }
 
@@ -137,8 +141,9 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     if (core_config_validate(&g->cfg.core, e) < 0) goto fail;
     if (cfg->m) {
         g->m = cfg->m;
+        snprintf(g->weights, sizeof g->weights, "given by the caller");
     } else {
-        if (!(g->owned = open_model(cfg, e))) goto fail;
+        if (!(g->owned = open_model(g, cfg, e))) goto fail;
         g->m = g->owned;
     }
     g->cfg.m = g->m;
@@ -321,7 +326,9 @@ static void put_knob(void *ctx, const char *name, const char *value)
 int engine_describe(const engine *g, tr_header *h)
 {
     describe_ctx d = {h, 0};
-    if (tr_header_set_model(h, g->m->cfg.name) < 0 || tr_header_set_hardware(h, g->hardware) < 0) return -1;
+    if (tr_header_set_model(h, g->m->cfg.name) < 0 || tr_header_set_hardware(h, g->hardware) < 0 ||
+        tr_header_set(h, "weights", g->weights) < 0)
+        return -1;
     core_config_foreach(core_get_config(g->c), put_knob, &d);
     return d.rc;
 }

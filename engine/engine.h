@@ -128,8 +128,9 @@ const model_config *engine_model(const engine *g);
 const core *engine_core(const engine *g);
 /* The machine the kernels run on: "cpu: <CPU model name>". */
 const char *engine_hardware(const engine *g);
-/* Sets a trace header's model, hardware and every core knob (the resolved
- * values), so a recording says what produced it. 0, or -1 out of memory. */
+/* Sets a trace header's model, hardware, "weights" (a path, or the dummy
+ * seed) and every core knob (the resolved values), so a recording says what
+ * produced it. 0, or -1 out of memory. */
 int engine_describe(const engine *g, tr_header *h);
 
 #endif

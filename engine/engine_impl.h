@@ -30,6 +30,7 @@ struct engine {
     core *c;
     double t0;                  /* default clock origin */
     char hardware[160];
+    char weights[512];          /* where the weights came from, for headers */
 
     ereq *live;                 /* list of live requests */
     runner_seq *seqs;           /* per batch sequence, [max_running_requests + 1] */

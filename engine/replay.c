@@ -260,9 +260,6 @@ static recorder *open_recording(replay *r, rh_err *e)
     int rc = engine_describe(r->g, &h);
     rc |= tr_header_set(&h, "source", "rehearse replay");
     if (c->trace_name) rc |= tr_header_set(&h, "input", c->trace_name);
-    rc |= tr_header_set(&h, "weights", c->engine.weights ? c->engine.weights : "dummy");
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->engine.weight_seed);
-    rc |= tr_header_set(&h, "weight-seed", buf);
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->prompt_seed);
     rc |= tr_header_set(&h, "prompt-seed", buf);
     snprintf(buf, sizeof buf, "%.17g", c->rate_scale);
