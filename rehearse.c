@@ -8,6 +8,7 @@
 #include "sim/plot.h"
 #include "engine/model/cli.h"
 #include "engine/replay.h"
+#include "engine/serve/bench.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -25,6 +26,7 @@ static const subcommand commands[] = {
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
     {"replay", replay_main, "serve a trace with the real engine on the wall clock and record the run"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
+    {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},
 };
 
 static void usage(FILE *f)

@@ -89,30 +89,11 @@ static int own_flag(replay_config *c, const char *name, rh_args *a, int *concurr
     return 1;
 }
 
-/* The serving metrics of the recording, read back as any consumer reads it:
- * 1 with the summary filled, -1 with a message. */
-static int summarize(const char *path, metrics_summary *s, rh_err *e)
-{
-    tr_trace t;                /* tr_trace_load initializes it, even when it fails */
-    int rc = tr_trace_load(path, &t, e) == 0 ? 1 : -1;
-    metrics *m = metrics_new(NULL);
-    if (!m) rc = -1;
-    for (size_t i = 0; rc > 0 && i < t.n_requests; i++)
-        if (metrics_add_request(m, &t.requests[i]) < 0) rc = -1;
-    for (size_t i = 0; rc > 0 && i < t.n_steps; i++)
-        if (metrics_add_step(m, &t.steps[i]) < 0) rc = -1;
-    if (rc > 0 && metrics_summarize(m, s) < 0) rc = -1;
-    if (rc < 0 && !e->msg[0]) rh_fail(e, "out of memory");
-    metrics_free(m);
-    tr_trace_free(&t);
-    return rc;
-}
-
 static void print_summary(const replay_config *c, const replay_result *res, int json)
 {
     metrics_summary s;
     rh_err e = {{0}};
-    int have = summarize(c->out_path, &s, &e);
+    int have = metrics_of_trace(c->out_path, NULL, &s, &e);   /* the recording read back as any consumer reads it */
     double tok_s = res->wall_s > 0 ? (double)(res->prompt_tokens - res->cached_tokens + res->output_tokens) / res->wall_s : 0;
     if (json) {
         json_t *o = have > 0 ? metrics_to_json(&s) : json_object();
