@@ -206,7 +206,7 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
 {
     unsigned long long id = (unsigned long long)r->id;
     const model_config *mc = &g->m->cfg;
-    if (g->in_step) return rh_fail(e, "request %llu: engine_add called from an engine hook", id);
+    if (g->in_hooks) return rh_fail(e, "request %llu: engine_add called from an engine hook", id);
     if (!r->prompt_len || !r->prompt) return rh_fail(e, "request %llu: the prompt is empty", id);
     if (!r->max_tokens) return rh_fail(e, "request %llu: max_tokens is 0 (a request must produce a token)", id);
     uint64_t total = (uint64_t)r->prompt_len + r->max_tokens;

@@ -15,7 +15,8 @@
  * trace), `rehearse serve` (HTTP, one scheduler thread), tests (any clock).
  *
  * Contract:
- *   - Single-threaded: one thread drives an engine at a time. Hooks run
+ *   - Single-threaded: one thread drives an engine at a time (the forward
+ *     pass alone may run on a second one, see engine_step_run). Hooks run
  *     inside engine_step; they may call engine_abort (applied when the
  *     batch has been committed) but not engine_add or engine_step.
  *   - A request's tokens are the same whatever it is batched with (greedy
@@ -119,6 +120,21 @@ int engine_abort(engine *g, uint64_t id);
 /* Runs one batch: 1 when a step ran, 0 when there was nothing to run
  * (engine_idle), -1 with a message when the engine broke. */
 int engine_step(engine *g, rh_err *e);
+/* engine_step in three parts, for a caller that overlaps its own work with
+ * the model's (rehearse serve's overlap scheduling):
+ *   engine_step_begin  steps 1-2: forms and lays out the batch (1: a batch
+ *                      is in flight, 0: idle, -1 broken);
+ *   engine_step_run    steps 3-4: drafts, computes and samples it; may run on
+ *                      another thread; notes the clock when done (0 or -1);
+ *   engine_step_end    step 5: commits at the time run finished (1 or -1).
+ * While a batch is in flight (begin .. end) the driving thread may call
+ * engine_add, engine_abort (applied at end), engine_now, engine_idle and the
+ * read-only accessors, concurrently with engine_step_run on another thread;
+ * the clock must then be callable from both threads. Hooks run only inside
+ * begin and end, on the driving thread. */
+int engine_step_begin(engine *g, rh_err *e);
+int engine_step_run(engine *g, rh_err *e);
+int engine_step_end(engine *g, rh_err *e);
 bool engine_idle(const engine *g);
 /* The engine's clock. */
 double engine_now(const engine *g);

@@ -37,7 +37,10 @@ struct engine {
     core_seq_result *results;
     uint32_t cap_seqs;
 
-    bool in_step;               /* inside engine_step: aborts wait, adds are refused */
+    bool in_step;               /* a batch is in flight (begin .. end): aborts wait */
+    bool in_hooks;              /* inside core_schedule or core_complete: adds are refused */
+    core_batch batch;           /* the batch in flight */
+    double done_at;             /* clock when engine_step_run finished */
     uint64_t *pending_aborts;
     uint32_t n_pending, cap_pending;
     double sched_time;          /* CPU seconds forming and preparing the batch in flight */

@@ -90,44 +90,69 @@ static core_seq_result sample(engine *g, ereq *q, const runner_seq *rs, const fl
     return r;
 }
 
-int engine_step(engine *g, rh_err *e)
+/* The three parts of a step. Between begin and end a batch is in flight:
+ * aborts wait for end (the forward may be reading the request's tokens),
+ * and the caller's thread may add requests while another thread runs
+ * engine_step_run (engine_add touches only the core's waiting queue and new
+ * requests, never the batch). */
+int engine_step_begin(engine *g, rh_err *e)
 {
-    if (g->in_step) return rh_fail(e, "engine_step called from an engine hook");
+    if (g->in_step) return rh_fail(e, "engine_step called from an engine hook or with a batch in flight");
     if (g->n_pending) engine_apply_aborts(g);
     double cpu0 = cpu_seconds();
     double now = engine_now(g);
-    core_batch b;
-    g->in_step = true;
-    uint32_t n = core_schedule(g->c, now, &b);
+    g->in_step = g->in_hooks = true;
+    uint32_t n = core_schedule(g->c, now, &g->batch);
+    g->in_hooks = false;
     if (n == 0) {
         g->in_step = false;
         if (!core_idle(g->c)) return rh_fail(e, "engine: the scheduler formed no batch with requests queued");
         return 0;
     }
-    int rc = -1;
-    if (n > g->cap_seqs) {
-        rh_fail(e, "engine: a batch of %u sequences exceeds the %u the core allows", n, g->cap_seqs);
-        goto out;
-    }
+    if (n > g->cap_seqs)
+        return rh_fail(e, "engine: a batch of %u sequences exceeds the %u the core allows", n, g->cap_seqs);
     for (uint32_t i = 0; i < n; i++)
-        if (lay_out(&b.seqs[i], &g->seqs[i], e) < 0) goto out;
+        if (lay_out(&g->batch.seqs[i], &g->seqs[i], e) < 0) return -1;
     g->sched_time = cpu_seconds() - cpu0;
+    return 1;
+}
+
+int engine_step_run(engine *g, rh_err *e)
+{
+    const core_batch *b = &g->batch;
+    uint32_t n = b->n;
     for (uint32_t i = 0; i < n; i++)
-        if (!b.seqs[i].prefill) draft(g, &b.seqs[i], &g->seqs[i]);
+        if (!b->seqs[i].prefill) draft(g, &b->seqs[i], &g->seqs[i]);
 
     const float *logits;
-    if (runner_forward(g->run, g->seqs, n, &logits, e) < 0) goto out;
+    if (runner_forward(g->run, g->seqs, n, &logits, e) < 0) return -1;
     size_t vocab = g->m->cfg.vocab_size;
     for (uint32_t i = 0; i < n; i++) {
         const runner_seq *rs = &g->seqs[i];
         g->results[i] = (core_seq_result){0};
         if (!rs->n_logits) continue;
-        g->results[i] = sample(g, b.seqs[i].user, rs, logits);
+        g->results[i] = sample(g, b->seqs[i].user, rs, logits);
         logits += rs->n_logits * vocab;
     }
-    rc = core_complete(g->c, &b, g->results, engine_now(g), e) < 0 ? -1 : 1;
-out:
-    g->in_step = false;
+    g->done_at = engine_now(g);
+    return 0;
+}
+
+int engine_step_end(engine *g, rh_err *e)
+{
+    /* Committed at the time the tokens were ready, not when the caller got
+     * round to committing them. */
+    g->in_hooks = true;
+    int rc = core_complete(g->c, &g->batch, g->results, g->done_at, e) < 0 ? -1 : 1;
+    g->in_step = g->in_hooks = false;
     if (rc > 0 && g->n_pending) engine_apply_aborts(g);
     return rc;
+}
+
+int engine_step(engine *g, rh_err *e)
+{
+    int rc = engine_step_begin(g, e);
+    if (rc <= 0) return rc;
+    if (engine_step_run(g, e) < 0) return -1;
+    return engine_step_end(g, e);
 }

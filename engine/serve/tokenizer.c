@@ -159,6 +159,11 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, in
     return 0;
 }
 
+int tok_is_special(const tokenizer *t, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < t->vocab_size && t->special[id];
+}
+
 size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap)
 {
     if (id < 0 || (uint32_t)id >= t->vocab_size || !t->piece[id]) return 0;

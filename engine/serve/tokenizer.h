@@ -46,6 +46,9 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, in
 /* Decodes into a malloc'd NUL-terminated string (*len bytes, without the
  * NUL); skip_special leaves special tokens out. NULL only when out of memory. */
 char *tok_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, size_t *len);
+/* 1 for a special token (BOS, EOS, added special tokens): streaming leaves
+ * them out as tok_decode's skip_special does; 0 otherwise or out of range. */
+int tok_is_special(const tokenizer *t, int32_t id);
 /* The bytes of one token, for streaming (may be part of a UTF-8 character).
  * Returns the byte length (0 for unknown ids); writes at most cap bytes. */
 size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap);
