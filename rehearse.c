@@ -9,6 +9,7 @@
 #include "engine/model/cli.h"
 #include "engine/replay.h"
 #include "engine/serve/bench.h"
+#include "engine/serve/server.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -24,6 +25,7 @@ static const subcommand commands[] = {
     {"fit", fit_main, "fit a linear cost model to the step records of a recorded trace"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
+    {"serve", serve_main, "serve a model over an OpenAI-compatible HTTP API, recording requests and steps"},
     {"replay", replay_main, "serve a trace with the real engine on the wall clock and record the run"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
     {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},

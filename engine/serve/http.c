@@ -1,0 +1,466 @@
+/* http.c — libmicrohttpd glue: routes, limits, authentication, the OpenAI
+ * endpoints, and the reader that streams a job's events.
+ *
+ * A completion request goes: headers (route, key, Content-Length checked at
+ * once) -> body (capped) -> parse and tokenize on this HTTP thread -> job
+ * handed to the scheduler with the connection suspended. When resumed: a
+ * refusal is answered with its status; a stream gets its 200 headers and a
+ * reader that writes events as deliveries arrive, suspending the connection
+ * whenever it has nothing to send; a plain request is answered once done. */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "engine/serve/server_impl.h"
+
+#define STREAM_BLOCK (16u << 10)
+
+enum route { R_COMPLETIONS = 1, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
+
+/* One HTTP request, from its first call to its completion. */
+typedef struct hreq {
+    int route;
+    char *body;
+    size_t n, cap;
+    bool too_big, answered;
+    sv_job *job;
+} hreq;
+
+/* ---- answers ---- */
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *type, char *buf, size_t n)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, buf, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result send_copy(struct MHD_Connection *c, unsigned status, const char *type, const char *s)
+{
+    char *b = strdup(s);
+    return b ? send_owned(c, status, type, b, strlen(b)) : MHD_NO;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const oa_error *e)
+{
+    size_t n;
+    char *body = oa_error_json(e, &n);
+    if (!body) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (e->status == 405) MHD_add_response_header(r, "Allow", "POST");
+    if (e->status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)e->status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *param, const char *code, const char *msg)
+{
+    oa_error e;
+    oa_fail(&e, status, param, code, "%s", msg);
+    return send_error(c, &e);
+}
+
+/* ---- routes ---- */
+static int route_of(const char *url, const char *method)
+{
+    static const struct {
+        const char *path, *method;
+        int route;
+    } routes[] = {{"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+                  {"/v1/models", "GET", R_MODELS},           {"/health", "GET", R_HEALTH},
+                  {"/metrics", "GET", R_METRICS}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(url, routes[i].path)) continue;
+        return strcmp(method, routes[i].method) ? R_BAD_METHOD : routes[i].route;
+    }
+    return R_NOT_FOUND;
+}
+
+/* Compares every byte whatever matches, so the time taken says nothing
+ * about the key. */
+static bool key_ok(const char *given, const char *key)
+{
+    size_t n = strlen(key), m = given ? strlen(given) : 0;
+    unsigned diff = (unsigned)(n != m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? given[i] : 0);
+    return diff == 0;
+}
+
+static bool authorized(const server *s, struct MHD_Connection *c)
+{
+    if (!s->cfg.api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_ok(h, s->cfg.api_key);
+}
+
+/* ---- plain endpoints ---- */
+static enum MHD_Result models(server *s, struct MHD_Connection *c)
+{
+    json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:I}]}", "object", "list", "data", "id", s->model_name, "object",
+                          "model", "created", (json_int_t)0, "owned_by", "rehearse", "max_model_len",
+                          (json_int_t)s->lim.context);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body) return MHD_NO;
+    return send_owned(c, 200, "application/json", body, strlen(body));
+}
+
+static enum MHD_Result health(server *s, struct MHD_Connection *c)
+{
+    if (atomic_load(&s->broken)) return fail(c, 503, NULL, "engine_failed", "the engine failed");
+    if (atomic_load(&s->draining)) return fail(c, 503, NULL, "server_shutdown", "the server is shutting down");
+    return send_copy(c, 200, "application/json", "{\"status\":\"ok\"}");
+}
+
+static enum MHD_Result metrics(server *s, struct MHD_Connection *c)
+{
+    size_t n;
+    char *text = prom_render(s->prom, &n);
+    if (!text) return MHD_NO;
+    return send_owned(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, n);
+}
+
+/* ---- completions ---- */
+static enum MHD_Result start_completion(server *s, struct MHD_Connection *c, hreq *h)
+{
+    double arrival = sv_clock(s);
+    oa_request req;
+    oa_error err = {0};
+    int rc = oa_parse(h->route == R_CHAT ? OA_CHAT : OA_COMPLETIONS, h->body ? h->body : "", h->n, &s->lim, &req, &err);
+    free(h->body);
+    h->body = NULL;
+    if (rc < 0) return send_error(c, &err);
+    for (uint32_t i = 0; i < req.n_prompts; i++)
+        if ((uint64_t)req.prompts[i].n + req.max_tokens > s->pool_tokens) {
+            oa_fail(&err, 400, req.kind == OA_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                    "%u prompt + %u completion tokens need more KV cache than this server has (%llu tokens)",
+                    req.prompts[i].n, req.max_tokens, (unsigned long long)s->pool_tokens);
+            oa_request_free(&req);
+            return send_error(c, &err);
+        }
+    sv_job *j = sv_job_new(s, &req, arrival);
+    if (!j) {
+        oa_request_free(&req);
+        return fail(c, 500, NULL, NULL, "out of memory");
+    }
+    if (sv_submit(s, j, c, &err) < 0) {
+        sv_job_unref(j);
+        return send_error(c, &err);
+    }
+    h->job = j;
+    return MHD_YES;
+}
+
+static int wput(sv_job *j, const char *p, size_t n)
+{
+    if (j->wn + n > j->wcap) {
+        size_t cap = j->wcap ? j->wcap : 4096;
+        while (cap < j->wn + n) cap *= 2;
+        char *b = realloc(j->wbuf, cap);
+        if (!b) return -1;
+        j->wbuf = b;
+        j->wcap = cap;
+    }
+    memcpy(j->wbuf + j->wn, p, n);
+    j->wn += n;
+    return 0;
+}
+
+static int wput_owned(sv_job *j, char *p, size_t n)
+{
+    int rc = p ? wput(j, p, n) : -1;
+    free(p);
+    return rc;
+}
+
+/* Deliveries to events. A choice that ended by abort or error has no
+ * finish chunk: the stream ends with the job's error event instead. */
+static int format(sv_job *j, const sv_delivery *d)
+{
+    for (; d; d = d->next) {
+        oa_choice_out c = {d->text, d->len, d->ids, d->n_ids, d->finish};
+        if (d->finish == TR_FINISH_ABORT || d->finish == TR_FINISH_ERROR) {
+            if (!d->len && !d->n_ids) continue;
+            c.finish = 0;
+        }
+        size_t n = 0;
+        bool first = !j->started[d->choice];
+        j->started[d->choice] = true;
+        char *ev = oa_chunk(&j->req, &j->ident, d->choice, &c, first, &n);
+        if (wput_owned(j, ev, n) < 0) return -1;
+    }
+    return 0;
+}
+
+static int close_stream(sv_job *j, const oa_error *err, const oa_usage *u)
+{
+    size_t n = 0;
+    char *ev = NULL;
+    if (err->status) ev = oa_error_event(err, &n);
+    else if (j->req.include_usage) ev = oa_usage_chunk(&j->req, &j->ident, u, &n);
+    if ((err->status || j->req.include_usage) && wput_owned(j, ev, n) < 0) return -1;
+    j->stream_closed = true;
+    return wput(j, "data: [DONE]\n\n", 14);
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    sv_job *j = cls;
+    for (;;) {
+        if (j->wpos < j->wn) {
+            size_t n = j->wn - j->wpos < max ? j->wn - j->wpos : max;
+            memcpy(buf, j->wbuf + j->wpos, n);
+            j->wpos += n;
+            return (ssize_t)n;
+        }
+        j->wn = j->wpos = 0;
+        if (j->stream_closed) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&j->mu);
+        if (j->cancelled || !j->conn) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        sv_delivery *d = j->head;
+        j->head = j->tail = NULL;
+        bool done = j->state == JOB_DONE || j->state == JOB_REFUSED;
+        oa_error err = j->err;
+        oa_usage u = j->usage;
+        if (!d && !done) {
+            /* Nothing to send: out of the event loop until the scheduler
+             * has something (or the watch thread sees a hang-up). */
+            j->suspended = true;
+            MHD_suspend_connection(j->conn);
+            pthread_mutex_unlock(&j->mu);
+            return 0;
+        }
+        pthread_mutex_unlock(&j->mu);
+        int rc = d ? format(j, d) : close_stream(j, &err, &u);
+        sv_delivery_free(d);
+        if (rc < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void reader_done(void *cls)
+{
+    sv_job_unref(cls);
+}
+
+static enum MHD_Result start_stream(struct MHD_Connection *c, sv_job *j)
+{
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, reader, j, reader_done);
+    if (!r) return MHD_NO;
+    pthread_mutex_lock(&j->mu);
+    j->refs++;   /* the response's, dropped by reader_done */
+    pthread_mutex_unlock(&j->mu);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result answer_whole(struct MHD_Connection *c, sv_job *j)
+{
+    oa_choice_out *co = calloc(j->n_choices, sizeof *co);
+    if (!co) return MHD_NO;
+    for (uint32_t i = 0; i < j->n_choices; i++) {
+        const sv_choice *ch = &j->choices[i];
+        co[i] = (oa_choice_out){ch->text.text ? ch->text.text : "", ch->text.len, ch->out, ch->n_kept, ch->finish};
+    }
+    size_t n;
+    char *body = oa_response(&j->req, &j->ident, co, j->n_choices, &j->usage, &n);
+    free(co);
+    return body ? send_owned(c, 200, "application/json", body, n) : MHD_NO;
+}
+
+/* Called again after the scheduler (or the watch thread) resumed us. */
+static enum MHD_Result resumed(struct MHD_Connection *c, hreq *h)
+{
+    sv_job *j = h->job;
+    pthread_mutex_lock(&j->mu);
+    if (j->cancelled) {
+        pthread_mutex_unlock(&j->mu);
+        return MHD_NO;
+    }
+    int state = j->state;
+    oa_error err = j->err;
+    if (state == JOB_REFUSED || (state == JOB_DONE && err.status && !j->req.stream)) {
+        pthread_mutex_unlock(&j->mu);
+        h->answered = true;
+        return send_error(c, &err);
+    }
+    if ((j->req.stream && state != JOB_QUEUED) || state == JOB_DONE) {
+        pthread_mutex_unlock(&j->mu);
+        h->answered = true;
+        return j->req.stream ? start_stream(c, j) : answer_whole(c, j);
+    }
+    j->suspended = true;
+    MHD_suspend_connection(c);
+    pthread_mutex_unlock(&j->mu);
+    return MHD_YES;
+}
+
+/* ---- the handler ---- */
+static enum MHD_Result first_call(server *s, struct MHD_Connection *c, const char *url, const char *method, hreq *h)
+{
+    if (atomic_load(&s->n_conns) > s->cfg.max_connections)
+        return fail(c, 503, NULL, "too_many_connections", "too many open connections; try again later");
+    h->route = route_of(url, method);
+    if (!strncmp(url, "/v1/", 4) && !authorized(s, c))
+        return fail(c, 401, NULL, "invalid_api_key", "a valid API key is needed: \"Authorization: Bearer KEY\"");
+    if (h->route == R_COMPLETIONS || h->route == R_CHAT) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
+            oa_error e;
+            oa_fail(&e, 413, NULL, "body_too_large", "the body is %s bytes, more than the %zu this server accepts", cl,
+                    s->cfg.max_body_bytes);
+            return send_error(c, &e);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *data, size_t *size, void **con_cls)
+{
+    (void)version;
+    server *s = cls;
+    hreq *h = *con_cls;
+    if (!h) {
+        if (!(h = calloc(1, sizeof *h))) return MHD_NO;
+        *con_cls = h;
+        return first_call(s, c, url, method, h);
+    }
+    if (h->job) return resumed(c, h);
+    if (*size) {
+        if (!h->too_big && h->n + *size > s->cfg.max_body_bytes) {
+            h->too_big = true;   /* read on and drop, then answer 413 */
+            free(h->body);
+            h->body = NULL;
+        }
+        if (!h->too_big) {
+            if (h->n + *size + 1 > h->cap) {
+                size_t cap = h->cap ? h->cap : 4096;
+                while (cap < h->n + *size + 1) cap *= 2;
+                char *b = realloc(h->body, cap);
+                if (!b) return MHD_NO;
+                h->body = b;
+                h->cap = cap;
+            }
+            memcpy(h->body + h->n, data, *size);
+            h->n += *size;
+            h->body[h->n] = '\0';
+        }
+        *size = 0;
+        return MHD_YES;
+    }
+    if (h->answered) return MHD_YES;
+    h->answered = true;
+    if (h->too_big) {
+        oa_error e;
+        oa_fail(&e, 413, NULL, "body_too_large", "the body is larger than the %zu bytes this server accepts",
+                s->cfg.max_body_bytes);
+        return send_error(c, &e);
+    }
+    switch (h->route) {
+    case R_COMPLETIONS:
+    case R_CHAT: h->answered = false; return start_completion(s, c, h);
+    case R_MODELS: return models(s, c);
+    case R_HEALTH: return health(s, c);
+    case R_METRICS: return metrics(s, c);
+    case R_BAD_METHOD: {
+        oa_error e;
+        oa_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %s", method, url);
+        return send_error(c, &e);
+    }
+    default: {
+        oa_error e;
+        oa_fail(&e, 404, NULL, "not_found", "no such endpoint: %s %s", method, url);
+        return send_error(c, &e);
+    }
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    hreq *h = *con_cls;
+    if (!h) return;
+    if (h->job) sv_release(h->job);
+    free(h->body);
+    free(h);
+    *con_cls = NULL;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
+{
+    (void)c;
+    (void)socket_ctx;
+    server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->n_conns, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->n_conns, 1);
+}
+
+static void quiet_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    (void)fmt;
+    (void)ap;
+}
+
+int sv_http_start(server *s, rh_err *e)
+{
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(s->cfg.port);
+    const char *host = s->cfg.host ? s->cfg.host : "127.0.0.1";
+    if (!strcmp(host, "localhost")) host = "127.0.0.1";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+        return rh_fail(e, "--host %s: not an IPv4 address (127.0.0.1 serves this machine, 0.0.0.0 every interface)", host);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    s->d = MHD_start_daemon(flags, s->cfg.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(s->cfg.max_connections + 64), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, connection_event, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL, MHD_OPTION_END);
+    const union MHD_DaemonInfo *info = s->d ? MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+    if (!info || !info->port) {
+        if (s->d) MHD_stop_daemon(s->d);
+        s->d = NULL;
+        return rh_fail(e, "cannot listen on %s:%u (is the port in use?)", host, (unsigned)s->cfg.port);
+    }
+    s->port = info->port;
+    snprintf(s->url, sizeof s->url, "http://%s:%u", host, (unsigned)s->port);
+    return 0;
+}
+
+void sv_http_stop(server *s)
+{
+    if (!s->d) return;
+    MHD_stop_daemon(s->d);
+    s->d = NULL;
+}

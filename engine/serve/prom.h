@@ -1,0 +1,66 @@
+/* prom.h — the server's metrics in Prometheus text format, under vLLM's
+ * names so existing dashboards and scrapers read them unchanged.
+ *
+ * Histograms (seconds): vllm:time_to_first_token_seconds,
+ * vllm:inter_token_latency_seconds (every gap between deliveries),
+ * vllm:time_per_output_token_seconds (per request, (e2e - ttft) / (n - 1)),
+ * vllm:e2e_request_latency_seconds, vllm:request_queue_time_seconds.
+ * Gauges: vllm:num_requests_running, vllm:num_requests_waiting,
+ * vllm:kv_cache_usage_perc (0..1; also as vllm:gpu_cache_usage_perc),
+ * vllm:gpu_prefix_cache_hit_rate. Counters: vllm:prompt_tokens_total,
+ * vllm:generation_tokens_total, vllm:request_success_total{finished_reason},
+ * vllm:num_preemptions_total, vllm:prefix_cache_queries_total and
+ * vllm:prefix_cache_hits_total (tokens), vllm:spec_decode_num_drafts_total,
+ * vllm:spec_decode_num_draft_tokens_total,
+ * vllm:spec_decode_num_accepted_tokens_total and
+ * vllm:spec_decode_num_accepted_tokens_per_pos_total{position}; and the
+ * scheduler's own rehearse:steps_total, rehearse:steps_sched_hidden_total,
+ * rehearse:step_sched_seconds_total. Every sample carries model_name.
+ *
+ * Thread-safe: the scheduler thread records, HTTP threads render. */
+#ifndef RH_PROM_H
+#define RH_PROM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/core.h"
+#include "traces/trace.h"
+
+#define PROM_SPEC_POSITIONS 16
+
+typedef struct prom prom;
+
+/* Speculative decoding's counters, as deltas. The server adds what every
+ * step's record and token event says; a drafter with more to tell (its own
+ * per-position view, drafts it dropped) adds through prom_spec_add too. */
+typedef struct prom_spec_counters {
+    uint64_t drafts;            /* verifications that carried at least one draft token */
+    uint64_t draft_tokens;      /* draft tokens proposed */
+    uint64_t accepted_tokens;   /* draft tokens accepted */
+    uint64_t accepted_at[PROM_SPEC_POSITIONS];   /* accepted drafts by position in the proposal */
+} prom_spec_counters;
+
+/* One finished request: its times on the server's clock (s). */
+typedef struct prom_request {
+    double arrival, admitted;   /* admitted: first left the waiting queue (arrival when never) */
+    const double *token_times;  /* each output token's time, ascending */
+    uint32_t n_tokens;
+    uint32_t prompt_tokens;
+    int finish;                 /* enum tr_finish */
+} prom_request;
+
+prom *prom_new(const char *model_name);
+void prom_free(prom *p);
+
+void prom_request_done(prom *p, const prom_request *r);
+/* A step record (its sched_time and flags as the server measured them). */
+void prom_step(prom *p, const tr_step *s);
+/* The core's state now: queue lengths, KV use, prefix-cache totals. */
+void prom_core(prom *p, const core_stats *st);
+void prom_spec_add(prom *p, const prom_spec_counters *d);
+
+/* The exposition text; malloc'd, NULL when out of memory. */
+char *prom_render(prom *p, size_t *len);
+
+#endif

@@ -1,0 +1,171 @@
+/* server_impl.h — the server's private state, shared by server.c (life
+ * cycle, jobs, the watch thread), server_sched.c (the scheduler and runner
+ * threads) and http.c (libmicrohttpd). Never include elsewhere.
+ *
+ * A job is one HTTP completion request; each of its prompts is a choice,
+ * one engine request. The HTTP side and the scheduler each hold a
+ * reference to the job. Locks, always taken in this order:
+ *   srv->reg_mu (the watch registry) -> job->mu -> srv->mu (inbox, flags).
+ * Fields marked (sched) belong to the scheduler thread; (http) to whichever
+ * HTTP thread serves the connection; (mu) are read and written under job->mu. */
+#ifndef RH_SERVER_IMPL_H
+#define RH_SERVER_IMPL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/record/recorder.h"
+#include "engine/serve/openai.h"
+#include "engine/serve/prom.h"
+#include "engine/serve/server.h"
+#include "engine/serve/server_text.h"
+#include "engine/serve/tokenizer.h"
+
+/* One step's output of one choice, on its way to the connection. */
+typedef struct sv_delivery {
+    struct sv_delivery *next;
+    uint32_t choice;
+    char *text;                 /* valid UTF-8 */
+    size_t len;
+    int32_t *ids;
+    uint32_t n_ids;
+    int finish;                 /* enum tr_finish; 0 while running */
+} sv_delivery;
+
+typedef struct sv_choice {
+    struct sv_job *job;
+    uint32_t index;
+    uint64_t id;                /* the engine request's id */
+    /* (sched) until the choice is done; read by HTTP once the job is done */
+    int32_t *out;               /* [max_tokens] committed ids */
+    double *times;              /* [max_tokens] when each was ready, server clock */
+    uint32_t n_out;             /* committed */
+    uint32_t n_seen;            /* turned into text */
+    uint32_t n_kept;            /* that count: a stop string ends the output early */
+    uint32_t n_ids_sent;        /* handed out in deliveries */
+    double admitted_at;
+    uint32_t cached, retractions, spec_proposed, spec_accepted;
+    bool queued;                /* counted in srv->n_queued */
+    bool in_engine;             /* added, no FINISHED/ABORTED event yet */
+    bool ended;                 /* no more tokens count */
+    bool done;                  /* final delivery made, recorded */
+    int finish;                 /* enum tr_finish once ended */
+    sv_text text;
+    bool dirty;
+    struct sv_choice *next_dirty;
+} sv_choice;
+
+enum sv_state { JOB_QUEUED = 0, JOB_RUNNING, JOB_REFUSED, JOB_DONE };
+
+typedef struct sv_job {
+    struct server *srv;
+    pthread_mutex_t mu;
+    int refs;                   /* (mu) */
+    oa_request req;
+    oa_ident ident;
+    char id[48];
+    double arrival;             /* s on the server clock, when the body was complete */
+    uint64_t seed;
+    uint32_t n_choices;
+    sv_choice *choices;
+
+    /* (mu) shared */
+    int state;                  /* enum sv_state */
+    oa_error err;               /* status != 0: the job failed or was refused with this */
+    sv_delivery *head, *tail;
+    uint32_t n_done;
+    oa_usage usage;
+    bool cancelled;             /* the client went away */
+    bool cancel_queued;
+    struct MHD_Connection *conn;/* NULL once the HTTP side let go */
+    bool suspended;
+
+    /* (http) */
+    bool *started;              /* chat: the role was sent for choice i */
+    char *wbuf;                 /* stream bytes not yet written */
+    size_t wn, wpos, wcap;
+    bool stream_closed;         /* the last event is in wbuf */
+
+    /* (sched) */
+    uint32_t n_released;        /* choices done and out of the engine */
+    struct sv_job *next_in;     /* inbox and cancel lists (srv->mu) */
+    struct sv_job *live_prev, *live_next;
+    /* (reg_mu) */
+    struct sv_job *reg_prev, *reg_next;
+    bool registered;
+} sv_job;
+
+struct server {
+    server_config cfg;
+    char url[128];
+    char model_name[256];
+    char tok_kind[512];
+    engine *g;
+    tokenizer *tok;
+    oa_limits lim;
+    uint64_t pool_tokens;
+    uint32_t block_size;        /* the recording's hash block: the page size */
+    prom *prom;
+    recorder *rec;
+    double t0;                  /* rh_now() at the server clock's zero */
+    struct MHD_Daemon *d;
+    uint16_t port;
+    uint64_t id_salt;
+
+    pthread_mutex_t mu;         /* inbox, cancels, flags, stats */
+    pthread_cond_t wake;        /* to the scheduler: inbox, cancels, runner done, quit */
+    pthread_cond_t runner_cv;   /* to the runner: go, quit */
+    pthread_cond_t idle_cv;     /* to waiters: stats published */
+    sv_job *inbox, *inbox_tail, *cancels;
+    bool quit, abort_all, runner_go, runner_done, runner_quit;
+    int runner_rc;
+    rh_err runner_err;
+    core_stats stats;
+    pthread_t sched_thread, runner_thread, watch_thread;
+    bool sched_started, runner_started, watch_started;
+
+    /* (sched) */
+    sv_job *live;
+    sv_choice *dirty;
+    double cur_sched;           /* the step in flight: its preparation's CPU s */
+    bool cur_hidden;
+    rh_err fail;                /* the engine broke, or the recording failed */
+    bool rec_failed;
+    uint64_t *hashes;           /* scratch for a prompt's block hashes */
+    uint32_t cap_hashes;
+
+    atomic_bool draining, broken;
+    atomic_uint_fast64_t next_id, n_jobs, n_queued, n_conns;
+
+    pthread_mutex_t reg_mu;     /* the watch registry */
+    pthread_cond_t watch_cv;
+    sv_job *reg;
+    bool watch_quit;
+};
+
+/* server.c */
+double sv_clock(const server *s);                   /* s since t0 */
+sv_job *sv_job_new(server *s, oa_request *req, double arrival);   /* takes req's contents; refs 1 */
+void sv_job_unref(sv_job *j);
+/* Hands a job to the scheduler with the connection suspended. 0, or -1 with
+ * e filled (429 queue full, 503 draining): the caller answers e. */
+int sv_submit(server *s, sv_job *j, struct MHD_Connection *conn, oa_error *e);
+/* The HTTP side lets go (request completed or connection closed). */
+void sv_release(sv_job *j);
+/* Under j->mu: queue j for the scheduler to abort. */
+void sv_cancel_locked(sv_job *j);
+/* Under j->mu: wake the connection if it is suspended. */
+void sv_wake_locked(sv_job *j);
+
+/* server_sched.c */
+engine_hooks sv_engine_hooks(server *s);
+void *sv_sched_main(void *arg);
+void *sv_runner_main(void *arg);
+void sv_delivery_free(sv_delivery *d);
+
+/* http.c */
+int sv_http_start(server *s, rh_err *e);
+void sv_http_stop(server *s);
+
+#endif
