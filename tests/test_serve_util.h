@@ -126,6 +126,7 @@ typedef struct ts_stream {
     int n_events;
     bench_sse sse;
     int bad;                    /* an event that was not JSON */
+    const volatile int *hangup; /* non-NULL: hang up once it turns non-zero */
 } ts_stream;
 
 static int ts_on_event(void *ctx, const char *data, size_t n)
@@ -149,10 +150,24 @@ static size_t ts_on_stream(char *p, size_t size, size_t nmemb, void *ctx)
     rh_err e;
     bench_sse_feed(&s->sse, p, n, ts_on_event, s, &e);
     if (s->cut && s->n_events >= s->cut) return 0;   /* hang up */
+    if (s->hangup && *s->hangup) return 0;
     return n;
 }
 
-static inline ts_stream ts_stream_post(const server *s, const char *path, const char *body, int cut)
+/* Progress of a transfer that waits for a hang-up flag: curl calls it even
+ * when no data comes, so a queued request can be given up too. */
+static int ts_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)d;
+    const ts_stream *s = ctx;
+    return s->hangup && *s->hangup;
+}
+
+static inline ts_stream ts_stream_until(const server *s, const char *path, const char *body, int cut,
+                                        const volatile int *hangup)
 {
     char url[256];
     snprintf(url, sizeof url, "%s%s", server_url(s), path);
@@ -160,6 +175,7 @@ static inline ts_stream ts_stream_post(const server *s, const char *path, const 
     memset(&st, 0, sizeof st);
     st.events = json_array();
     st.cut = cut;
+    st.hangup = hangup;
     bench_sse_init(&st.sse);
     CURL *c = curl_easy_init();
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
@@ -170,14 +186,24 @@ static inline ts_stream ts_stream_post(const server *s, const char *path, const 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &st);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    if (hangup) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, ts_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &st);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st.status);
     rh_err e;
-    if (!cut) bench_sse_finish(&st.sse, ts_on_event, &st, &e);
+    if (!cut && !hangup) bench_sse_finish(&st.sse, ts_on_event, &st, &e);
     bench_sse_free(&st.sse);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     return st;
+}
+
+static inline ts_stream ts_stream_post(const server *s, const char *path, const char *body, int cut)
+{
+    return ts_stream_until(s, path, body, cut, NULL);
 }
 
 static inline void ts_stream_free(ts_stream *s)
