@@ -79,12 +79,13 @@ static inline void ts_resp_free(ts_resp *r)
     memset(r, 0, sizeof *r);
 }
 
-/* extra: one more header (e.g. "Authorization: Bearer k"), or NULL. */
-static inline ts_resp ts_request(const server *s, const char *method, const char *path, const char *body,
-                                 const char *extra)
+/* base: "http://host:port"; extra: one more header (e.g.
+ * "Authorization: Bearer k"), or NULL. */
+static inline ts_resp ts_request_at(const char *base, const char *method, const char *path, const char *body,
+                                    const char *extra)
 {
     char url[256];
-    snprintf(url, sizeof url, "%s%s", server_url(s), path);
+    snprintf(url, sizeof url, "%s%s", base, path);
     CURL *c = curl_easy_init();
     ts_buf b = {0};
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
@@ -110,6 +111,12 @@ static inline ts_resp ts_request(const server *s, const char *method, const char
     r.n = b.n;
     r.json = json_loads(r.body, 0, NULL);
     return r;
+}
+
+static inline ts_resp ts_request(const server *s, const char *method, const char *path, const char *body,
+                                 const char *extra)
+{
+    return ts_request_at(server_url(s), method, path, body, extra);
 }
 
 static inline ts_resp ts_post(const server *s, const char *path, const char *body)
@@ -166,11 +173,11 @@ static int ts_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl
     return s->hangup && *s->hangup;
 }
 
-static inline ts_stream ts_stream_until(const server *s, const char *path, const char *body, int cut,
-                                        const volatile int *hangup)
+static inline ts_stream ts_stream_at(const char *base, const char *path, const char *body, int cut,
+                                     const volatile int *hangup)
 {
     char url[256];
-    snprintf(url, sizeof url, "%s%s", server_url(s), path);
+    snprintf(url, sizeof url, "%s%s", base, path);
     ts_stream st;
     memset(&st, 0, sizeof st);
     st.events = json_array();
@@ -201,9 +208,15 @@ static inline ts_stream ts_stream_until(const server *s, const char *path, const
     return st;
 }
 
+static inline ts_stream ts_stream_until(const server *s, const char *path, const char *body, int cut,
+                                        const volatile int *hangup)
+{
+    return ts_stream_at(server_url(s), path, body, cut, hangup);
+}
+
 static inline ts_stream ts_stream_post(const server *s, const char *path, const char *body, int cut)
 {
-    return ts_stream_until(s, path, body, cut, NULL);
+    return ts_stream_at(server_url(s), path, body, cut, NULL);
 }
 
 static inline void ts_stream_free(ts_stream *s)
