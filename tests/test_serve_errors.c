@@ -215,7 +215,7 @@ static void test_api_key(void)
 typedef struct hold {
     server *s;
     const char *body;
-    volatile int hangup;
+    atomic_int hangup;
     long status;
     int events, done, error_event;
 } hold;
@@ -272,7 +272,8 @@ static void test_full_queue(void)
     check_error("full queue, two prompts", &r, 429, "too_many_requests", NULL);
     ts_resp_free(&r);
     /* Both clients give up; the waiting one is noticed while still queued. */
-    a.hangup = b.hangup = 1;
+    atomic_store(&a.hangup, 1);
+    atomic_store(&b.hangup, 1);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     CU_ASSERT(ts_wait_stats(s, idle, NULL, 10));

@@ -7,6 +7,7 @@
 #include <CUnit/CUnit.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +134,7 @@ typedef struct ts_stream {
     int n_events;
     bench_sse sse;
     int bad;                    /* an event that was not JSON */
-    const volatile int *hangup; /* non-NULL: hang up once it turns non-zero */
+    atomic_int *hangup;         /* non-NULL: hang up once it turns non-zero */
 } ts_stream;
 
 static int ts_on_event(void *ctx, const char *data, size_t n)
@@ -157,7 +158,7 @@ static size_t ts_on_stream(char *p, size_t size, size_t nmemb, void *ctx)
     rh_err e;
     bench_sse_feed(&s->sse, p, n, ts_on_event, s, &e);
     if (s->cut && s->n_events >= s->cut) return 0;   /* hang up */
-    if (s->hangup && *s->hangup) return 0;
+    if (s->hangup && atomic_load(s->hangup)) return 0;
     return n;
 }
 
@@ -170,11 +171,11 @@ static int ts_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl
     (void)c;
     (void)d;
     const ts_stream *s = ctx;
-    return s->hangup && *s->hangup;
+    return s->hangup && atomic_load(s->hangup);
 }
 
 static inline ts_stream ts_stream_at(const char *base, const char *path, const char *body, int cut,
-                                     const volatile int *hangup)
+                                     atomic_int *hangup)
 {
     char url[256];
     snprintf(url, sizeof url, "%s%s", base, path);
@@ -209,7 +210,7 @@ static inline ts_stream ts_stream_at(const char *base, const char *path, const c
 }
 
 static inline ts_stream ts_stream_until(const server *s, const char *path, const char *body, int cut,
-                                        const volatile int *hangup)
+                                        atomic_int *hangup)
 {
     return ts_stream_at(server_url(s), path, body, cut, hangup);
 }
