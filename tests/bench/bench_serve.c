@@ -44,43 +44,6 @@ typedef struct run_out {
     uint64_t failed;
 } run_out;
 
-static server *start(int chunk, bool overlap, const char *record)
-{
-    server_config c;
-    server_config_default(&c);
-    c.engine.m = tiny;
-    c.engine.core.max_total_tokens = POOL_TOKENS;
-    c.engine.core.chunked_prefill_size = chunk;
-    c.port = 0;
-    c.disable_overlap = !overlap;
-    c.record_path = record;
-    c.http_threads = 2;
-    rh_err e = {{0}};
-    server *s = server_start(&c, &e);
-    if (!s) die("server", &e);
-    warm_up(s);
-    return s;
-}
-
-static void run(server *s, bench_dataset *d, uint64_t conc, run_out *o);
-static bench_dataset random_set(size_t n, uint32_t in, uint32_t out, uint64_t seed);
-
-/* A few requests first: the kernels' threads come up and the KV pool's
- * memory is touched, so the first measured request pays for neither. */
-static void warm_up(server *s)
-{
-    bench_dataset d = random_set(4, 256, 8, 999);
-    run_out o;
-    run(s, &d, 4, &o);
-    bench_dataset_free(&d);
-}
-
-static void stop(server *s)
-{
-    rh_err e = {{0}};
-    if (server_stop(s, &e) < 0) die("server stop", &e);
-}
-
 static void run(server *s, bench_dataset *d, uint64_t conc, run_out *o)
 {
     bench_config c;
@@ -109,6 +72,40 @@ static bench_dataset random_set(size_t n, uint32_t in, uint32_t out, uint64_t se
     if (bench_dataset_random(&d, &o, 16, &e) < 0) die("dataset", &e);
     d.vocab = VOCAB;
     return d;
+}
+
+/* A few requests first: the kernels' threads come up and the KV pool's
+ * memory is touched, so the first measured request pays for neither. */
+static void warm_up(server *s)
+{
+    bench_dataset d = random_set(4, 256, 8, 999);
+    run_out o;
+    run(s, &d, 4, &o);
+    bench_dataset_free(&d);
+}
+
+static server *start(int chunk, bool overlap, const char *record)
+{
+    server_config c;
+    server_config_default(&c);
+    c.engine.m = tiny;
+    c.engine.core.max_total_tokens = POOL_TOKENS;
+    c.engine.core.chunked_prefill_size = chunk;
+    c.port = 0;
+    c.disable_overlap = !overlap;
+    c.record_path = record;
+    c.http_threads = 2;
+    rh_err e = {{0}};
+    server *s = server_start(&c, &e);
+    if (!s) die("server", &e);
+    warm_up(s);
+    return s;
+}
+
+static void stop(server *s)
+{
+    rh_err e = {{0}};
+    if (server_stop(s, &e) < 0) die("server stop", &e);
 }
 
 /* ---- 1. TTFT against prompt length ---- */
@@ -213,44 +210,74 @@ static json_t *concurrency_sweep(void)
     return a;
 }
 
+static double median3(double a, double b, double c)
+{
+    double x[3] = {a, b, c};
+    rh_summary sm;
+    rh_summarize(x, 3, &sm);
+    return sm.median;
+}
+
+/* Two servers, overlap on and off, each recording; trials alternate
+ * between them so a busy spell on the shared machine hits both alike.
+ * Client figures are medians over the trials; scheduler figures come from
+ * each server's whole recording. */
 static json_t *overlap_on_off(void)
 {
     static const uint64_t cs[] = {1, 16, 64};
-    printf("\n3. Overlap scheduling on and off (same prompts; sched = scheduler CPU per step, gap = model idle\n"
-           "   between back-to-back steps, from the server's recording)\n");
+    enum { TRIALS = 3 };
+    printf("\n3. Overlap scheduling on and off (same prompts, %d alternating trials, medians; sched = scheduler\n"
+           "   CPU per step, gap = model idle between back-to-back steps, both from the server's recording)\n",
+           TRIALS);
     printf("   %4s  %7s  %12s  %12s  %14s  %10s  %8s  %8s  %9s\n", "C", "overlap", "TTFT p50 ms", "ITL p50 ms",
            "output tok/s", "sched us", "hidden", "gap us", "step ms");
-    char path[256];
-    snprintf(path, sizeof path, "build/tmp/bench-serve-%d.rhtr", (int)getpid());
+    char path[2][256];
     mkdir("build", 0755);
     mkdir("build/tmp", 0755);
+    for (int on = 0; on < 2; on++) snprintf(path[on], sizeof path[on], "build/tmp/bench-serve-%d-%d.rhtr", (int)getpid(), on);
     json_t *a = json_array();
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        server *s[2] = {start(8192, false, path[0]), start(8192, true, path[1])};
+        run_out o[2][TRIALS];
+        for (int t = 0; t < TRIALS; t++)
+            for (int k = 0; k < 2; k++) {
+                int on = (t + k) % 2;
+                bench_dataset d = random_set(prompts_for(cs[i]), 128, 64, 300 + i);
+                run(s[on], &d, cs[i], &o[on][t]);
+                bench_dataset_free(&d);
+            }
         json_t *pair = json_object();
         json_object_set_new(pair, "concurrency", json_integer((json_int_t)cs[i]));
         for (int on = 1; on >= 0; on--) {
-            server *s = start(8192, on, path);
-            bench_dataset d = random_set(cs[i] == 1 ? 8 : 3 * cs[i], 128, 64, 300 + i);
-            run_out o;
-            run(s, &d, cs[i], &o);
-            stop(s);
-            rec_stats r = of_recording(path);
-            printf("   %4llu  %7s  %12.1f  %12.2f  %14.1f  %10.1f  %7.0f%%  %8.1f  %9.2f\n", (unsigned long long)cs[i],
-                   on ? "on" : "off", o.m.ttft_ms.median, o.m.itl_ms.median, o.m.output_throughput, r.sched_us,
-                   100 * r.hidden_share, r.gap_us, r.step_ms);
-            json_t *p = point(&o, cs[i]);
+            stop(s[on]);
+            rec_stats r = of_recording(path[on]);
+            run_out m = o[on][0];
+            m.m.ttft_ms.median = median3(o[on][0].m.ttft_ms.median, o[on][1].m.ttft_ms.median, o[on][2].m.ttft_ms.median);
+            m.m.ttft_ms.p99 = median3(o[on][0].m.ttft_ms.p99, o[on][1].m.ttft_ms.p99, o[on][2].m.ttft_ms.p99);
+            m.m.itl_ms.median = median3(o[on][0].m.itl_ms.median, o[on][1].m.itl_ms.median, o[on][2].m.itl_ms.median);
+            m.m.tpot_ms.mean = median3(o[on][0].m.tpot_ms.mean, o[on][1].m.tpot_ms.mean, o[on][2].m.tpot_ms.mean);
+            m.m.output_throughput = median3(o[on][0].m.output_throughput, o[on][1].m.output_throughput,
+                                            o[on][2].m.output_throughput);
+            m.m.request_throughput = median3(o[on][0].m.request_throughput, o[on][1].m.request_throughput,
+                                             o[on][2].m.request_throughput);
+            m.failed = o[on][0].failed + o[on][1].failed + o[on][2].failed;
+            printf("   %4llu  %7s  %12.1f  %12.2f  %14.1f  %10.1f  %7.0f%%  %8.1f  %9.2f%s\n", (unsigned long long)cs[i],
+                   on ? "on" : "off", m.m.ttft_ms.median, m.m.itl_ms.median, m.m.output_throughput, r.sched_us,
+                   100 * r.hidden_share, r.gap_us, r.step_ms, m.failed ? "  (failures!)" : "");
+            json_t *p = point(&m, cs[i]);
             json_object_set_new(p, "sched_us_per_step", json_real(r.sched_us));
             json_object_set_new(p, "hidden_share", json_real(r.hidden_share));
             json_object_set_new(p, "gap_us", json_real(r.gap_us));
             json_object_set_new(p, "step_ms", json_real(r.step_ms));
             json_object_set_new(p, "steps", json_integer((json_int_t)r.steps));
+            json_t *tp = json_array();
+            for (int t = 0; t < TRIALS; t++) json_array_append_new(tp, json_real(o[on][t].m.output_throughput));
+            json_object_set_new(p, "output_throughput_trials", tp);
             json_object_set_new(pair, on ? "on" : "off", p);
-            bench_dataset_free(&d);
         }
-        json_array_append(a, pair);
-        json_decref(pair);
+        json_array_append_new(a, pair);
     }
-    unlink(path);
+    for (int on = 0; on < 2; on++) unlink(path[on]);
     return a;
 }
 
