@@ -131,7 +131,8 @@ int engine_step(engine *g, rh_err *e);
  * engine_add, engine_abort (applied at end), engine_now, engine_idle and the
  * read-only accessors, concurrently with engine_step_run on another thread;
  * the clock must then be callable from both threads. Hooks run only inside
- * begin and end, on the driving thread. */
+ * begin and end, on the driving thread; a drafter's propose runs inside
+ * engine_step_run and its forget inside hooks, never at the same time. */
 int engine_step_begin(engine *g, rh_err *e);
 int engine_step_run(engine *g, rh_err *e);
 int engine_step_end(engine *g, rh_err *e);

@@ -736,6 +736,87 @@ static void test_bench_agrees_with_server_records(void)
     tr_trace_free(&t);
 }
 
+/* ---- the engine in three parts, as the scheduler thread drives it ---- */
+typedef struct captured {
+    int32_t out[4][64];
+    uint32_t n[4];
+    int finished[4], aborted[4];
+} captured;
+
+static void capture(void *ctx, const engine_event *ee)
+{
+    captured *c = ctx;
+    uint64_t i = (uint64_t)(uintptr_t)ee->user;
+    if (ee->ev.kind == CORE_EV_TOKENS)
+        for (uint32_t k = 0; k < ee->ev.n_tokens; k++) c->out[i][c->n[i]++] = ee->tokens[k];
+    if (ee->ev.kind == CORE_EV_FINISHED) c->finished[i]++;
+    if (ee->ev.kind == CORE_EV_ABORTED) c->aborted[i]++;
+}
+
+static void *run_step(void *g)
+{
+    rh_err e;
+    return (void *)(intptr_t)engine_step_run(g, &e);
+}
+
+static void test_engine_in_three_parts(void)
+{
+    const model *m = the_model();
+    captured cap;
+    memset(&cap, 0, sizeof cap);
+    engine_config ec;
+    engine_config_default(&ec);
+    ec.m = m;
+    ec.core.max_total_tokens = 4096;
+    ec.hooks = (engine_hooks){.ctx = &cap, .on_event = capture};
+    rh_err e;
+    engine *g = engine_new(&ec, &e);
+    CU_ASSERT_FATAL(g != NULL);
+    int32_t prompt[4][40], want[4][64];
+    kern_sampling sp = {0.9f, 1, 0};
+    for (uint32_t i = 0; i < 4; i++) {
+        eh_random_prompt(60 + i, VOCAB, prompt[i], 20 + 5 * i);
+        eh_reference(m, prompt[i], 20 + 5 * i, sp, 9 + i, 30, want[i]);
+    }
+    engine_request r = {.id = 0, .prompt = prompt[0], .prompt_len = 20, .max_tokens = 30, .sampling = sp, .seed = 9,
+                        .ignore_eos = true, .user = (void *)(uintptr_t)0};
+    CU_ASSERT_FATAL(engine_add(g, &r, engine_now(g), &e) == 0);
+    int steps = 0;
+    while (!engine_idle(g)) {
+        int rc = engine_step_begin(g, &e);
+        CU_ASSERT_FATAL(rc == 1);
+        CU_ASSERT(engine_step_begin(g, &e) < 0);   /* one batch in flight at a time */
+        pthread_t t;
+        pthread_create(&t, NULL, run_step, g);
+        /* Meanwhile, on this thread: arrivals, and an abort that waits. */
+        if (steps == 2 || steps == 5 || steps == 7) {
+            uint32_t i = steps == 2 ? 1 : steps == 5 ? 2 : 3;
+            r = (engine_request){.id = i, .prompt = prompt[i], .prompt_len = 20 + 5 * i, .max_tokens = 30,
+                                 .sampling = sp, .seed = 9 + i, .ignore_eos = true, .user = (void *)(uintptr_t)i};
+            CU_ASSERT(engine_add(g, &r, engine_now(g), &e) == 0);
+        }
+        if (steps == 12) CU_ASSERT(engine_abort(g, 3) == 0);
+        void *ret;
+        pthread_join(t, &ret);
+        CU_ASSERT_EQUAL((intptr_t)ret, 0);
+        if (steps == 12) CU_ASSERT_EQUAL(cap.aborted[3], 0);   /* not before the batch is committed */
+        CU_ASSERT_FATAL(engine_step_end(g, &e) == 1);
+        if (steps == 12) CU_ASSERT_EQUAL(cap.aborted[3], 1);
+        steps++;
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(cap.finished[i], 1);
+        CU_ASSERT_EQUAL(eh_mismatches("three parts", i, cap.out[i], cap.n[i], want[i], 30), 0);
+    }
+    CU_ASSERT(cap.n[3] > 0 && cap.n[3] < 30);
+    CU_ASSERT_EQUAL(eh_mismatches("three parts, aborted", 3, cap.out[3], cap.n[3], want[3], cap.n[3]), 0);
+    core_stats st;
+    core_get_stats(engine_core(g), &st);
+    CU_ASSERT_EQUAL(st.pages_used, 0);
+    CU_ASSERT(core_check(engine_core(g), &e) == 0);
+    engine_free(g);
+}
+
 static int cleanup(void)
 {
     model_free(tiny);
@@ -748,6 +829,8 @@ static int cleanup(void)
 void register_test_serve(void)
 {
     CU_pSuite s = CU_add_suite("serve", NULL, cleanup);
+    CU_add_test(s, "the engine in three parts: adds and aborts while a batch computes on another thread",
+                test_engine_in_three_parts);
     CU_add_test(s, "plain and streamed answers equal offline generation, overlap on and off",
                 test_answers_equal_offline_generation);
     CU_add_test(s, "ten requests at once, chunked among decodes, each as if alone", test_concurrent_requests_equal_offline);

@@ -28,7 +28,7 @@ typedef struct hreq {
     int route;
     char *body;
     size_t n, cap;
-    bool too_big, answered;
+    bool too_big;
     sv_job *job;
 } hreq;
 
@@ -295,7 +295,7 @@ static enum MHD_Result answer_whole(struct MHD_Connection *c, sv_job *j)
 }
 
 /* Called again after the scheduler (or the watch thread) resumed us. */
-static enum MHD_Result resumed(struct MHD_Connection *c, hreq *h)
+static enum MHD_Result resumed(struct MHD_Connection *c, const hreq *h)
 {
     sv_job *j = h->job;
     pthread_mutex_lock(&j->mu);
@@ -307,12 +307,10 @@ static enum MHD_Result resumed(struct MHD_Connection *c, hreq *h)
     oa_error err = j->err;
     if (state == JOB_REFUSED || (state == JOB_DONE && err.status && !j->req.stream)) {
         pthread_mutex_unlock(&j->mu);
-        h->answered = true;
         return send_error(c, &err);
     }
     if ((j->req.stream && state != JOB_QUEUED) || state == JOB_DONE) {
         pthread_mutex_unlock(&j->mu);
-        h->answered = true;
         return j->req.stream ? start_stream(c, j) : answer_whole(c, j);
     }
     j->suspended = true;
@@ -375,8 +373,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *size = 0;
         return MHD_YES;
     }
-    if (h->answered) return MHD_YES;
-    h->answered = true;
+    /* The body is complete: answer (a response queued now is the last call). */
     if (h->too_big) {
         oa_error e;
         oa_fail(&e, 413, NULL, "body_too_large", "the body is larger than the %zu bytes this server accepts",
@@ -385,7 +382,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     switch (h->route) {
     case R_COMPLETIONS:
-    case R_CHAT: h->answered = false; return start_completion(s, c, h);
+    case R_CHAT: return start_completion(s, c, h);
     case R_MODELS: return models(s, c);
     case R_HEALTH: return health(s, c);
     case R_METRICS: return metrics(s, c);

@@ -1,6 +1,5 @@
 /* server.c — see server.h. The server's life cycle, its jobs and the
  * watch thread; the scheduler is server_sched.c, HTTP is http.c. */
-#include <errno.h>
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>

@@ -17,7 +17,6 @@
 
 #include "engine/serve/server_impl.h"
 #include "traces/prompt.h"
-#include "util/progress.h"
 
 /* CPU time of this thread: scheduling cost, not time spent waiting. */
 static double thread_cpu(void)
