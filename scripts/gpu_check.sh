@@ -87,7 +87,7 @@ ts=$(date +%s)
 timeout 200 build/run_tests cuda > "$out/tests.log" 2>&1
 rc=$?
 note "exit $rc after $(( $(date +%s) - ts )) s$( [ $rc = 124 ] && echo ' (timed out)')"
-grep -E "skipped:|rel err|argmax|all-reduce|FAILED|Failed|tests +[0-9]|asserts +[0-9]" "$out/tests.log" | sed 's/^/  /' | tee -a "$summary"
+grep -E "skipped:|rel err|argmax|all-reduce,|FAILED|Failed|tests +[0-9]|asserts +[0-9]" "$out/tests.log" | sed 's/^/  /' | tee -a "$summary"
 
 # ---- 2. benchmark ----------------------------------------------------------------
 note ""
