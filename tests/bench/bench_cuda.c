@@ -10,6 +10,8 @@
  *  2. Prefill GEMMs: our gemm path (f32 in and out, x rounded to bf16,
  *     cuBLAS underneath) against cuBLAS bf16 in and out on the 8B model's
  *     layer shapes at 512 and 4096 tokens.
+ *     Also each decode-sized product alone (one row), our GEMV against
+ *     cuBLAS, with W rotated through copies larger than L2.
  *  3. Paged decode attention: one layer's attention at 4k and 32k context,
  *     batch 1 and 8, random page tables; the fraction of bandwidth.
  *  4. Prefill attention: a 2048-token chunk, TFLOP/s (no target; context).
@@ -230,6 +232,44 @@ static void bench_gemm(gemm_row *g)
     while (n_owned > mark) K->free(owned[--n_owned]);
 }
 
+/* Decode-sized products (one row): the time to stream W, through our GEMV
+ * and through cuBLAS. Copies of W rotate so that no call finds W in L2. */
+typedef struct gemv_row {
+    const char *what;
+    uint32_t n, k;
+    double gemv_us, cublas_us;
+} gemv_row;
+
+static void bench_gemv(gemv_row *g)
+{
+    size_t wbytes = (size_t)g->n * g->k * 2;
+    int copies = (int)((512u << 20) / wbytes);
+    if (copies < 2) copies = 2;
+    if (copies > 64) copies = 64;
+    int mark = n_owned;
+    void *w[64];
+    for (int i = 0; i < copies; i++) w[i] = drandom((size_t)g->n * g->k, KERN_BF16, 0.05f);
+    float *x = drandom(g->k, KERN_F32, 1.0f), *y = dalloc((size_t)g->n * 4);
+    cuda_timer *t = cuda_timer_new();
+    for (int path = 0; path < 2; path++) {
+        cuda_force_gemm(path ? CUDA_GEMM_CUBLAS : CUDA_GEMM_GEMV);
+        for (int i = 0; i < copies; i++) K->gemm(x, w[i], NULL, y, 1, g->n, g->k, 0);   /* warm-up */
+        double best = 1e30;
+        for (int rep = 0; rep < 5; rep++) {
+            cuda_timer_start(t);
+            for (int i = 0; i < copies; i++) K->gemm(x, w[i], NULL, y, 1, g->n, g->k, 0);
+            double s = cuda_timer_stop(t) / copies;
+            if (s < best) best = s;
+        }
+        if (path) g->cublas_us = best * 1e6;
+        else g->gemv_us = best * 1e6;
+    }
+    cuda_force_gemm(CUDA_GEMM_AUTO);
+    cuda_timer_free(t);
+    check("gemv");
+    while (n_owned > mark) K->free(owned[--n_owned]);
+}
+
 /* ---- 3, 4. attention ---------------------------------------------------- */
 
 typedef struct attn_row {
@@ -341,6 +381,10 @@ int main(void)
             gm[t * 4 + s] = (gemm_row){shapes[s].what, toks[t], shapes[s].n, shapes[s].k, 0, 0};
             bench_gemm(&gm[t * 4 + s]);
         }
+    gemv_row gv[5] = {{"q/o 4096x4096", 4096, 4096, 0, 0}, {"k/v 1024x4096", 1024, 4096, 0, 0},
+                      {"gate/up 14336x4096", 14336, 4096, 0, 0}, {"down 4096x14336", 4096, 14336, 0, 0},
+                      {"lm_head 128256x4096", 128256, 4096, 0, 0}};
+    for (int i = 0; i < 5; i++) bench_gemv(&gv[i]);
     rh_progress_update(&pg, 3);
 
     /* 3, 4. attention */
@@ -398,6 +442,19 @@ int main(void)
     }
     json_object_set_new(root, "prefill_gemm", ja);
     json_object_set_new(root, "prefill_gemm_min_ratio", json_real(min_ratio));
+
+    printf("\ndecode GEMV (1 row, bf16 W streamed from HBM): our kernel vs cuBLAS\n");
+    printf("  %-20s %10s %10s %12s %10s\n", "layer", "ours us", "cuBLAS us", "ours % copy", "ours TB/s");
+    ja = json_array();
+    for (int i = 0; i < 5; i++) {
+        double bw = (double)gv[i].n * gv[i].k * 2 / (gv[i].gemv_us * 1e-6);
+        printf("  %-20s %10.2f %10.2f %11.1f%% %10.2f\n", gv[i].what, gv[i].gemv_us, gv[i].cublas_us,
+               copy_bw > 0 ? 100 * bw / copy_bw : 0, bw / 1e12);
+        json_array_append_new(ja, json_pack("{s:s,s:i,s:i,s:f,s:f,s:f}", "layer", gv[i].what, "n", gv[i].n, "k",
+                                            gv[i].k, "gemv_us", gv[i].gemv_us, "cublas_us", gv[i].cublas_us,
+                                            "gemv_tbs", bw / 1e12));
+    }
+    json_object_set_new(root, "decode_gemv", ja);
 
     printf("\nattention, Llama-3-8B heads (32/8, head_dim 128), one layer, pages of 16 in random order\n");
     printf("  %-8s %6s %8s %6s %10s %12s %10s %8s\n", "kind", "batch", "context", "new", "ms", "% of 4.8TB/s",
