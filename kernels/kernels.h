@@ -93,9 +93,11 @@ typedef struct kern_table {
     /* NULL when the backend's attention runs this shape, else why not;
      * a NULL entry runs every shape. */
     const char *(*check_shape)(const kern_attn_shape *s);
-    /* Optional: called once per forward pass, before the layers, with host
-     * copies of the batch's row0 and start, so a backend whose memory is not
-     * the host's can size its attention launches without reading them back. */
+    /* Optional: called once per batch, before its kv_write and attention
+     * calls (forward_run does), with host copies of the batch's row0 and
+     * start, so a backend whose memory is not the host's sizes its launches
+     * without reading them back. Without it such a backend reads them back,
+     * which is correct but waits for the device. */
     void (*plan)(const kern_attn_batch *b, const uint32_t *h_row0, const uint32_t *h_start,
                  const kern_attn_shape *s);
 
