@@ -489,11 +489,6 @@ static inline __attribute__((always_inline)) double get_time(tr_block_dec *d, in
     return time_from(d, base, m, unit, 0, field);
 }
 
-static inline uint32_t blocks_of(uint32_t len, uint32_t block_size)
-{
-    return block_size ? (uint32_t)(((uint64_t)len + block_size - 1) / block_size) : 0;
-}
-
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;
@@ -609,18 +604,21 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
     r->hashes = NULL;
     if (tag & TR_RQ_HASHES) {
         uint64_t n_runs = get_uv(d, "hashes");
-        uint32_t max = blocks_of(r->input_len, c->block_size), n = 0;
+        /* At most ceil(input_len / block_size) hashes, tested as
+         * (n - 1) * block_size < input_len: no division per request. */
+        uint64_t bs = c->block_size, in = r->input_len;
+        uint32_t n = 0;
         if (d->bad) return TR_DEC_BAD;
-        if (n_runs == 0 || n_runs > max)
+        if (n_runs == 0 || n_runs > TR_MAX_TOKENS || !bs || (n_runs - 1) * bs >= in)
             return bad_msg(d, e, "field '%s': more block hashes than the prompt has blocks", "hashes");
-        if (grow((void **)&a->hashes, &a->hashes_cap, max < 4096 ? max : 4096, sizeof *a->hashes) < 0)
+        if (!a->hashes_cap && grow((void **)&a->hashes, &a->hashes_cap, 4096, sizeof *a->hashes) < 0)
             return bad_msg(d, e, "out of memory decoding field '%s'", "hashes");
         uint64_t near = c->prev_first;
         for (uint64_t k = 0; k < n_runs && !d->bad; k++) {
             uint64_t delta = (uint64_t)unzz(get_uv(d, "hashes")), v = get_uv(d, "hashes");
             uint64_t start = ((v & 1) ? near : c->next_fresh) + delta, len = (v >> 1) + 1;
             if (d->bad) break;
-            if (len > max - n)
+            if (len > TR_MAX_TOKENS || (n + len - 1) * bs >= in)
                 return bad_msg(d, e, "field '%s': more block hashes than the prompt has blocks", "hashes");
             if (n + len > a->hashes_cap && grow((void **)&a->hashes, &a->hashes_cap, n + len, sizeof *a->hashes) < 0)
                 return bad_msg(d, e, "out of memory decoding field '%s'", "hashes");

@@ -27,6 +27,7 @@ struct tr_reader {
     uint64_t file_off;           /* compressed bytes consumed, after the magic */
     uint8_t *buf;                /* decompressed bytes [pos, len) not yet decoded */
     size_t pos, len, cap;
+    size_t ahead;                /* refill when fewer bytes than this are left */
     tr_header header;
     tr_codec codec;
     tr_dec_arrays arrays;
@@ -114,7 +115,7 @@ static int fail(tr_reader *r, rh_err *e)
 
 static int read_header(tr_reader *r, rh_err *e)
 {
-    for (size_t need = AHEAD;; need *= 2) {
+    for (size_t need = r->ahead;; need *= 2) {
         if (fill(r, need, e) < 0) return -1;
         if (r->len == 0 && r->pending) return rh_fail(e, "%s", r->pend.msg);
         if (r->len == 0) return rh_fail(e, "%s: empty trace: no header record", r->name);
@@ -138,7 +139,9 @@ static tr_reader *open_common(tr_reader *r, rh_err *e)
 {
     tr_header_init(&r->header);
     r->dctx = ZSTD_createDCtx();
-    r->cap = BUF_INIT;
+    /* A trace in memory is usually small (tests, fuzzing): start small. */
+    r->ahead = r->f ? AHEAD : 4096;
+    r->cap = r->f ? BUF_INIT : 2 * r->ahead;
     r->buf = malloc(r->cap);
     if (!r->dctx || !r->buf || !r->name) {
         rh_fail(e, "%s: out of memory", r->name ? r->name : "trace");
@@ -275,7 +278,7 @@ int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e)
 {
     if (r->failed) return rh_fail(e, "%s: reader already failed", r->name);
     if (r->ended) return 0;
-    size_t need = AHEAD;
+    size_t need = r->ahead;
     for (;;) {
         if (r->in_block) {
             int rc = next_in_block(r, rec, e);
@@ -311,7 +314,7 @@ int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e)
             tr_block_dec_open(&r->blk, r->buf + r->pos + 1);
             r->block_total = total + 1;
             r->in_block = 1;
-            need = AHEAD;
+            need = r->ahead;
             continue;
         }
         if (tag == TR_TAG_END) {
