@@ -139,6 +139,9 @@ static tr_reader *open_common(tr_reader *r, rh_err *e)
 {
     tr_header_init(&r->header);
     r->dctx = ZSTD_createDCtx();
+    /* Our writer's frames use windows of a few MiB; refuse a (corrupt or
+     * hostile) frame that asks the decoder for more than 32 MiB. */
+    if (r->dctx) ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, 25);
     /* A trace in memory is usually small (tests, fuzzing): start small. */
     r->ahead = r->f ? AHEAD : 4096;
     r->cap = r->f ? BUF_INIT : 2 * r->ahead;
