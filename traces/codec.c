@@ -152,10 +152,14 @@ void tr_block_enc_free(tr_block_enc *b)
     memset(b, 0, sizeof *b);
 }
 
-static int reserve_all(tr_block_enc *b, size_t bound)
+/* Room for one record's worst case in each stream: a time is at most a
+ * class byte, 9 bytes among the varints and 8 bytes of bits. */
+static int reserve_record(tr_block_enc *b, size_t n_hashes, size_t n_times)
 {
+    size_t times = 4 + n_times;
+    size_t need[TR_STREAMS] = {1, times, 1, 1, 160 + 20 * n_hashes + 9 * times, 16 + 8 * times};
     for (int i = 0; i < TR_STREAMS; i++)
-        if (tr_bytes_reserve(&b->s[i], bound) < 0) return -1;
+        if (tr_bytes_reserve(&b->s[i], need[i]) < 0) return -1;
     return 0;
 }
 
@@ -167,7 +171,7 @@ static int measured_present(const tr_request *r)
 
 int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 {
-    if (reserve_all(b, 256 + (size_t)r->n_hashes * 20 + (size_t)r->n_times * 20) < 0) return -1;
+    if (reserve_record(b, r->n_hashes, r->n_times) < 0) return -1;
     unsigned tag = TR_TAG_REQUEST;
     if (r->id != c->next_id) tag |= TR_RQ_ID;
     if (r->session_id || r->turn) tag |= TR_RQ_SESSION;
@@ -235,7 +239,7 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 
 int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
 {
-    if (reserve_all(b, 256) < 0) return -1;
+    if (reserve_record(b, 0, 0) < 0) return -1;
     unsigned tag = TR_TAG_STEP;
     if (s->index != c->next_index) tag |= TR_ST_INDEX;
     if (s->spec_proposed || s->spec_accepted) tag |= TR_ST_SPEC;
@@ -288,7 +292,7 @@ int tr_block_enc_finish(tr_block_enc *b, tr_bytes *head)
 {
     if (b->nacc) {
         tr_bytes *s = &b->s[TR_S_BITS];
-        s->p[s->n++] = (uint8_t)b->acc;   /* reserve_all left room */
+        s->p[s->n++] = (uint8_t)b->acc;   /* reserve_record left room */
         b->acc = 0;
         b->nacc = 0;
     }
@@ -536,9 +540,9 @@ int tr_block_measure(const uint8_t *p, size_t avail, size_t *total, rh_err *e)
     uint64_t n = peek_uv(&q, end, &st), sum = 0;
     for (int i = 0; i < TR_STREAMS && st == TR_DEC_OK; i++) {
         uint64_t len = peek_uv(&q, end, &st);
-        if (len > ((uint64_t)1 << 40)) st = TR_DEC_BAD;
-        sum += len;
+        sum += len > TR_BLOCK_MAX_BYTES ? TR_BLOCK_MAX_BYTES + 1 : len;
     }
+    if (sum > TR_BLOCK_MAX_BYTES) st = TR_DEC_BAD;
     if (st == TR_DEC_OK && (n == 0 || n > TR_BLOCK_MAX_RECORDS)) st = TR_DEC_BAD;
     if (st == TR_DEC_BAD) {
         rh_fail(e, "block header is malformed");

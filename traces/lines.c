@@ -66,7 +66,7 @@ static int refill(tr_lines *l, rh_err *e)
 int tr_lines_next(tr_lines *l, const char **line, size_t *n, rh_err *e)
 {
     for (;;) {
-        char *start = l->buf + l->pos;
+        char *start = l->buf ? l->buf + l->pos : NULL;
         char *nl = l->len > l->pos ? memchr(start, '\n', l->len - l->pos) : NULL;
         if (nl || (l->eof && l->pos < l->len)) {
             size_t len = nl ? (size_t)(nl - start) : l->len - l->pos;

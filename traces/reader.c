@@ -49,8 +49,10 @@ static void stream_broke(tr_reader *r)
     r->stream_end = 1;
 }
 
-/* Decompresses until the buffer is full or the stream ends, growing the
- * buffer first when `need` undecoded bytes would not fit. */
+/* Decompresses until the buffer is full or the stream ends. When `need`
+ * undecoded bytes would not fit, the buffer doubles once per call: callers
+ * loop, so memory follows the data actually there, never a size a corrupt
+ * block header claims. */
 static int fill(tr_reader *r, size_t need, rh_err *e)
 {
     if (r->pos) {
@@ -59,7 +61,7 @@ static int fill(tr_reader *r, size_t need, rh_err *e)
         r->pos = 0;
     }
     if (need > r->cap) {
-        size_t c = r->cap * 2 > need ? r->cap * 2 : need;
+        size_t c = r->cap * 2;
         uint8_t *b = realloc(r->buf, c);
         if (!b) return rh_fail(e, "%s: out of memory", r->name);
         r->buf = b;
