@@ -37,6 +37,19 @@ static uint64_t file_size(const char *p)
     return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/* The 1-minute load average: on a shared machine it says how much the
+ * wall-clock figures were squeezed by other work. */
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static void die(const rh_err *e)
 {
     fprintf(stderr, "bench_traces: %s\n", e->msg);
@@ -256,6 +269,7 @@ int main(void)
     rh_err e;
     json_t *root = json_object();
     int all_ok = 1;
+    double load_start = loadavg();
 
     /* 1. read: 10M requests, the synthesizer's defaults (lognormal 1024-token
      * prompts in 512-token blocks). */
@@ -362,6 +376,9 @@ int main(void)
     printf("\n(synthesis + write of the 10M trace: %.1f s, %.1f M req/s; file %.1f MB)\n", synth_s,
            (double)o.requests / synth_s / 1e6, (double)file_size(big) / 1e6);
     if (!have_shared) printf("(the real traces in %s are absent: real-file rows skipped)\n", SHARED);
+    double load_end = loadavg();
+    printf("(load average %.2f at the start, %.2f at the end, on %ld cores)\n", load_start, load_end,
+           sysconf(_SC_NPROCESSORS_ONLN));
 
     json_object_set_new(root, "read", json_pack("{s:I,s:I,s:f,s:f,s:f}", "requests", (json_int_t)n, "hashes", (json_int_t)hashes,
                                                 "requests_per_s_wall", read_rps, "requests_per_s_cpu", read_rps_cpu,
@@ -377,6 +394,8 @@ int main(void)
                                                            "real_rows_per_s_wall", moon_real_rps, "target_per_s", 3e5));
     json_object_set_new(root, "size", sz);
     json_object_set_new(root, "all_targets_met", json_boolean(all_ok));
+    json_object_set_new(root, "load_average", json_pack("{s:f,s:f,s:I}", "start", load_start, "end", load_end, "cores",
+                                                        (json_int_t)sysconf(_SC_NPROCESSORS_ONLN)));
     json_object_set_new(root, "note", json_string("best of 3 runs (9 for the small real files); shared 2-core machine, "
                                                   "wall times are noisy, cpu = process CPU time"));
     if (json_dump_file(root, "reports/bench/traces.json", JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0)
