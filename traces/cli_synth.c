@@ -197,5 +197,6 @@ int trace_cmd_synth(int argc, char **argv)
     if (!requests_set && o.groups) o.requests = (uint64_t)o.groups * o.prompts_per_group;
     if (!requests_set && o.duration > 0) o.requests = 0;
     if (tr_synth_file(&o, out, &e) < 0) return trace_cli_fail("synth", &e);
+    printf("wrote a synthetic trace (seed %llu) to %s\n", (unsigned long long)o.seed, out);
     return 0;
 }
