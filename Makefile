@@ -76,6 +76,8 @@ BIN = $(BUILD)/rehearse
 endif
 
 .PHONY: all deps test bench demo fuzz install clean check-deps
+# Keep intermediate objects (fuzz builds) instead of rebuilding them every run.
+.SECONDARY:
 all: $(BIN)
 
 deps:
@@ -123,7 +125,7 @@ demo: $(BIN)
 	scripts/demo.sh
 
 # libFuzzer targets: the library rebuilt with clang and sanitizers.
-FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 $(FUZZ_BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -c $< -o $@
