@@ -64,9 +64,6 @@ sv_job *sv_job_new(server *s, oa_request *req, double arrival)
         c->job = j;
         c->index = i;
         c->id = first + i;
-        c->out = malloc(j->req.max_tokens * sizeof *c->out);
-        c->times = malloc(j->req.max_tokens * sizeof *c->times);
-        if (!c->out || !c->times) goto oom;
         sv_text_init(&c->text, (const char *const *)j->req.stop, j->req.n_stop);
     }
     snprintf(j->id, sizeof j->id, "%s-%016llx", j->req.kind == OA_CHAT ? "chatcmpl" : "cmpl",

@@ -38,9 +38,9 @@ typedef struct sv_choice {
     uint32_t index;
     uint64_t id;                /* the engine request's id */
     /* (sched) until the choice is done; read by HTTP once the job is done */
-    int32_t *out;               /* [max_tokens] committed ids */
-    double *times;              /* [max_tokens] when each was ready, server clock */
-    uint32_t n_out;             /* committed */
+    int32_t *out;               /* committed ids, grown as they come (max_tokens may be the */
+    double *times;              /*   whole context); when each was ready, server clock */
+    uint32_t n_out, cap_out;    /* committed */
     uint32_t n_seen;            /* turned into text */
     uint32_t n_kept;            /* that count: a stop string ends the output early */
     uint32_t n_ids_sent;        /* handed out in deliveries */

@@ -52,6 +52,21 @@ static void unqueue(server *s, sv_choice *c)
     atomic_fetch_sub(&s->n_queued, 1);
 }
 
+/* Room for n more tokens of a choice. */
+static int room(sv_choice *c, uint32_t n)
+{
+    if (c->n_out + n <= c->cap_out) return 0;
+    uint32_t cap = c->cap_out ? c->cap_out : 64;
+    while (cap < c->n_out + n) cap *= 2;
+    int32_t *o = realloc(c->out, cap * sizeof *o);
+    if (o) c->out = o;
+    double *t = o ? realloc(c->times, cap * sizeof *t) : NULL;
+    if (t) c->times = t;
+    if (!o || !t) return -1;
+    c->cap_out = cap;
+    return 0;
+}
+
 /* ---- engine hooks: bookkeeping only ---- */
 static void on_event(void *ctx, const engine_event *ee)
 {
@@ -75,9 +90,16 @@ static void on_event(void *ctx, const engine_event *ee)
         c->spec_proposed += ev->spec_proposed;
         c->spec_accepted += ev->spec_accepted;
         if (c->ended) break;   /* a stop string ended it; the abort is on its way */
-        for (uint32_t k = 0; k < ev->n_tokens && c->n_out < c->job->req.max_tokens; k++) {
-            c->out[c->n_out] = ee->tokens[k];
-            c->times[c->n_out++] = ev->now;
+        if (room(c, ev->n_tokens) < 0) {
+            /* Out of memory for its tokens: it ends here, with an error. */
+            c->ended = true;
+            c->finish = TR_FINISH_ERROR;
+            engine_abort(s->g, c->id);
+        } else {
+            for (uint32_t k = 0; k < ev->n_tokens; k++) {
+                c->out[c->n_out] = ee->tokens[k];
+                c->times[c->n_out++] = ev->now;
+            }
         }
         mark_dirty(s, c);
         break;
@@ -238,9 +260,9 @@ static void deliver_choice(server *s, sv_choice *c)
                 sv_delivery_free(d);
                 d = NULL;
             } else {
-                memcpy(d->text, txt, len);
+                if (len) memcpy(d->text, txt, len);
                 d->text[len] = '\0';
-                memcpy(d->ids, c->out + c->n_ids_sent, n_ids * sizeof *d->ids);
+                if (n_ids) memcpy(d->ids, c->out + c->n_ids_sent, n_ids * sizeof *d->ids);
             }
         }
     }
