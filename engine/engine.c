@@ -379,6 +379,8 @@ int engine_describe(const engine *g, tr_header *h)
     return d.rc;
 }
 
+const spec_drafter *engine_spec_drafter(const engine *g) { return g->spec; }
+
 void engine_get_spec_stats(const engine *g, engine_spec_stats *s)
 {
     *s = g->spec_stats;

@@ -174,6 +174,9 @@ const core *engine_core(const engine *g);
 const char *engine_hardware(const engine *g);
 /* Speculative counters so far (all zero without drafts). */
 void engine_get_spec_stats(const engine *g, engine_spec_stats *s);
+/* The drafter the engine built from config.spec (draft pool stats and
+ * checks, spec.h), or NULL: no speculation, or the caller's own drafter. */
+const spec_drafter *engine_spec_drafter(const engine *g);
 
 /* Sets a trace header's model, hardware, "weights" (a path, or the dummy
  * seed) and every core knob (the resolved values), so a recording says what

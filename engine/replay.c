@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "engine/record/recorder.h"
+#include "engine/spec/hist.h"
 #include "traces/prompt.h"
 #include "util/progress.h"
 
@@ -279,6 +280,19 @@ static recorder *open_recording(replay *r, rh_err *e)
     return rec;
 }
 
+/* With speculation on, the accepted-length histogram goes into the
+ * recording's header (engine/spec/hist.h), where `rehearse sim` finds it. The
+ * header was written first, so the finished file is rewritten. */
+static int record_spec_hist(replay *r, rh_err *e)
+{
+    engine_spec_stats st;
+    engine_get_spec_stats(r->g, &st);
+    r->res.spec_proposed = st.proposed;
+    r->res.spec_accepted = st.accepted;
+    if (!st.hist_n) return 0;
+    return spec_trace_set_hist(r->cfg->out_path, st.hist, st.hist_n, e);
+}
+
 static int run_loop(replay *r, rh_err *e)
 {
     uint64_t n = r->trace->n_requests;
@@ -360,6 +374,10 @@ int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh
     recorder *rec = r.rec;
     r.rec = NULL;
     if (rec_close(rec, e) < 0) goto done;
+    if (record_spec_hist(&r, e) < 0) {
+        remove(c->out_path);        /* nothing half-made stays behind a failure */
+        goto done;
+    }
     *out = r.res;
     rc = 0;
 done:

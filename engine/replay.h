@@ -15,7 +15,9 @@
  * finish) and one step record per engine step (measured duration and
  * sched_time), under a header naming the model, hardware and every knob. A
  * request the engine refuses (longer than the context or the pool) is
- * recorded with finish "error" and a warning. On failure nothing is written. */
+ * recorded with finish "error" and a warning. With speculation on, the
+ * header also carries the accepted-length histogram (engine/spec/hist.h).
+ * On failure nothing is written. */
 #ifndef RH_ENGINE_REPLAY_H
 #define RH_ENGINE_REPLAY_H
 
@@ -44,6 +46,7 @@ typedef struct replay_result {
     uint64_t requests, completed, refused;
     uint64_t steps, retractions;
     uint64_t prompt_tokens, cached_tokens, output_tokens;
+    uint64_t spec_proposed, spec_accepted;      /* draft tokens, with speculation on */
     double wall_s;              /* from the first send to the last token (model loading excluded) */
 } replay_result;
 

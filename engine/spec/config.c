@@ -27,6 +27,20 @@ static void canon(const char *in, char *out, size_t n)
     out[i] = '\0';
 }
 
+static const char *const knobs[] = {
+    "speculative-algorithm", "speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size",
+    "speculative-draft-layers", "speculative-draft-model-path", "speculative-draft-seed",
+};
+
+int spec_config_is_knob(const char *name_in)
+{
+    char name[96];
+    canon(name_in, name, sizeof name);
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (!strcmp(name, knobs[i])) return 1;
+    return 0;
+}
+
 static int set_u32(uint32_t *slot, const char *flag, const char *v, uint32_t lo, uint32_t hi, rh_err *e)
 {
     unsigned long long u;

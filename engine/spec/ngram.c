@@ -37,13 +37,23 @@ uint32_t spec_ngram_lookup(const int32_t *tokens, uint32_t n, uint32_t min_n, ui
     return k;
 }
 
+/* Every slot gets a proposal: when nothing matches, the newest token
+ * repeated (the cheapest guess, and a common one). The core has already
+ * reserved and the step record already counts 1 + k tokens per decode, so
+ * verifying all k keeps the recorded work equal to the computed work, as
+ * the simulator and the cost fit assume; on a machine with idle compute at
+ * that batch size the extra rows cost little. */
 int ngram_propose_batch(void *ctx, engine_draft *d, uint32_t n, rh_err *e)
 {
     const spec_drafter *s = ctx;
     (void)e;
     for (uint32_t i = 0; i < n; i++) {
-        d[i].n_out = spec_ngram_lookup(d[i].tokens, d[i].n, s->cfg.ngram_min, s->cfg.ngram_max, d[i].k, d[i].out);
-        d[i].q = NULL;
+        engine_draft *x = &d[i];
+        x->q = NULL;
+        x->n_out = spec_ngram_lookup(x->tokens, x->n, s->cfg.ngram_min, s->cfg.ngram_max, x->k, x->out);
+        if (x->n_out || !x->n) continue;
+        for (uint32_t j = 0; j < x->k; j++) x->out[j] = x->tokens[x->n - 1];
+        x->n_out = x->k;
     }
     return 0;
 }

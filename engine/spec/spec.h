@@ -4,7 +4,9 @@
  *   NGRAM  prompt lookup: the longest suffix of the request's tokens (prompt
  *          and output so far), from --speculative-ngram-max-match-window-size
  *          down to the min, that occurred before; the tokens that followed its
- *          most recent occurrence are proposed. Free: no forward pass.
+ *          most recent occurrence are proposed; when nothing matches, the
+ *          newest token repeated, so every draft slot is verified and a
+ *          step computes what its record says. Free: no forward pass.
  *   DRAFT  a draft model run by the same runner code with its own paged KV:
  *          the target's first L layers with its LM head (self-speculation,
  *          --speculative-draft-layers), or a smaller model with the same
@@ -56,6 +58,9 @@ void spec_config_default(spec_config *c);
  * knob takes a value. Strings are kept as pointers (they must outlive the
  * engine's construction). */
 int spec_config_set(spec_config *c, const char *name, const char *value, rh_err *e);
+/* 1 if name (without dashes) is a spec knob, else 0: tells a front to
+ * consume the next argument as its value. */
+int spec_config_is_knob(const char *name);
 /* One line per knob for --help texts. */
 const char *spec_config_help(void);
 /* Rejects impossible values (min window above max...). */
