@@ -21,6 +21,7 @@ static const subcommand commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
     {"sim", sim_main, "replay a trace through the scheduler on a virtual clock, priced by a cost model"},
     {"run", run_main, "run a Lua experiment script (sweeps in parallel, CSV, plots)"},
+    {"validate", validate_main, "run a trace through the real engine and the simulator; compare every metric"},
     {"fit", fit_main, "fit a linear cost model to the step records of a recorded trace"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},

@@ -16,6 +16,7 @@
 #include "engine/record/recorder.h"
 #include "engine/spec/hist.h"
 #include "traces/prompt.h"
+#include "util/args.h"
 #include "util/progress.h"
 
 #define MAX_WARNINGS 10        /* printed one by one; the rest are counted */
@@ -390,4 +391,56 @@ done:
     free(r.free_at);
     free(r.prompt);
     return rc;
+}
+
+static const char *replay_flags[] = {"model", "o", "output", "weights", "weight-seed", "max-concurrency",
+                                     "rate-scale", "prompt-seed", "temperature", "top-p", "top-k",
+                                     "mem-fraction-static"};
+
+int replay_config_takes_value(const char *name)
+{
+    for (size_t i = 0; i < sizeof replay_flags / sizeof replay_flags[0]; i++)
+        if (!strcmp(name, replay_flags[i])) return 1;
+    return spec_config_is_knob(name) ? 1 : -1;
+}
+
+int replay_config_set(replay_config *c, const char *name, const char *v, rh_err *e)
+{
+    if (replay_config_takes_value(name) < 0) return 0;
+    if (spec_config_is_knob(name)) return spec_config_set(&c->engine.spec, name, v, e);
+    unsigned long long u;
+    double d;
+    engine_config *g = &c->engine;
+    if (!strcmp(name, "model")) g->model = v;
+    else if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
+    else if (!strcmp(name, "weights")) g->weights = v;
+    else if (!strcmp(name, "weight-seed")) {
+        if (rh_parse_u64(v, "--weight-seed", &u, e) < 0) return -1;
+        g->weight_seed = u;
+    } else if (!strcmp(name, "prompt-seed")) {
+        if (rh_parse_u64(v, "--prompt-seed", &u, e) < 0) return -1;
+        c->prompt_seed = u;
+    } else if (!strcmp(name, "max-concurrency")) {
+        if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
+        if (u > 1000000) return rh_fail(e, "--max-concurrency: %s is more clients than makes sense", v);
+        c->max_concurrency = (uint32_t)u;
+    } else if (!strcmp(name, "top-k")) {
+        if (rh_parse_u64(v, "--top-k", &u, e) < 0) return -1;
+        if (u > UINT32_MAX) return rh_fail(e, "--top-k: %s is too large", v);
+        c->sampling.top_k = (uint32_t)u;
+    } else {
+        if (rh_parse_double(v, name, &d, e) < 0) return -1;
+        if (!strcmp(name, "rate-scale")) {
+            if (!(d > 0)) return rh_fail(e, "--rate-scale must be > 0 (got %s)", v);
+            c->rate_scale = d;
+        } else if (!strcmp(name, "temperature")) {
+            c->sampling.temperature = (float)d;
+        } else if (!strcmp(name, "top-p")) {
+            c->sampling.top_p = (float)d;
+        } else {
+            if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
+            g->mem_fraction = d;
+        }
+    }
+    return 1;
 }

@@ -51,6 +51,14 @@ typedef struct replay_result {
 } replay_result;
 
 void replay_config_default(replay_config *c);
+/* The replay's own flags by CLI name (model, o/output, weights, weight-seed,
+ * max-concurrency, rate-scale, prompt-seed, temperature, top-p, top-k,
+ * mem-fraction-static) and the speculative ones (engine/spec/spec.h): 1 set,
+ * 0 not one of them, -1 bad value. Values are kept by pointer. Scheduler
+ * knobs go to core_config_set. */
+int replay_config_set(replay_config *c, const char *name, const char *value, rh_err *e);
+/* 1 for the replay's own and speculative flags (all take a value), -1 for any other name. */
+int replay_config_takes_value(const char *name);
 int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh_err *e);
 
 /* The `rehearse replay` front (replay_cli.c): flags, help, exit codes. */

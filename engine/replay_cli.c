@@ -42,55 +42,6 @@ static int bad(const char *msg)
     return 1;
 }
 
-/* The replay's own flags; 1 handled, 0 not one of them, -1 bad value. */
-static int own_flag(replay_config *c, const char *name, rh_args *a, int *concurrency_given, rh_err *e)
-{
-    static const char *valued[] = {"model", "o", "output", "weights", "weight-seed", "max-concurrency",
-                                   "rate-scale", "prompt-seed", "temperature", "top-p", "top-k",
-                                   "mem-fraction-static"};
-    size_t i = 0, n = sizeof valued / sizeof valued[0];
-    while (i < n && strcmp(name, valued[i])) i++;
-    if (i == n) return 0;
-    const char *v = rh_args_value(a, e);
-    if (!v) return -1;
-    unsigned long long u;
-    double d;
-    engine_config *g = &c->engine;
-    if (!strcmp(name, "model")) g->model = v;
-    else if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
-    else if (!strcmp(name, "weights")) g->weights = v;
-    else if (!strcmp(name, "weight-seed")) {
-        if (rh_parse_u64(v, "--weight-seed", &u, e) < 0) return -1;
-        g->weight_seed = u;
-    } else if (!strcmp(name, "prompt-seed")) {
-        if (rh_parse_u64(v, "--prompt-seed", &u, e) < 0) return -1;
-        c->prompt_seed = u;
-    } else if (!strcmp(name, "max-concurrency")) {
-        if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
-        if (u > 1000000) return rh_fail(e, "--max-concurrency: %s is more clients than makes sense", v);
-        c->max_concurrency = (uint32_t)u;
-        *concurrency_given = 1;
-    } else if (!strcmp(name, "top-k")) {
-        if (rh_parse_u64(v, "--top-k", &u, e) < 0) return -1;
-        if (u > UINT32_MAX) return rh_fail(e, "--top-k: %s is too large", v);
-        c->sampling.top_k = (uint32_t)u;
-    } else {
-        if (rh_parse_double(v, name, &d, e) < 0) return -1;
-        if (!strcmp(name, "rate-scale")) {
-            if (!(d > 0)) return rh_fail(e, "--rate-scale must be > 0 (got %s)", v);
-            c->rate_scale = d;
-        } else if (!strcmp(name, "temperature")) {
-            c->sampling.temperature = (float)d;
-        } else if (!strcmp(name, "top-p")) {
-            c->sampling.top_p = (float)d;
-        } else {
-            if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
-            g->mem_fraction = d;
-        }
-    }
-    return 1;
-}
-
 static void print_summary(const replay_config *c, const replay_result *res, int json)
 {
     metrics_summary s;
@@ -142,12 +93,10 @@ int replay_main(int argc, char **argv)
             else force_progress = 1;
             continue;
         }
-        int rc = own_flag(&cfg, name, &a, &concurrency_given, &e);
-        if (rc < 0) return bad(e.msg);
-        if (rc > 0) continue;
-        if (spec_config_is_knob(name)) {
+        if (replay_config_takes_value(name) > 0) {
             const char *v = rh_args_value(&a, &e);
-            if (!v || spec_config_set(&cfg.engine.spec, name, v, &e) < 0) return bad(e.msg);
+            if (!v || replay_config_set(&cfg, name, v, &e) < 0) return bad(e.msg);
+            if (!strcmp(name, "max-concurrency")) concurrency_given = 1;
             continue;
         }
         int takes = core_config_takes_value(name);

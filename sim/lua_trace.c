@@ -3,7 +3,10 @@
  *   trace.new{block_size=, model=}  an empty trace, filled with t:add
  *   t:add{arrival=, input_len=, output_len=, id=, session_id=, hashes={...}}
  *   t:slice{from=, to=, first=, sample=, seed=, rate_scale=, input_scale=,
- *           output_scale=}      a new trace, cut as `rehearse trace slice` cuts
+ *           output_scale=, length_scale=}   a new trace, cut as `trace slice` cuts
+ *   trace.import(path, {format=, model=, block_size=})   with explicit import options
+ *   trace.synth{requests=, rate=, arrival=, input_len=, ...}   the options of
+ *           `rehearse trace synth`, by the same names
  *   t:save(path)                  write it (remembered as its path)
  *   #t, t:count()                 requests
  *   t:request(i)                  the i-th request as a table (1-based)
@@ -13,7 +16,9 @@
 #include <string.h>
 
 #include "sim/lua_api.h"
+#include "traces/import.h"
 #include "traces/slice.h"
+#include "traces/synth.h"
 
 rl_trace *rl_check_trace(lua_State *L, int idx)
 {
@@ -125,12 +130,94 @@ static int into_record(void *ctx, const tr_record *r, rh_err *e)
     return r->kind == TR_REQUEST ? tr_trace_add_request(t, &r->req, e) : tr_trace_add_step(t, &r->step, e);
 }
 
-static double opt_num(lua_State *L, int t, const char *k, double dflt)
+/* Feeds every key = value of the table at `t` to a by-name setter; an
+ * unknown key or a bad value leaves an error message on the stack and
+ * returns -1 (the caller raises it). */
+static int set_opts(lua_State *L, int t, const char *who, int (*set)(void *, const char *, const char *, rh_err *),
+                    void *opts)
 {
-    lua_getfield(L, t, k);
-    double v = luaL_optnumber(L, -1, dflt);
-    lua_pop(L, 1);
-    return v;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            lua_pop(L, 2);
+            lua_pushfstring(L, "%s: option names must be strings", who);
+            return -1;
+        }
+        const char *k = lua_tostring(L, -2);
+        char num[64];
+        const char *v;
+        if (lua_isinteger(L, -1)) {
+            snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, -1));
+            v = num;
+        } else if (lua_type(L, -1) == LUA_TNUMBER) {
+            snprintf(num, sizeof num, "%.17g", lua_tonumber(L, -1));
+            v = num;
+        } else if (lua_type(L, -1) == LUA_TSTRING) {
+            v = lua_tostring(L, -1);   /* the table keeps it alive */
+        } else {
+            lua_pushfstring(L, "%s: option '%s' has a %s value", who, k, luaL_typename(L, -1));
+            return -1;
+        }
+        rh_err e;
+        int r = set(opts, k, v, &e);
+        if (r <= 0) {
+            if (r == 0) lua_pushfstring(L, "%s: unknown option '%s'", who, k);
+            else lua_pushfstring(L, "%s: %s", who, e.msg);
+            return -1;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static int set_synth(void *o, const char *k, const char *v, rh_err *e)
+{
+    return tr_synth_opts_set(o, k, v, e);
+}
+
+static int set_slice(void *o, const char *k, const char *v, rh_err *e)
+{
+    return tr_slice_opts_set(o, k, v, e);
+}
+
+static int l_trace_synth(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    tr_synth_opts o;
+    tr_synth_opts_init(&o);
+    if (set_opts(L, 1, "trace.synth", set_synth, &o) < 0)
+        return lua_error(L);
+    tr_synth_opts_finish(&o);
+    rh_err e;
+    if (tr_synth_check(&o, &e) < 0) return luaL_error(L, "trace.synth: %s", e.msg);
+    rl_trace *t = rl_push_new_trace(L);
+    tr_sink sink = {&t->t, into_header, into_record};
+    if (tr_synth(&o, &sink, &e) < 0) return luaL_error(L, "trace.synth: %s", e.msg);
+    return 1;
+}
+
+static int l_trace_import(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    tr_import_opts o;
+    tr_import_opts_init(&o);
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "format");
+        if (lua_isstring(L, -1)) {
+            o.format = tr_format_parse(lua_tostring(L, -1));
+            if (o.format == TR_FMT_UNKNOWN) return luaL_error(L, "trace.import: unknown format '%s'", lua_tostring(L, -1));
+        }
+        lua_getfield(L, 2, "model");
+        if (lua_isstring(L, -1)) o.model = lua_tostring(L, -1);
+        lua_getfield(L, 2, "block_size");
+        if (!lua_isnil(L, -1)) o.block_size = (uint32_t)luaL_checkinteger(L, -1);
+        /* the option values stay on the stack while they are used */
+    }
+    rl_trace *t = rl_push_new_trace(L);
+    tr_sink sink = {&t->t, into_header, into_record};
+    rh_err e;
+    if (tr_read(path, &o, &sink, NULL, &e) < 0) return luaL_error(L, "trace.import: %s", e.msg);
+    return 1;
 }
 
 static int l_trace_slice(lua_State *L)
@@ -139,15 +226,9 @@ static int l_trace_slice(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     tr_slice_opts o;
     tr_slice_opts_init(&o);
-    o.from = opt_num(L, 2, "from", o.from);
-    o.to = opt_num(L, 2, "to", o.to);
-    o.first = (uint64_t)opt_num(L, 2, "first", (double)o.first);
-    o.sample = opt_num(L, 2, "sample", o.sample);
-    o.seed = (uint64_t)opt_num(L, 2, "seed", (double)o.seed);
-    o.rate_scale = opt_num(L, 2, "rate_scale", o.rate_scale);
-    o.input_scale = opt_num(L, 2, "input_scale", o.input_scale);
-    o.output_scale = opt_num(L, 2, "output_scale", o.output_scale);
     rh_err e;
+    if (set_opts(L, 2, "trace:slice", set_slice, &o) < 0)
+        return lua_error(L);
     if (tr_slice_check(&o, &e) < 0) return luaL_error(L, "trace:slice: %s", e.msg);
     rl_trace *dst = rl_push_new_trace(L);
     tr_sink down = {&dst->t, into_header, into_record};
@@ -246,7 +327,8 @@ void rl_open_trace(lua_State *L)
         lua_setfield(L, -2, "methods");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"load", l_trace_load}, {"new", l_trace_new}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"load", l_trace_load}, {"new", l_trace_new}, {"synth", l_trace_synth},
+                                   {"import", l_trace_import}, {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "trace");
 }

@@ -13,27 +13,12 @@
 #include <unistd.h>
 
 #include "sim/lua_api.h"
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        buf[i] = c;
-    }
-    return 0;
-}
+#include "util/fs.h"
 
 static int l_mkdir(lua_State *L)
 {
     const char *p = luaL_checkstring(L, 1);
-    if (mkdir_p(p) < 0) return luaL_error(L, "mkdir %s: %s", p, strerror(errno));
+    if (rh_mkdir_p(p) < 0) return luaL_error(L, "mkdir %s: %s", p, strerror(errno));
     lua_pushboolean(L, 1);
     return 1;
 }
