@@ -161,6 +161,36 @@ static void test_replay_records_histogram_sim_uses_it(void)
     CU_ASSERT_DOUBLE_EQUAL(sim_len, ms.mean_accepted_len, 0.1 * ms.mean_accepted_len);
     json_decref(j);
 
+    /* `rehearse validate` runs both with speculation and compares acceptance. */
+    char trace[256], vdir[256];
+    tu_tmp_path("spec-validate-in.rhtr", trace, sizeof trace);
+    tu_tmp_path("spec-validate", vdir, sizeof vdir);
+    CU_ASSERT_FATAL(tr_trace_save(&in, trace, &e) == 0);
+    snprintf(cmd, sizeof cmd,
+             "%s validate %s --model tiny-llama --cost %s -o %s --max-total-tokens 8192 --max-concurrency 4 "
+             "--speculative-algorithm NGRAM --speculative-num-steps 3 --json 2>/dev/null",
+             tu_bin(), trace, cost, vdir);
+    rc = tu_run(cmd, text, sizeof text);
+    if (rc) printf("\n    %s", text);
+    CU_ASSERT_EQUAL(rc, 0);
+    json_t *v = json_loads(text, 0, &je);
+    CU_ASSERT_FATAL(v != NULL);
+    int found = 0;
+    json_t *rows = json_object_get(json_object_get(v, "table"), "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        const char *name = json_string_value(json_array_get(row, 0));
+        if (!name || strcmp(name, "mean_accepted_length")) continue;
+        found = 1;
+        double meas = json_real_value(json_array_get(row, 1)), sim = json_real_value(json_array_get(row, 2));
+        printf("\n    validate: mean accepted length measured %.3f, simulated %.3f", meas, sim);
+        CU_ASSERT(meas > 1.2);
+        CU_ASSERT_DOUBLE_EQUAL(sim, meas, 0.1 * meas);
+    }
+    CU_ASSERT(found);
+    json_decref(v);
+    unlink(trace);
+
     /* An explicit rate wins over the header. */
     snprintf(cmd, sizeof cmd, "%s sim %s --cost %s --speculative-num-steps 3 --speculative-accept-rate 0 --json",
              tu_bin(), out, cost);
