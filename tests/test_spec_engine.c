@@ -358,6 +358,85 @@ static void test_retraction_with_drafts(void)
     model_free(m);
 }
 
+/* The drafter alone, on a draft pool of 4 pages: greedy drafts are what the
+ * draft model (the target's first 2 layers) generates alone; a request that
+ * cannot get pages while another drafts gets no drafts; one that is not
+ * drafting is evicted to make room, and later catches up to the same drafts. */
+static void test_draft_pool_eviction(void)
+{
+    model *m = eh_tiny_model();
+    model half = *m;                       /* the same view the drafter builds */
+    half.cfg.n_layers = 2;
+    half.arena = NULL;
+    half.files = NULL;
+    half.n_files = 0;
+    int32_t a[48], b[40], ga[3], gb[3];
+    eh_random_prompt(11, m->cfg.vocab_size, a, 40);
+    eh_random_prompt(12, m->cfg.vocab_size, b, 30);
+    CU_ASSERT_EQUAL_FATAL(eh_reference(&half, a, 40, greedy, 0, 3, ga), 3);
+    CU_ASSERT_EQUAL_FATAL(eh_reference(&half, b, 30, greedy, 0, 3, gb), 3);
+
+    spec_config c;
+    spec_config_default(&c);
+    c.algorithm = SPEC_DRAFT;
+    c.draft_layers = 2;
+    spec_env env = {m, 16, 4, 0, NULL, 0};
+    rh_err e;
+    spec_drafter *d = spec_drafter_new(&c, &env, &e);
+    CU_ASSERT_FATAL(d != NULL);
+    CU_ASSERT_STRING_EQUAL(spec_drafter_model(d), "tiny-llama[0:2]");
+    const engine_drafter *seam = spec_drafter_seam(d);
+    int32_t outa[3], outb[3];
+    engine_draft x[2] = {{.id = 1, .tokens = a, .n = 40, .k = 3, .sampling = &greedy, .out = outa},
+                         {.id = 2, .tokens = b, .n = 30, .k = 3, .sampling = &greedy, .out = outb}};
+    /* a needs 3 pages (positions 0..41), b 2 more: b goes without. */
+    CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, x, 2, &e), 0);
+    CU_ASSERT_EQUAL(x[0].n_out, 3);
+    CU_ASSERT_EQUAL(x[1].n_out, 0);
+    CU_ASSERT(x[0].q == NULL);
+    CU_ASSERT_EQUAL(memcmp(outa, ga, sizeof ga), 0);
+    CU_ASSERT_EQUAL(spec_drafter_check(d, &e), 0);
+    seam->verified(seam->ctx, &x[0], 1);           /* one draft stood: a's KV keeps 41 positions */
+    seam->verified(seam->ctx, &x[1], 0);
+    CU_ASSERT_EQUAL(spec_drafter_check(d, &e), 0);
+    spec_draft_stats st;
+    spec_drafter_stats(d, &st);
+    CU_ASSERT_EQUAL(st.pages_free, 1);
+
+    /* b alone: a is not drafting, so its pages go to b. */
+    engine_draft y = x[1];
+    y.k = 3;
+    CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, &y, 1, &e), 0);
+    CU_ASSERT_EQUAL(y.n_out, 3);
+    CU_ASSERT_EQUAL(memcmp(outb, gb, sizeof gb), 0);
+    spec_drafter_stats(d, &st);
+    CU_ASSERT_EQUAL(st.evictions, 1);
+    CU_ASSERT_EQUAL(spec_drafter_check(d, &e), 0);
+    seam->verified(seam->ctx, &y, 3);
+
+    /* a again, two tokens on (its first draft and a new one): it catches
+     * up from nothing, evicting b, and drafts what generation says. */
+    a[40] = ga[0];
+    a[41] = 7;
+    int32_t ga2[3];
+    CU_ASSERT_EQUAL_FATAL(eh_reference(&half, a, 42, greedy, 0, 3, ga2), 3);
+    engine_draft z = x[0];
+    z.n = 42;
+    z.k = 2;
+    CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, &z, 1, &e), 0);
+    CU_ASSERT_EQUAL(z.n_out, 2);
+    CU_ASSERT_EQUAL(memcmp(outa, ga2, 2 * sizeof *ga2), 0);
+    CU_ASSERT_EQUAL(spec_drafter_check(d, &e), 0);
+    seam->forget(seam->ctx, 1, z.state);
+    seam->forget(seam->ctx, 2, y.state);
+    spec_drafter_stats(d, &st);
+    CU_ASSERT_EQUAL(st.requests, 0);
+    CU_ASSERT_EQUAL(st.pages_free, 4);
+    CU_ASSERT_EQUAL(spec_drafter_check(d, &e), 0);
+    spec_drafter_free(d);
+    model_free(m);
+}
+
 /* What the engine refuses: a draft model with another vocabulary, more
  * draft layers than the target has, slots without an algorithm. */
 static void test_bad_spec_configs(void)
@@ -409,5 +488,6 @@ void register_test_spec_engine(void)
     CU_add_test(s, "sampling with drafts", test_sampling_with_drafts);
     CU_add_test(s, "disable by batch size", test_disable_by_batch_size);
     CU_add_test(s, "retraction with drafts leaks no page", test_retraction_with_drafts);
+    CU_add_test(s, "draft pool: eviction, no room, drafts equal generation", test_draft_pool_eviction);
     CU_add_test(s, "bad speculative configs", test_bad_spec_configs);
 }

@@ -236,16 +236,18 @@ int draft_propose_batch(void *ctx, engine_draft *d, uint32_t n, rh_err *e)
         if (!spec_is_greedy(d[i].sampling)) q_rows += d[i].k;
     if (reserve_scratch(dm, n, q_rows) < 0) return rh_fail(e, "draft model '%s': out of memory", dm->name);
 
-    /* State and pages for every request first, so a later request can only
-     * evict requests that are not drafting now. */
+    /* Every drafting request is marked first, so making room for one can
+     * only evict requests that are not drafting now. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!d[i].state && !(d[i].state = state_new(dm, d[i].id))) return rh_fail(e, "draft model: out of memory");
+        ((dstate *)d[i].state)->used = dm->step;
+    }
     size_t qo = 0;
     for (uint32_t i = 0; i < n; i++) {
         engine_draft *x = &d[i];
         x->n_out = 0;
         x->q = NULL;
         dstate *st = x->state;
-        if (!st && !(st = x->state = state_new(dm, x->id))) return rh_fail(e, "draft model: out of memory");
-        st->used = dm->step;
         uint64_t end = (uint64_t)x->n + x->k - 1;       /* positions whose K/V drafting writes */
         if (x->n == 0 || end > dm->m->cfg.max_position) x->k = 0;
         else shrink(dm, st, x->n - 1);                 /* the newest token is always recomputed */
