@@ -20,7 +20,9 @@
  *     batch has been committed) but not engine_add or engine_step.
  *   - A request's tokens are the same whatever it is batched with (greedy
  *     and seeded sampling alike, up to float rounding of batched GEMMs):
- *     batching, chunking, prefix reuse and retraction never change results.
+ *     batching, chunking, prefix reuse and retraction never change results;
+ *     nor do drafts, except sampled drafts of a draft model, whose tokens
+ *     keep the target's distribution but not its draws.
  *   - Bad requests (ids outside the vocabulary, longer than the context or
  *     the pool, bad sampling parameters) are refused by engine_add with one
  *     message; engine_step fails only on broken internal state, after which

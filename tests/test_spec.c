@@ -21,6 +21,7 @@ static double chi_square(const uint64_t *count, const double *p, uint32_t n, uin
 {
     double x2 = 0;
     uint32_t bins = 0;
+    *df = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (p[i] <= 0) {
             if (count[i]) return INFINITY;
@@ -30,7 +31,7 @@ static double chi_square(const uint64_t *count, const double *p, uint32_t n, uin
         x2 += ((double)count[i] - want) * ((double)count[i] - want) / want;
         bins++;
     }
-    *df = bins - 1;
+    *df = bins ? bins - 1 : 0;
     return x2;
 }
 
