@@ -6,7 +6,7 @@
  *   repeat  each prompt repeats one 4-token phrase (a block hash repeated):
  *           lookup finds what the model goes on to say, often
  *   random  private random prompts: lookup rarely finds it
- * Grid: concurrency 1, 4, 16, 64 (requests: 4, 8, 16, 64) x speculation off,
+ * Grid: concurrency 1, 4, 16, 64 (requests: 8, 8, 32, 64) x speculation off,
  * NGRAM and DRAFT (self-speculation with the first layer), K drafts each.
  *
  * Measured: `rehearse replay` (replay_run) of each cell; output tokens per
@@ -63,7 +63,7 @@ static cell grid[N_WORK][N_CONC][N_MODES];
 static char slower[N_WORK * N_CONC * N_MODES * ROUNDS][256];   /* recordings of the rounds not kept */
 static int n_slower;
 
-static uint32_t requests_for(uint32_t c) { return c >= 16 ? c : c == 4 ? 8 : 4; }
+static uint32_t requests_for(uint32_t c) { return c >= 64 ? 64 : c >= 4 ? 2 * c : 8; }
 
 static void make_trace(int w, uint32_t n, tr_trace *t)
 {
