@@ -1,0 +1,65 @@
+/* internal.h — what the calibration's files share, not for other modules.
+ *
+ * calibrate.c walks the operators of sim/cost_table.h; for each it builds the
+ * grid and calls the operator's bench (ops.c for kernels, overhead.c for the
+ * runner's and the scheduler's own time), which fills one time and one
+ * spread per grid point through calib_point_measure. */
+#ifndef RH_CALIB_INTERNAL_H
+#define RH_CALIB_INTERNAL_H
+
+#include "kernels/calibrate/calibrate.h"
+#include "util/progress.h"
+
+/* The shapes one tensor-parallel rank runs. */
+typedef struct calib_shape {
+    uint32_t layers, d, f, vocab;
+    uint32_t n_heads, n_kv, hd, qd, kvd;
+    uint32_t page_size, window;
+    float eps;
+    bool qkv_bias, o_bias, mlp_bias;
+} calib_shape;
+
+typedef struct calib_ctx {
+    const calib_backend *b;
+    const calib_opts *o;
+    const model_config *c;
+    calib_shape s;
+    calib_report *r;
+    rh_progress bar;
+    uint64_t done;
+    uint64_t rng;
+} calib_ctx;
+
+/* A grid to fill: n0 x n1 points (n1 = 1 for one axis), row-major. */
+typedef struct calib_grid {
+    const double *ax0, *ax1;
+    uint32_t n0, n1;
+    double *seconds, *spread;
+} calib_grid;
+
+double calib_now(const calib_ctx *x);
+void calib_sync(const calib_ctx *x);
+/* Measures one point with the run's rule; counts it and moves the bar. */
+void calib_point_measure(calib_ctx *x, calib_sample_fn fn, void *state, double *seconds, double *spread);
+
+/* Backend memory of n floats, uniform in [-scale, scale) from the run's
+ * stream; NULL when out of memory. */
+float *calib_random(calib_ctx *x, size_t n, float scale);
+/* Backend memory holding a copy of n host words. */
+void *calib_upload(calib_ctx *x, const void *host, size_t bytes);
+
+/* The benches: each fills its grid, -1 with a message when memory runs out. */
+int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e);
+int calib_bench_rows(calib_ctx *x, int op, calib_grid *g, rh_err *e);
+int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_decode_attention(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e);
+
+/* Adds a note to the report (and prints it on stderr). */
+void calib_note(calib_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,45 @@
+/* measure.h — timing one grid point until its samples agree.
+ *
+ * A sample runs the operation `iters` times back to back and reports the
+ * seconds per run; iters is chosen once per point so a sample lasts at least
+ * sample_s (a 200 ns kernel is timed over thousands of runs, a 50 ms one over
+ * one). Samples are taken until at least min_samples agree: the interquartile
+ * range relative to the median is at most `tolerance`. On a shared machine a
+ * point can stay noisy; after max_samples samples or point_budget_s seconds
+ * the median is kept and the point is marked unconverged, so a calibration
+ * always ends. The median, not the mean or the minimum, is what a step meets
+ * in steady state: it ignores the odd preempted sample without assuming the
+ * machine is ever idle. */
+#ifndef RH_CALIB_MEASURE_H
+#define RH_CALIB_MEASURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct calib_rule {
+    uint32_t min_samples, max_samples;
+    double tolerance;        /* stop when (p75 - p25) / median <= tolerance */
+    double sample_s;         /* a sample repeats the operation until it lasts this long */
+    double point_budget_s;   /* stop measuring a point after this long (keeps the median) */
+} calib_rule;
+
+/* 5..30 samples, 5% spread, 2 ms samples, 3 s per point. */
+void calib_rule_default(calib_rule *r);
+/* 3..5 samples, 25% spread, 0.2 ms samples, 0.2 s per point: smoke runs and tests. */
+void calib_rule_quick(calib_rule *r);
+
+typedef struct calib_point {
+    double seconds;          /* median seconds per run */
+    double spread;           /* (p75 - p25) / median of the samples */
+    uint32_t samples, iters;
+    bool converged;
+} calib_point;
+
+/* Runs the operation `iters` times; returns the seconds all of them took. */
+typedef double (*calib_sample_fn)(void *ctx, uint32_t iters);
+
+/* Measures one point. The first call (one run) warms caches and sizes iters;
+ * it is not a sample. */
+void calib_measure(const calib_rule *r, calib_sample_fn fn, void *ctx, calib_point *out);
+
+#endif

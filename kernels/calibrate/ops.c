@@ -1,0 +1,570 @@
+/* ops.c — the kernel benches: each runs one kern_table entry on the shapes
+ * the forward pass gives it, over its grid.
+ *
+ * Caches. In a forward pass a layer's weights were last touched one whole
+ * step ago, with every other layer's weights streamed in between, so a GEMM
+ * meets them in the last-level cache (a small model) or in memory (a large
+ * one), never in L1/L2. A bench that reused one weight matrix would be
+ * faster than the engine; so a GEMM bench cycles through as many copies of
+ * its matrix as the model's layer weights fill (within a memory budget), and
+ * each call reads a copy the previous calls have pushed out of the inner
+ * caches. Activations, which the forward pass has just written, stay hot as
+ * they are there. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/calibrate/internal.h"
+#include "sim/cost_table.h"
+
+#define WEIGHT_BUDGET (512ull << 20)
+
+double calib_now(const calib_ctx *x)
+{
+    return x->b->clock ? x->b->clock(x->b->ctx) : rh_now();
+}
+
+void calib_sync(const calib_ctx *x)
+{
+    if (x->b->sync) x->b->sync(x->b->ctx);
+}
+
+void calib_point_measure(calib_ctx *x, calib_sample_fn fn, void *state, double *seconds, double *spread)
+{
+    calib_point p;
+    calib_measure(&x->o->rule, fn, state, &p);
+    *seconds = p.seconds;
+    *spread = p.spread;
+    x->r->points++;
+    if (!p.converged) x->r->unconverged++;
+    rh_progress_update(&x->bar, ++x->done);
+}
+
+void calib_note(calib_ctx *x, const char *fmt, ...)
+{
+    if (x->r->n_notes >= sizeof x->r->notes / sizeof x->r->notes[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->r->notes[x->r->n_notes], sizeof x->r->notes[0], fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "calibrate: %s\n", x->r->notes[x->r->n_notes++]);
+}
+
+static float next_uniform(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0));
+}
+
+static void fill_random(uint64_t *rng, float *h, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++) h[i] = (2 * next_uniform(rng) - 1) * scale;
+}
+
+float *calib_random(calib_ctx *x, size_t n, float scale)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h), *d = x->b->K->alloc((n ? n : 1) * sizeof *d);
+    if (h && d) {
+        fill_random(&x->rng, h, n, scale);
+        x->b->K->copy_in(d, h, n * sizeof *h);
+    } else if (d) {
+        x->b->K->free(d);
+        d = NULL;
+    }
+    free(h);
+    return d;
+}
+
+void *calib_upload(calib_ctx *x, const void *host, size_t bytes)
+{
+    void *d = x->b->K->alloc(bytes ? bytes : 1);
+    if (d && bytes) x->b->K->copy_in(d, host, bytes);
+    return d;
+}
+
+static void dfree(calib_ctx *x, void *p)
+{
+    if (p) x->b->K->free(p);
+}
+
+static int oom(rh_err *e, const char *what)
+{
+    return rh_fail(e, "calibrate: out of memory for the %s bench", what);
+}
+
+/* ---- GEMMs ---------------------------------------------------------------- */
+
+typedef struct gemm_bench {
+    calib_ctx *x;
+    float *in, *out, *bias;
+    float **w;
+    uint32_t copies, next, m, n, k;
+    int acc;
+} gemm_bench;
+
+static double gemm_sample(void *p, uint32_t iters)
+{
+    gemm_bench *g = p;
+    const kern_table *K = g->x->b->K;
+    double t0 = calib_now(g->x);
+    for (uint32_t i = 0; i < iters; i++) {
+        K->gemm(g->in, g->w[g->next], g->bias, g->out, g->m, g->n, g->k, g->acc);
+        g->next = (g->next + 1) % g->copies;
+    }
+    calib_sync(g->x);
+    return calib_now(g->x) - t0;
+}
+
+/* The weights every layer holds, in bytes (the bench's working set). */
+static uint64_t layer_weight_bytes(const calib_shape *s)
+{
+    uint64_t per = (uint64_t)s->qd * s->d * 2 + (uint64_t)s->kvd * s->d * 2 + (uint64_t)s->f * s->d * 3;
+    return per * s->layers * sizeof(float);
+}
+
+int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
+{
+    const calib_shape *s = &x->s;
+    gemm_bench b = {.x = x};
+    bool bias = false;
+    switch (op) {
+    case CT_Q_PROJ: b.n = s->qd, b.k = s->d, bias = s->qkv_bias; break;
+    case CT_KV_PROJ: b.n = s->kvd, b.k = s->d, bias = s->qkv_bias; break;
+    case CT_O_PROJ: b.n = s->d, b.k = s->qd, bias = s->o_bias, b.acc = 1; break;
+    case CT_GATE_UP_PROJ: b.n = s->f, b.k = s->d, bias = s->mlp_bias; break;
+    default: b.n = s->d, b.k = s->f, bias = s->mlp_bias, b.acc = 1; break;
+    }
+    uint64_t wbytes = (uint64_t)b.n * b.k * sizeof(float);
+    uint64_t want = layer_weight_bytes(s) / wbytes, cap = WEIGHT_BUDGET / wbytes;
+    if (want < s->layers) want = s->layers;
+    b.copies = (uint32_t)(want < cap ? want : cap);
+    if (b.copies < 1) b.copies = 1;
+    uint32_t mmax = (uint32_t)g->ax0[g->n0 - 1];
+    const char *name = cost_table_ops[op].name;
+    int rc = 0;
+    float *host = malloc(wbytes);
+    b.w = calloc(b.copies, sizeof *b.w);
+    b.in = calib_random(x, (size_t)mmax * b.k, 1.0f);
+    b.out = calib_random(x, (size_t)mmax * b.n, 1.0f);
+    b.bias = bias ? calib_random(x, b.n, 0.1f) : NULL;
+    if (!host || !b.w || !b.in || !b.out || (bias && !b.bias)) {
+        rc = oom(e, name);
+        goto done;
+    }
+    fill_random(&x->rng, host, (size_t)b.n * b.k, 1.0f / sqrtf((float)b.k));
+    for (uint32_t i = 0; i < b.copies; i++)
+        if (!(b.w[i] = calib_upload(x, host, wbytes))) {
+            rc = oom(e, name);
+            goto done;
+        }
+    for (uint32_t i = 0; i < g->n0; i++) {
+        b.m = (uint32_t)g->ax0[i];
+        calib_point_measure(x, gemm_sample, &b, &g->seconds[i], &g->spread[i]);
+    }
+done:
+    for (uint32_t i = 0; b.w && i < b.copies; i++) dfree(x, b.w[i]);
+    free(b.w);
+    free(host);
+    dfree(x, b.in);
+    dfree(x, b.out);
+    dfree(x, b.bias);
+    return rc;
+}
+
+/* ---- per-row kernels -------------------------------------------------- */
+
+typedef struct rows_bench {
+    calib_ctx *x;
+    int op;
+    uint32_t rows;
+    float *a, *b, *c, *d, *w;           /* meaning by op, see rows_sample */
+    int32_t *ids;
+    uint32_t *pos, *row0, *start, *pt0, *pages;
+} rows_bench;
+
+static double rows_sample(void *p, uint32_t iters)
+{
+    rows_bench *r = p;
+    const calib_shape *s = &r->x->s;
+    const kern_table *K = r->x->b->K;
+    uint32_t T = r->rows, half = s->hd / 2;
+    kern_attn_shape sh = {s->n_heads, s->n_kv, s->hd, s->page_size, s->window, 1.0f / sqrtf((float)s->hd)};
+    kern_attn_batch ab = {1, r->row0, r->start, r->pt0, r->pages};
+    double t0 = calib_now(r->x);
+    for (uint32_t i = 0; i < iters; i++) {
+        switch (r->op) {
+        case CT_EMBEDDING: K->embedding(r->a, r->ids, T, s->d, r->b); break;
+        case CT_ROPE_ANGLES: K->rope_angles(r->pos, r->w, T, half, r->a, r->b); break;
+        case CT_RMSNORM: K->rmsnorm(r->a, r->w, s->eps, T, s->d, r->b); break;
+        case CT_ROPE:
+            K->rope(r->a, r->c, r->d, T, s->n_heads, s->hd, s->qd);
+            K->rope(r->b, r->c, r->d, T, s->n_kv, s->hd, s->kvd);
+            break;
+        case CT_KV_WRITE: K->kv_write(r->a, r->b, &ab, &sh, r->c, r->d); break;
+        default: K->silu_mul(r->a, r->b, r->c, (size_t)T * s->f); break;
+        }
+    }
+    calib_sync(r->x);
+    return calib_now(r->x) - t0;
+}
+
+/* kv_write's batch descriptor: one sequence of `rows` new tokens at position
+ * 0 over consecutive pages. Uploaded per point (it holds the row count). */
+static int kv_batch(rows_bench *r, uint32_t rows)
+{
+    calib_ctx *x = r->x;
+    uint32_t np = (rows + x->s.page_size - 1) / x->s.page_size;
+    uint32_t row0[2] = {0, rows}, start[1] = {0}, pt0[2] = {0, np};
+    dfree(x, r->row0);
+    dfree(x, r->start);
+    dfree(x, r->pt0);
+    r->row0 = calib_upload(x, row0, sizeof row0);
+    r->start = calib_upload(x, start, sizeof start);
+    r->pt0 = calib_upload(x, pt0, sizeof pt0);
+    return r->row0 && r->start && r->pt0 ? 0 : -1;
+}
+
+int calib_bench_rows(calib_ctx *x, int op, calib_grid *g, rh_err *e)
+{
+    const calib_shape *s = &x->s;
+    rows_bench r = {.x = x, .op = op};
+    uint32_t T = (uint32_t)g->ax0[g->n0 - 1], half = s->hd / 2;
+    size_t Td = (size_t)T * s->d;
+    const char *name = cost_table_ops[op].name;
+    int rc = 0, ok = 1;
+    switch (op) {
+    case CT_EMBEDDING: {
+        r.a = calib_random(x, (size_t)s->vocab * s->d, 1.0f);
+        r.b = calib_random(x, Td, 1.0f);
+        int32_t *ids = malloc((size_t)T * sizeof *ids);
+        if (ids)
+            for (uint32_t i = 0; i < T; i++) ids[i] = (int32_t)(next_uniform(&x->rng) * s->vocab) % (int32_t)s->vocab;
+        r.ids = ids ? calib_upload(x, ids, (size_t)T * sizeof *ids) : NULL;
+        free(ids);
+        ok = r.a && r.b && r.ids;
+        break;
+    }
+    case CT_ROPE_ANGLES: {
+        uint32_t *pos = malloc((size_t)T * sizeof *pos);
+        if (pos)
+            for (uint32_t i = 0; i < T; i++) pos[i] = i;
+        r.pos = pos ? calib_upload(x, pos, (size_t)T * sizeof *pos) : NULL;
+        free(pos);
+        r.w = calib_random(x, half, 1.0f);
+        r.a = calib_random(x, (size_t)T * half, 1.0f);
+        r.b = calib_random(x, (size_t)T * half, 1.0f);
+        ok = r.pos && r.w && r.a && r.b;
+        break;
+    }
+    case CT_RMSNORM:
+        r.a = calib_random(x, Td, 1.0f);
+        r.b = calib_random(x, Td, 1.0f);
+        r.w = calib_random(x, s->d, 1.0f);
+        ok = r.a && r.b && r.w;
+        break;
+    case CT_ROPE: {
+        r.a = calib_random(x, (size_t)T * s->qd, 1.0f);
+        r.b = calib_random(x, (size_t)T * s->kvd, 1.0f);
+        /* cos and sin of real angles keep the rotated rows bounded. */
+        float *c = malloc((size_t)T * half * sizeof *c), *sn = malloc((size_t)T * half * sizeof *sn);
+        if (c && sn)
+            for (size_t i = 0; i < (size_t)T * half; i++) {
+                c[i] = cosf((float)i * 0.01f);
+                sn[i] = sinf((float)i * 0.01f);
+            }
+        r.c = c && sn ? calib_upload(x, c, (size_t)T * half * sizeof *c) : NULL;
+        r.d = c && sn ? calib_upload(x, sn, (size_t)T * half * sizeof *sn) : NULL;
+        free(c);
+        free(sn);
+        ok = r.a && r.b && r.c && r.d;
+        break;
+    }
+    case CT_KV_WRITE: {
+        uint32_t np = (T + s->page_size - 1) / s->page_size;
+        size_t pool = (size_t)np * s->page_size * s->kvd;
+        r.a = calib_random(x, (size_t)T * s->kvd, 1.0f);
+        r.b = calib_random(x, (size_t)T * s->kvd, 1.0f);
+        r.c = calib_random(x, pool, 1.0f);
+        r.d = calib_random(x, pool, 1.0f);
+        uint32_t *pages = malloc((size_t)np * sizeof *pages);
+        if (pages)
+            for (uint32_t i = 0; i < np; i++) pages[i] = i;
+        r.pages = pages ? calib_upload(x, pages, (size_t)np * sizeof *pages) : NULL;
+        free(pages);
+        ok = r.a && r.b && r.c && r.d && r.pages;
+        break;
+    }
+    default:   /* silu_mul: out is its own buffer so repeated runs see the same inputs */
+        r.a = calib_random(x, (size_t)T * s->f, 1.0f);
+        r.b = calib_random(x, (size_t)T * s->f, 1.0f);
+        r.c = calib_random(x, (size_t)T * s->f, 1.0f);
+        ok = r.a && r.b && r.c;
+        break;
+    }
+    if (!ok) {
+        rc = oom(e, name);
+        goto done;
+    }
+    for (uint32_t i = 0; i < g->n0; i++) {
+        r.rows = (uint32_t)g->ax0[i];
+        if (op == CT_KV_WRITE && kv_batch(&r, r.rows) < 0) {
+            rc = oom(e, name);
+            goto done;
+        }
+        calib_point_measure(x, rows_sample, &r, &g->seconds[i], &g->spread[i]);
+    }
+done:
+    dfree(x, r.a), dfree(x, r.b), dfree(x, r.c), dfree(x, r.d), dfree(x, r.w);
+    dfree(x, r.ids), dfree(x, r.pos), dfree(x, r.row0), dfree(x, r.start), dfree(x, r.pt0), dfree(x, r.pages);
+    return rc;
+}
+
+/* ---- attention -------------------------------------------------------- */
+
+typedef struct attn_bench {
+    calib_ctx *x;
+    float *q, *out, *k_pool, *v_pool, *scratch;
+    kern_attn_batch ab;
+    uint32_t *row0, *start, *pt0, *pages;   /* backend copies of ab's arrays */
+} attn_bench;
+
+static double attn_sample(void *p, uint32_t iters)
+{
+    attn_bench *a = p;
+    const calib_shape *s = &a->x->s;
+    kern_attn_shape sh = {s->n_heads, s->n_kv, s->hd, s->page_size, s->window, 1.0f / sqrtf((float)s->hd)};
+    double t0 = calib_now(a->x);
+    for (uint32_t i = 0; i < iters; i++) a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
+    calib_sync(a->x);
+    return calib_now(a->x) - t0;
+}
+
+/* Uploads a batch of n sequences, sequence i with new[i] tokens at context
+ * ctx[i], over consecutive pages. */
+static int attn_batch(attn_bench *a, uint32_t n, const uint32_t *new_tokens, const uint32_t *ctx)
+{
+    calib_ctx *x = a->x;
+    uint32_t ps = x->s.page_size;
+    uint32_t *row0 = malloc((n + 1) * sizeof *row0), *pt0 = malloc((n + 1) * sizeof *pt0);
+    int rc = -1;
+    if (!row0 || !pt0) goto done;
+    row0[0] = pt0[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        row0[i + 1] = row0[i] + new_tokens[i];
+        pt0[i + 1] = pt0[i] + (ctx[i] + new_tokens[i] + ps - 1) / ps;
+    }
+    dfree(x, a->row0), dfree(x, a->start), dfree(x, a->pt0);
+    a->row0 = calib_upload(x, row0, (n + 1) * sizeof *row0);
+    a->start = calib_upload(x, ctx, n * sizeof *ctx);
+    a->pt0 = calib_upload(x, pt0, (n + 1) * sizeof *pt0);
+    a->ab = (kern_attn_batch){n, a->row0, a->start, a->pt0, a->pages};
+    rc = a->row0 && a->start && a->pt0 ? 0 : -1;
+done:
+    free(row0);
+    free(pt0);
+    return rc;
+}
+
+/* Pools of `pages` pages filled with values, q and out for `rows` rows, the
+ * identity page table, scratch for `ctx` positions. */
+static int attn_alloc(attn_bench *a, uint64_t pages, uint32_t rows, uint64_t ctx)
+{
+    calib_ctx *x = a->x;
+    size_t pool = (size_t)pages * x->s.page_size * x->s.kvd;
+    a->k_pool = calib_random(x, pool, 1.0f);
+    a->v_pool = calib_random(x, pool, 1.0f);
+    a->q = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
+    a->out = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
+    a->scratch = calib_random(x, ctx + 1, 0.0f);
+    uint32_t *ids = malloc((size_t)pages * sizeof *ids);
+    if (ids)
+        for (uint64_t i = 0; i < pages; i++) ids[i] = (uint32_t)i;
+    a->pages = ids ? calib_upload(x, ids, (size_t)pages * sizeof *ids) : NULL;
+    free(ids);
+    return a->k_pool && a->v_pool && a->q && a->out && a->scratch && a->pages ? 0 : -1;
+}
+
+static void attn_free(attn_bench *a)
+{
+    calib_ctx *x = a->x;
+    dfree(x, a->q), dfree(x, a->out), dfree(x, a->k_pool), dfree(x, a->v_pool), dfree(x, a->scratch);
+    dfree(x, a->row0), dfree(x, a->start), dfree(x, a->pt0), dfree(x, a->pages);
+}
+
+int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e)
+{
+    attn_bench a = {.x = x};
+    uint32_t nmax = (uint32_t)g->ax0[g->n0 - 1], cmax = (uint32_t)g->ax1[g->n1 - 1];
+    uint64_t pages = ((uint64_t)nmax + cmax + x->s.page_size - 1) / x->s.page_size;
+    int rc = 0;
+    if (attn_alloc(&a, pages, nmax, (uint64_t)nmax + cmax) < 0) {
+        rc = oom(e, "prefill attention");
+        goto done;
+    }
+    for (uint32_t i = 0; i < g->n0; i++)
+        for (uint32_t j = 0; j < g->n1; j++) {
+            uint32_t n = (uint32_t)g->ax0[i], c = (uint32_t)g->ax1[j];
+            if (attn_batch(&a, 1, &n, &c) < 0) {
+                rc = oom(e, "prefill attention");
+                goto done;
+            }
+            size_t k = (size_t)i * g->n1 + j;
+            calib_point_measure(x, attn_sample, &a, &g->seconds[k], &g->spread[k]);
+        }
+done:
+    attn_free(&a);
+    return rc;
+}
+
+int calib_bench_decode_attention(calib_ctx *x, calib_grid *g, rh_err *e)
+{
+    attn_bench a = {.x = x};
+    uint32_t bmax = (uint32_t)g->ax0[g->n0 - 1];
+    uint64_t smax = (uint64_t)g->ax1[g->n1 - 1];
+    /* Each sequence holds its context plus the new token: at most one
+     * partly filled page each beyond the summed context. */
+    uint64_t pages = smax / x->s.page_size + 2ull * bmax;
+    uint32_t *ones = malloc((size_t)bmax * sizeof *ones), *ctx = malloc((size_t)bmax * sizeof *ctx);
+    int rc = 0;
+    if (!ones || !ctx || attn_alloc(&a, pages, bmax, smax + 1) < 0) {
+        rc = oom(e, "decode attention");
+        goto done;
+    }
+    for (uint32_t i = 0; i < bmax; i++) ones[i] = 1;
+    for (uint32_t i = 0; i < g->n0; i++)
+        for (uint32_t j = 0; j < g->n1; j++) {
+            uint32_t B = (uint32_t)g->ax0[i];
+            uint64_t S = (uint64_t)g->ax1[j];
+            /* The summed context spread evenly, the remainder one token each. */
+            for (uint32_t q = 0; q < B; q++) ctx[q] = (uint32_t)(S / B + (q < S % B));
+            if (attn_batch(&a, B, ones, ctx) < 0) {
+                rc = oom(e, "decode attention");
+                goto done;
+            }
+            size_t k = (size_t)i * g->n1 + j;
+            calib_point_measure(x, attn_sample, &a, &g->seconds[k], &g->spread[k]);
+        }
+done:
+    free(ones);
+    free(ctx);
+    attn_free(&a);
+    return rc;
+}
+
+/* ---- LM head and sampling ---------------------------------------------------- */
+
+typedef struct head_bench {
+    calib_ctx *x;
+    uint32_t rows;
+    float *h, *norm, *w, *tmp, *logits, *host_logits;
+    uint32_t *row_ids;
+    kern_cand *cand;
+    uint64_t rng;
+} head_bench;
+
+static double head_sample(void *p, uint32_t iters)
+{
+    head_bench *h = p;
+    const calib_shape *s = &h->x->s;
+    double t0 = calib_now(h->x);
+    for (uint32_t i = 0; i < iters; i++)
+        h->x->b->K->lm_head(h->h, h->row_ids, h->rows, h->norm, s->eps, h->w, s->vocab, s->d, h->tmp, h->logits);
+    calib_sync(h->x);
+    return calib_now(h->x) - t0;
+}
+
+int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
+{
+    const calib_shape *s = &x->s;
+    head_bench h = {.x = x};
+    uint32_t R = (uint32_t)g->ax0[g->n0 - 1];
+    uint32_t *ids = malloc((size_t)R * sizeof *ids);
+    if (ids)
+        for (uint32_t i = 0; i < R; i++) ids[i] = i;
+    h.row_ids = ids ? calib_upload(x, ids, (size_t)R * sizeof *ids) : NULL;
+    free(ids);
+    h.h = calib_random(x, (size_t)R * s->d, 1.0f);
+    h.norm = calib_random(x, s->d, 1.0f);
+    h.w = calib_random(x, (size_t)s->vocab * s->d, 1.0f / sqrtf((float)s->d));
+    h.tmp = calib_random(x, (size_t)R * s->d, 1.0f);
+    h.logits = calib_random(x, (size_t)R * s->vocab, 1.0f);
+    int rc = 0;
+    if (!h.row_ids || !h.h || !h.norm || !h.w || !h.tmp || !h.logits) rc = oom(e, "lm_head");
+    for (uint32_t i = 0; rc == 0 && i < g->n0; i++) {
+        h.rows = (uint32_t)g->ax0[i];
+        calib_point_measure(x, head_sample, &h, &g->seconds[i], &g->spread[i]);
+    }
+    dfree(x, h.row_ids), dfree(x, h.h), dfree(x, h.norm), dfree(x, h.w), dfree(x, h.tmp), dfree(x, h.logits);
+    return rc;
+}
+
+static double sample_sample(void *p, uint32_t iters)
+{
+    head_bench *h = p;
+    const calib_shape *s = &h->x->s;
+    double t0 = calib_now(h->x);
+    for (uint32_t i = 0; i < iters; i++)
+        for (uint32_t r = 0; r < h->rows; r++)
+            h->x->b->K->sample(h->host_logits + (size_t)r * s->vocab, s->vocab, &h->x->o->sampling, &h->rng, h->cand);
+    return calib_now(h->x) - t0;
+}
+
+/* Sampling reads host logits (what the runner returns), one row per request. */
+int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e)
+{
+    const calib_shape *s = &x->s;
+    head_bench h = {.x = x, .rng = kern_rng_init(x->o->seed)};
+    uint32_t R = (uint32_t)g->ax0[g->n0 - 1];
+    h.host_logits = malloc((size_t)R * s->vocab * sizeof *h.host_logits);
+    h.cand = malloc((size_t)s->vocab * sizeof *h.cand);
+    int rc = 0;
+    if (!h.host_logits || !h.cand) {
+        rc = oom(e, "sample");
+    } else {
+        /* Logits of a trained model's spread: a few units. */
+        fill_random(&x->rng, h.host_logits, (size_t)R * s->vocab, 8.0f);
+        for (uint32_t i = 0; i < g->n0; i++) {
+            h.rows = (uint32_t)g->ax0[i];
+            calib_point_measure(x, sample_sample, &h, &g->seconds[i], &g->spread[i]);
+        }
+    }
+    free(h.host_logits);
+    free(h.cand);
+    return rc;
+}
+
+/* ---- all-reduce ------------------------------------------------------- */
+
+typedef struct ar_bench {
+    calib_ctx *x;
+    uint64_t bytes;
+    int failed;
+    rh_err err;
+} ar_bench;
+
+static double ar_sample(void *p, uint32_t iters)
+{
+    ar_bench *a = p;
+    double sum = 0, t;
+    for (uint32_t i = 0; i < iters && !a->failed; i++) {
+        if (a->x->b->allreduce(a->x->b->ctx, a->x->o->tp, a->bytes, &t, &a->err) < 0) a->failed = 1;
+        else sum += t;
+    }
+    return sum;
+}
+
+int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e)
+{
+    ar_bench a = {.x = x};
+    for (uint32_t i = 0; i < g->n0; i++) {
+        a.bytes = (uint64_t)g->ax0[i];
+        calib_point_measure(x, ar_sample, &a, &g->seconds[i], &g->spread[i]);
+        if (a.failed) return rh_fail(e, "calibrate: all-reduce of %llu bytes over %u ranks: %s",
+                                     (unsigned long long)a.bytes, x->o->tp, a.err.msg);
+    }
+    return 0;
+}
