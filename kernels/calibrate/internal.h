@@ -59,7 +59,7 @@ int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e);
 
-/* Adds a note to the report (and prints it on stderr). */
+/* Adds a note to the report (the front prints them). */
 void calib_note(calib_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -43,18 +43,20 @@ void calib_measure(const calib_rule *r, calib_sample_fn fn, void *ctx, calib_poi
 {
     uint32_t max = r->max_samples < SAMPLES_CAP ? r->max_samples : SAMPLES_CAP;
     uint32_t min = r->min_samples < 1 ? 1 : r->min_samples > max ? max : r->min_samples;
-    double first = fn(ctx, 1);
+    double first;
+    fn(ctx, 1, &first);
     uint32_t iters = 1;
-    if (first < r->sample_s) {
-        double want = first > 0 ? ceil(r->sample_s / first) : ITERS_CAP;
+    if (first > 0 && first < r->sample_s) {
+        double want = ceil(r->sample_s / first);
         iters = want > ITERS_CAP ? ITERS_CAP : (uint32_t)want;
     }
     double s[SAMPLES_CAP], spent = 0, median = 0, spread = 0;
     uint32_t n = 0;
     bool ok = false;
     while (n < max) {
-        double t = fn(ctx, iters);
-        spent += t;
+        double took;
+        double t = fn(ctx, iters, &took);
+        spent += took;
         s[n++] = t / iters;
         if (n < min) continue;
         summarize(s, n, &median, &spread);

@@ -35,8 +35,11 @@ typedef struct calib_point {
     bool converged;
 } calib_point;
 
-/* Runs the operation `iters` times; returns the seconds all of them took. */
-typedef double (*calib_sample_fn)(void *ctx, uint32_t iters);
+/* Runs the operation `iters` times; returns the seconds they measured and
+ * sets *spent to the seconds the sample took on the run's clock. The two
+ * differ for a quantity measured inside a larger call (the runner's time
+ * outside its kernels): iters and the point budget are sized by *spent. */
+typedef double (*calib_sample_fn)(void *ctx, uint32_t iters, double *spent);
 
 /* Measures one point. The first call (one run) warms caches and sizes iters;
  * it is not a sample. */

@@ -47,9 +47,8 @@ void calib_note(calib_ctx *x, const char *fmt, ...)
     if (x->r->n_notes >= sizeof x->r->notes / sizeof x->r->notes[0]) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(x->r->notes[x->r->n_notes], sizeof x->r->notes[0], fmt, ap);
+    vsnprintf(x->r->notes[x->r->n_notes++], sizeof x->r->notes[0], fmt, ap);
     va_end(ap);
-    fprintf(stderr, "calibrate: %s\n", x->r->notes[x->r->n_notes++]);
 }
 
 static float next_uniform(uint64_t *s)
@@ -106,7 +105,7 @@ typedef struct gemm_bench {
     int acc;
 } gemm_bench;
 
-static double gemm_sample(void *p, uint32_t iters)
+static double gemm_sample(void *p, uint32_t iters, double *spent)
 {
     gemm_bench *g = p;
     const kern_table *K = g->x->b->K;
@@ -116,7 +115,7 @@ static double gemm_sample(void *p, uint32_t iters)
         g->next = (g->next + 1) % g->copies;
     }
     calib_sync(g->x);
-    return calib_now(g->x) - t0;
+    return *spent = calib_now(g->x) - t0;
 }
 
 /* The weights every layer holds, in bytes (the bench's working set). */
@@ -186,7 +185,7 @@ typedef struct rows_bench {
     uint32_t *pos, *row0, *start, *pt0, *pages;
 } rows_bench;
 
-static double rows_sample(void *p, uint32_t iters)
+static double rows_sample(void *p, uint32_t iters, double *spent)
 {
     rows_bench *r = p;
     const calib_shape *s = &r->x->s;
@@ -209,7 +208,7 @@ static double rows_sample(void *p, uint32_t iters)
         }
     }
     calib_sync(r->x);
-    return calib_now(r->x) - t0;
+    return *spent = calib_now(r->x) - t0;
 }
 
 /* kv_write's batch descriptor: one sequence of `rows` new tokens at position
@@ -332,7 +331,7 @@ typedef struct attn_bench {
     uint32_t *row0, *start, *pt0, *pages;   /* backend copies of ab's arrays */
 } attn_bench;
 
-static double attn_sample(void *p, uint32_t iters)
+static double attn_sample(void *p, uint32_t iters, double *spent)
 {
     attn_bench *a = p;
     const calib_shape *s = &a->x->s;
@@ -340,7 +339,7 @@ static double attn_sample(void *p, uint32_t iters)
     double t0 = calib_now(a->x);
     for (uint32_t i = 0; i < iters; i++) a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
     calib_sync(a->x);
-    return calib_now(a->x) - t0;
+    return *spent = calib_now(a->x) - t0;
 }
 
 /* Uploads a batch of n sequences, sequence i with new[i] tokens at context
@@ -466,7 +465,7 @@ typedef struct head_bench {
     uint64_t rng;
 } head_bench;
 
-static double head_sample(void *p, uint32_t iters)
+static double head_sample(void *p, uint32_t iters, double *spent)
 {
     head_bench *h = p;
     const calib_shape *s = &h->x->s;
@@ -474,7 +473,7 @@ static double head_sample(void *p, uint32_t iters)
     for (uint32_t i = 0; i < iters; i++)
         h->x->b->K->lm_head(h->h, h->row_ids, h->rows, h->norm, s->eps, h->w, s->vocab, s->d, h->tmp, h->logits);
     calib_sync(h->x);
-    return calib_now(h->x) - t0;
+    return *spent = calib_now(h->x) - t0;
 }
 
 int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
@@ -502,7 +501,7 @@ int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
     return rc;
 }
 
-static double sample_sample(void *p, uint32_t iters)
+static double sample_sample(void *p, uint32_t iters, double *spent)
 {
     head_bench *h = p;
     const calib_shape *s = &h->x->s;
@@ -510,7 +509,7 @@ static double sample_sample(void *p, uint32_t iters)
     for (uint32_t i = 0; i < iters; i++)
         for (uint32_t r = 0; r < h->rows; r++)
             h->x->b->K->sample(h->host_logits + (size_t)r * s->vocab, s->vocab, &h->x->o->sampling, &h->rng, h->cand);
-    return calib_now(h->x) - t0;
+    return *spent = calib_now(h->x) - t0;
 }
 
 /* Sampling reads host logits (what the runner returns), one row per request. */
@@ -546,7 +545,7 @@ typedef struct ar_bench {
     rh_err err;
 } ar_bench;
 
-static double ar_sample(void *p, uint32_t iters)
+static double ar_sample(void *p, uint32_t iters, double *spent)
 {
     ar_bench *a = p;
     double sum = 0, t;
@@ -554,7 +553,7 @@ static double ar_sample(void *p, uint32_t iters)
         if (a->x->b->allreduce(a->x->b->ctx, a->x->o->tp, a->bytes, &t, &a->err) < 0) a->failed = 1;
         else sum += t;
     }
-    return sum;
+    return *spent = sum;
 }
 
 int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e)

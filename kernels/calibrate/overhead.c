@@ -87,16 +87,18 @@ typedef struct prep_bench {
     rh_err err;
 } prep_bench;
 
-static double prep_sample(void *p, uint32_t iters)
+static double prep_sample(void *p, uint32_t iters, double *spent)
 {
     prep_bench *b = p;
     double outside = 0;
+    *spent = 0;
     for (uint32_t i = 0; i < iters && !b->failed; i++) {
         const float *logits;
         timed.kernel_s = 0;
         double t0 = calib_now(b->x);
         if (runner_forward(b->r, b->seqs, b->n, &logits, &b->err) < 0) b->failed = 1;
         double wall = calib_now(b->x) - t0;
+        *spent += wall;
         outside += wall > timed.kernel_s ? wall - timed.kernel_s : 0;
     }
     return outside;
@@ -203,7 +205,7 @@ static int sched_reset(sched_bench *s)
     return rh_fail(&s->err, "%u requests never decoded together", s->n);
 }
 
-static double sched_sample(void *p, uint32_t iters)
+static double sched_sample(void *p, uint32_t iters, double *spent)
 {
     sched_bench *s = p;
     double t = 0;
@@ -224,7 +226,7 @@ static double sched_sample(void *p, uint32_t iters)
         s->steps_left -= k;
         done += k;
     }
-    return t;
+    return *spent = t;
 }
 
 int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e)

@@ -116,7 +116,7 @@ typedef struct run_state {
 
 /* One step as the engine runs it: the forward pass, then a token sampled
  * from every row of logits. */
-static double step_sample(void *p, uint32_t iters)
+static double step_sample(void *p, uint32_t iters, double *spent)
 {
     run_state *s = p;
     const model_config *c = runner_model(s->r);
@@ -130,7 +130,7 @@ static double step_sample(void *p, uint32_t iters)
         }
         for (uint32_t i = 0; i < s->n; i++) runner_sample(s->r, logits + (size_t)i * c->vocab_size, &greedy, &s->rng);
     }
-    return rh_now() - t0;
+    return *spent = rh_now() - t0;
 }
 
 /* The step record of a batch: only its aggregates. */
