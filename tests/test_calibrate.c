@@ -69,6 +69,48 @@ static void test_stopping_rule(void)
     CU_ASSERT_EQUAL(p.samples, 5);   /* 1+3+1+3+1 = 9 s spent after the fifth */
 }
 
+/* Four points whose runs cost 1..4 ms; the 5th to 8th samples taken (in
+ * time) are slowed 10x by a burst of load. Sampled in rounds, the burst
+ * costs each point one sample, which its median discards. */
+typedef struct burst {
+    uint32_t point, taken;
+    uint32_t order[64];
+} burst;
+
+static int burst_set(void *p, uint32_t i)
+{
+    ((burst *)p)->point = i;
+    return 0;
+}
+
+static double burst_sample(void *p, uint32_t iters, double *spent)
+{
+    burst *b = p;
+    double per = 1e-3 * (b->point + 1);
+    if (b->taken >= 4) {   /* the four warm-up runs come first */
+        uint32_t k = b->taken - 4;
+        if (k < 64) b->order[k] = b->point;
+        if (k >= 4 && k < 8) per *= 10;
+    }
+    b->taken++;
+    return *spent = per * iters;
+}
+
+static void test_rounds_absorb_bursts(void)
+{
+    calib_rule r = {.min_samples = 5, .max_samples = 9, .tolerance = 0.05, .sample_s = 0, .point_budget_s = 100};
+    burst b = {0};
+    calib_point p[4];
+    CU_ASSERT_EQUAL_FATAL(calib_measure_points(&r, 4, burst_set, burst_sample, &b, p, NULL, NULL), 0);
+    for (uint32_t i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(p[i].seconds, 1e-3 * (i + 1));
+        CU_ASSERT(p[i].converged);
+        CU_ASSERT_EQUAL(p[i].samples, 5);
+    }
+    /* one sample of every point, then the next round */
+    for (uint32_t k = 0; k < 20; k++) CU_ASSERT_EQUAL(b.order[k], k % 4);
+}
+
 /* ---- a backend with known costs ---------------------------------------- */
 
 static double vclock;
@@ -420,6 +462,7 @@ void register_test_calibrate(void)
 {
     CU_pSuite s = CU_add_suite("calibrate", NULL, NULL);
     CU_add_test(s, "stopping rule on scripted samples", test_stopping_rule);
+    CU_add_test(s, "sampling in rounds absorbs a burst of load", test_rounds_absorb_bursts);
     CU_add_test(s, "known kernel costs come back as step times", test_known_costs_round_trip);
     CU_add_test(s, "tensor parallel: split shapes, all-reduce hook", test_tensor_parallel);
     CU_add_test(s, "quick calibration of tiny-llama on the CPU", test_quick_cpu_calibration);

@@ -6,7 +6,7 @@
  * attends, so its grids are powers of two in new tokens and sequences and a
  * few contexts, each up to about half the model's context length (the table
  * extrapolates along pairs past that). The summed decode context goes to
- * 256k tokens, far enough past the last-level cache that the trend the table
+ * 128k tokens, far enough past the last-level cache that the trend the table
  * extends is the memory-bound one. */
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include "sim/cost_table.h"
 
 #define AX_MAX 128
-#define DECODE_CONTEXT_MAX 262144u
+#define DECODE_CONTEXT_MAX 131072u
 #define KV_BENCH_BYTES (1ull << 30)
 
 void calib_opts_default(calib_opts *o)

@@ -3,7 +3,7 @@
  * calibrate.c walks the operators of sim/cost_table.h; for each it builds the
  * grid and calls the operator's bench (ops.c for kernels, overhead.c for the
  * runner's and the scheduler's own time), which fills one time and one
- * spread per grid point through calib_point_measure. */
+ * spread per grid point through calib_grid_measure. */
 #ifndef RH_CALIB_INTERNAL_H
 #define RH_CALIB_INTERNAL_H
 
@@ -39,8 +39,9 @@ typedef struct calib_grid {
 
 double calib_now(const calib_ctx *x);
 void calib_sync(const calib_ctx *x);
-/* Measures one point with the run's rule; counts it and moves the bar. */
-void calib_point_measure(calib_ctx *x, calib_sample_fn fn, void *state, double *seconds, double *spread);
+/* Measures every point of the grid with the run's rule (set prepares point
+ * k = i * n1 + j); counts them and moves the bar. */
+int calib_grid_measure(calib_ctx *x, calib_grid *g, calib_set_fn set, calib_sample_fn fn, void *state, rh_err *e);
 
 /* Backend memory of n floats, uniform in [-scale, scale) from the run's
  * stream; NULL when out of memory. */

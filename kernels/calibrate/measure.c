@@ -12,8 +12,8 @@
 
 void calib_rule_default(calib_rule *r)
 {
-    *r = (calib_rule){.min_samples = 5, .max_samples = 30, .tolerance = 0.05, .sample_s = 2e-3,
-                      .point_budget_s = 3.0};
+    *r = (calib_rule){.min_samples = 5, .max_samples = 20, .tolerance = 0.05, .sample_s = 2e-3,
+                      .point_budget_s = 1.5};
 }
 
 void calib_rule_quick(calib_rule *r)
@@ -39,33 +39,67 @@ static void summarize(const double *s, uint32_t n, double *median, double *sprea
     *spread = *median > 0 ? iqr / *median : (iqr > 0 ? INFINITY : 0);
 }
 
-void calib_measure(const calib_rule *r, calib_sample_fn fn, void *ctx, calib_point *out)
+/* Runs per point: iters sized by one warm-up run, then samples in rounds. */
+typedef struct point_state {
+    uint32_t iters, n;
+    double spent;
+    bool done;
+} point_state;
+
+static uint32_t iters_for(const calib_rule *r, double first)
+{
+    if (!(first > 0) || first >= r->sample_s) return 1;
+    double want = ceil(r->sample_s / first);
+    return want > ITERS_CAP ? ITERS_CAP : (uint32_t)want;
+}
+
+int calib_measure_points(const calib_rule *r, uint32_t n, calib_set_fn set, calib_sample_fn fn, void *ctx,
+                         calib_point *out, void (*on_done)(void *arg), void *arg)
 {
     uint32_t max = r->max_samples < SAMPLES_CAP ? r->max_samples : SAMPLES_CAP;
+    if (max < 1) max = 1;
     uint32_t min = r->min_samples < 1 ? 1 : r->min_samples > max ? max : r->min_samples;
-    double first;
-    fn(ctx, 1, &first);
-    uint32_t iters = 1;
-    if (first > 0 && first < r->sample_s) {
-        double want = ceil(r->sample_s / first);
-        iters = want > ITERS_CAP ? ITERS_CAP : (uint32_t)want;
+    double *s = malloc((size_t)n * max * sizeof *s);
+    point_state *ps = calloc(n, sizeof *ps);
+    if (!s || !ps) {
+        free(s);
+        free(ps);
+        return -1;
     }
-    double s[SAMPLES_CAP], spent = 0, median = 0, spread = 0;
-    uint32_t n = 0;
-    bool ok = false;
-    while (n < max) {
-        double took;
-        double t = fn(ctx, iters, &took);
-        spent += took;
-        s[n++] = t / iters;
-        if (n < min) continue;
-        summarize(s, n, &median, &spread);
-        if (spread <= r->tolerance) {
-            ok = true;
-            break;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        double first;
+        if (set && set(ctx, i) < 0) rc = -1;
+        else fn(ctx, 1, &first), ps[i].iters = iters_for(r, first);
+    }
+    for (uint32_t round = 0; round < max && rc == 0; round++) {
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+            point_state *p = &ps[i];
+            if (p->done) continue;
+            if (set && set(ctx, i) < 0) {
+                rc = -1;
+                break;
+            }
+            double took, t = fn(ctx, p->iters, &took);
+            p->spent += took;
+            s[(size_t)i * max + p->n++] = t / p->iters;
+            if (p->n < min) continue;
+            double median, spread;
+            summarize(s + (size_t)i * max, p->n, &median, &spread);
+            bool ok = spread <= r->tolerance;
+            if (ok || p->spent >= r->point_budget_s || p->n == max) {
+                p->done = true;
+                out[i] = (calib_point){median, spread, p->n, p->iters, ok};
+                if (on_done) on_done(arg);
+            }
         }
-        if (spent >= r->point_budget_s) break;
     }
-    if (n < min || !ok) summarize(s, n, &median, &spread);
-    *out = (calib_point){median, spread, n, iters, ok};
+    free(s);
+    free(ps);
+    return rc;
+}
+
+void calib_measure(const calib_rule *r, calib_sample_fn fn, void *ctx, calib_point *out)
+{
+    calib_measure_points(r, 1, NULL, fn, ctx, out, NULL, NULL);
 }

@@ -31,15 +31,29 @@ void calib_sync(const calib_ctx *x)
     if (x->b->sync) x->b->sync(x->b->ctx);
 }
 
-void calib_point_measure(calib_ctx *x, calib_sample_fn fn, void *state, double *seconds, double *spread)
+static void point_done(void *arg)
 {
-    calib_point p;
-    calib_measure(&x->o->rule, fn, state, &p);
-    *seconds = p.seconds;
-    *spread = p.spread;
-    x->r->points++;
-    if (!p.converged) x->r->unconverged++;
+    calib_ctx *x = arg;
     rh_progress_update(&x->bar, ++x->done);
+}
+
+int calib_grid_measure(calib_ctx *x, calib_grid *g, calib_set_fn set, calib_sample_fn fn, void *state, rh_err *e)
+{
+    uint32_t n = g->n0 * g->n1;
+    calib_point *p = calloc(n, sizeof *p);
+    if (!p) return rh_fail(e, "calibrate: out of memory");
+    if (calib_measure_points(&x->o->rule, n, set, fn, state, p, point_done, x) < 0) {
+        free(p);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        g->seconds[i] = p[i].seconds;
+        g->spread[i] = p[i].spread;
+        x->r->points++;
+        if (!p[i].converged) x->r->unconverged++;
+    }
+    free(p);
+    return 0;
 }
 
 void calib_note(calib_ctx *x, const char *fmt, ...)
@@ -99,11 +113,19 @@ static int oom(rh_err *e, const char *what)
 
 typedef struct gemm_bench {
     calib_ctx *x;
+    const calib_grid *g;
     float *in, *out, *bias;
     float **w;
     uint32_t copies, next, m, n, k;
     int acc;
 } gemm_bench;
+
+static int gemm_set(void *p, uint32_t i)
+{
+    gemm_bench *b = p;
+    b->m = (uint32_t)b->g->ax0[i];
+    return 0;
+}
 
 static double gemm_sample(void *p, uint32_t iters, double *spent)
 {
@@ -128,7 +150,7 @@ static uint64_t layer_weight_bytes(const calib_shape *s)
 int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
 {
     const calib_shape *s = &x->s;
-    gemm_bench b = {.x = x};
+    gemm_bench b = {.x = x, .g = g};
     bool bias = false;
     switch (op) {
     case CT_Q_PROJ: b.n = s->qd, b.k = s->d, bias = s->qkv_bias; break;
@@ -160,10 +182,7 @@ int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
             rc = oom(e, name);
             goto done;
         }
-    for (uint32_t i = 0; i < g->n0; i++) {
-        b.m = (uint32_t)g->ax0[i];
-        calib_point_measure(x, gemm_sample, &b, &g->seconds[i], &g->spread[i]);
-    }
+    rc = calib_grid_measure(x, g, gemm_set, gemm_sample, &b, e);
 done:
     for (uint32_t i = 0; b.w && i < b.copies; i++) dfree(x, b.w[i]);
     free(b.w);
@@ -178,6 +197,7 @@ done:
 
 typedef struct rows_bench {
     calib_ctx *x;
+    const calib_grid *g;
     int op;
     uint32_t rows;
     float *a, *b, *c, *d, *w;           /* meaning by op, see rows_sample */
@@ -227,10 +247,17 @@ static int kv_batch(rows_bench *r, uint32_t rows)
     return r->row0 && r->start && r->pt0 ? 0 : -1;
 }
 
+static int rows_set(void *p, uint32_t i)
+{
+    rows_bench *r = p;
+    r->rows = (uint32_t)r->g->ax0[i];
+    return r->op == CT_KV_WRITE ? kv_batch(r, r->rows) : 0;
+}
+
 int calib_bench_rows(calib_ctx *x, int op, calib_grid *g, rh_err *e)
 {
     const calib_shape *s = &x->s;
-    rows_bench r = {.x = x, .op = op};
+    rows_bench r = {.x = x, .g = g, .op = op};
     uint32_t T = (uint32_t)g->ax0[g->n0 - 1], half = s->hd / 2;
     size_t Td = (size_t)T * s->d;
     const char *name = cost_table_ops[op].name;
@@ -308,14 +335,7 @@ int calib_bench_rows(calib_ctx *x, int op, calib_grid *g, rh_err *e)
         rc = oom(e, name);
         goto done;
     }
-    for (uint32_t i = 0; i < g->n0; i++) {
-        r.rows = (uint32_t)g->ax0[i];
-        if (op == CT_KV_WRITE && kv_batch(&r, r.rows) < 0) {
-            rc = oom(e, name);
-            goto done;
-        }
-        calib_point_measure(x, rows_sample, &r, &g->seconds[i], &g->spread[i]);
-    }
+    if (calib_grid_measure(x, g, rows_set, rows_sample, &r, e) < 0) rc = oom(e, name);
 done:
     dfree(x, r.a), dfree(x, r.b), dfree(x, r.c), dfree(x, r.d), dfree(x, r.w);
     dfree(x, r.ids), dfree(x, r.pos), dfree(x, r.row0), dfree(x, r.start), dfree(x, r.pt0), dfree(x, r.pages);
@@ -326,6 +346,8 @@ done:
 
 typedef struct attn_bench {
     calib_ctx *x;
+    const calib_grid *g;
+    uint32_t *ones, *ctx;                   /* host scratch for a decode batch */
     float *q, *out, *k_pool, *v_pool, *scratch;
     kern_attn_batch ab;
     uint32_t *row0, *start, *pt0, *pages;   /* backend copies of ab's arrays */
@@ -394,9 +416,16 @@ static void attn_free(attn_bench *a)
     dfree(x, a->row0), dfree(x, a->start), dfree(x, a->pt0), dfree(x, a->pages);
 }
 
+static int prefill_set(void *p, uint32_t k)
+{
+    attn_bench *a = p;
+    uint32_t n = (uint32_t)a->g->ax0[k / a->g->n1], c = (uint32_t)a->g->ax1[k % a->g->n1];
+    return attn_batch(a, 1, &n, &c);
+}
+
 int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e)
 {
-    attn_bench a = {.x = x};
+    attn_bench a = {.x = x, .g = g};
     uint32_t nmax = (uint32_t)g->ax0[g->n0 - 1], cmax = (uint32_t)g->ax1[g->n1 - 1];
     uint64_t pages = ((uint64_t)nmax + cmax + x->s.page_size - 1) / x->s.page_size;
     int rc = 0;
@@ -404,52 +433,43 @@ int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e)
         rc = oom(e, "prefill attention");
         goto done;
     }
-    for (uint32_t i = 0; i < g->n0; i++)
-        for (uint32_t j = 0; j < g->n1; j++) {
-            uint32_t n = (uint32_t)g->ax0[i], c = (uint32_t)g->ax1[j];
-            if (attn_batch(&a, 1, &n, &c) < 0) {
-                rc = oom(e, "prefill attention");
-                goto done;
-            }
-            size_t k = (size_t)i * g->n1 + j;
-            calib_point_measure(x, attn_sample, &a, &g->seconds[k], &g->spread[k]);
-        }
+    if (calib_grid_measure(x, g, prefill_set, attn_sample, &a, e) < 0) rc = oom(e, "prefill attention");
 done:
     attn_free(&a);
     return rc;
 }
 
+/* B decodes whose contexts sum to S: spread evenly, the remainder one
+ * token each. */
+static int decode_set(void *p, uint32_t k)
+{
+    attn_bench *a = p;
+    uint32_t B = (uint32_t)a->g->ax0[k / a->g->n1];
+    uint64_t S = (uint64_t)a->g->ax1[k % a->g->n1];
+    for (uint32_t q = 0; q < B; q++) a->ctx[q] = (uint32_t)(S / B + (q < S % B));
+    return attn_batch(a, B, a->ones, a->ctx);
+}
+
 int calib_bench_decode_attention(calib_ctx *x, calib_grid *g, rh_err *e)
 {
-    attn_bench a = {.x = x};
+    attn_bench a = {.x = x, .g = g};
     uint32_t bmax = (uint32_t)g->ax0[g->n0 - 1];
     uint64_t smax = (uint64_t)g->ax1[g->n1 - 1];
     /* Each sequence holds its context plus the new token: at most one
      * partly filled page each beyond the summed context. */
     uint64_t pages = smax / x->s.page_size + 2ull * bmax;
-    uint32_t *ones = malloc((size_t)bmax * sizeof *ones), *ctx = malloc((size_t)bmax * sizeof *ctx);
+    a.ones = malloc((size_t)bmax * sizeof *a.ones);
+    a.ctx = malloc((size_t)bmax * sizeof *a.ctx);
     int rc = 0;
-    if (!ones || !ctx || attn_alloc(&a, pages, bmax, smax + 1) < 0) {
+    if (!a.ones || !a.ctx || attn_alloc(&a, pages, bmax, smax + 1) < 0) {
         rc = oom(e, "decode attention");
         goto done;
     }
-    for (uint32_t i = 0; i < bmax; i++) ones[i] = 1;
-    for (uint32_t i = 0; i < g->n0; i++)
-        for (uint32_t j = 0; j < g->n1; j++) {
-            uint32_t B = (uint32_t)g->ax0[i];
-            uint64_t S = (uint64_t)g->ax1[j];
-            /* The summed context spread evenly, the remainder one token each. */
-            for (uint32_t q = 0; q < B; q++) ctx[q] = (uint32_t)(S / B + (q < S % B));
-            if (attn_batch(&a, B, ones, ctx) < 0) {
-                rc = oom(e, "decode attention");
-                goto done;
-            }
-            size_t k = (size_t)i * g->n1 + j;
-            calib_point_measure(x, attn_sample, &a, &g->seconds[k], &g->spread[k]);
-        }
+    for (uint32_t i = 0; i < bmax; i++) a.ones[i] = 1;
+    if (calib_grid_measure(x, g, decode_set, attn_sample, &a, e) < 0) rc = oom(e, "decode attention");
 done:
-    free(ones);
-    free(ctx);
+    free(a.ones);
+    free(a.ctx);
     attn_free(&a);
     return rc;
 }
@@ -458,6 +478,7 @@ done:
 
 typedef struct head_bench {
     calib_ctx *x;
+    const calib_grid *g;
     uint32_t rows;
     float *h, *norm, *w, *tmp, *logits, *host_logits;
     uint32_t *row_ids;
@@ -476,10 +497,17 @@ static double head_sample(void *p, uint32_t iters, double *spent)
     return *spent = calib_now(h->x) - t0;
 }
 
+static int head_set(void *p, uint32_t i)
+{
+    head_bench *h = p;
+    h->rows = (uint32_t)h->g->ax0[i];
+    return 0;
+}
+
 int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
 {
     const calib_shape *s = &x->s;
-    head_bench h = {.x = x};
+    head_bench h = {.x = x, .g = g};
     uint32_t R = (uint32_t)g->ax0[g->n0 - 1];
     uint32_t *ids = malloc((size_t)R * sizeof *ids);
     if (ids)
@@ -493,10 +521,7 @@ int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
     h.logits = calib_random(x, (size_t)R * s->vocab, 1.0f);
     int rc = 0;
     if (!h.row_ids || !h.h || !h.norm || !h.w || !h.tmp || !h.logits) rc = oom(e, "lm_head");
-    for (uint32_t i = 0; rc == 0 && i < g->n0; i++) {
-        h.rows = (uint32_t)g->ax0[i];
-        calib_point_measure(x, head_sample, &h, &g->seconds[i], &g->spread[i]);
-    }
+    if (rc == 0) rc = calib_grid_measure(x, g, head_set, head_sample, &h, e);
     dfree(x, h.row_ids), dfree(x, h.h), dfree(x, h.norm), dfree(x, h.w), dfree(x, h.tmp), dfree(x, h.logits);
     return rc;
 }
@@ -516,7 +541,7 @@ static double sample_sample(void *p, uint32_t iters, double *spent)
 int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e)
 {
     const calib_shape *s = &x->s;
-    head_bench h = {.x = x, .rng = kern_rng_init(x->o->seed)};
+    head_bench h = {.x = x, .g = g, .rng = kern_rng_init(x->o->seed)};
     uint32_t R = (uint32_t)g->ax0[g->n0 - 1];
     h.host_logits = malloc((size_t)R * s->vocab * sizeof *h.host_logits);
     h.cand = malloc((size_t)s->vocab * sizeof *h.cand);
@@ -526,10 +551,7 @@ int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e)
     } else {
         /* Logits of a trained model's spread: a few units. */
         fill_random(&x->rng, h.host_logits, (size_t)R * s->vocab, 8.0f);
-        for (uint32_t i = 0; i < g->n0; i++) {
-            h.rows = (uint32_t)g->ax0[i];
-            calib_point_measure(x, sample_sample, &h, &g->seconds[i], &g->spread[i]);
-        }
+        rc = calib_grid_measure(x, g, head_set, sample_sample, &h, e);
     }
     free(h.host_logits);
     free(h.cand);
@@ -540,6 +562,7 @@ int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e)
 
 typedef struct ar_bench {
     calib_ctx *x;
+    const calib_grid *g;
     uint64_t bytes;
     int failed;
     rh_err err;
@@ -556,14 +579,19 @@ static double ar_sample(void *p, uint32_t iters, double *spent)
     return *spent = sum;
 }
 
+static int ar_set(void *p, uint32_t i)
+{
+    ar_bench *a = p;
+    a->bytes = (uint64_t)a->g->ax0[i];
+    return a->failed ? -1 : 0;
+}
+
 int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e)
 {
-    ar_bench a = {.x = x};
-    for (uint32_t i = 0; i < g->n0; i++) {
-        a.bytes = (uint64_t)g->ax0[i];
-        calib_point_measure(x, ar_sample, &a, &g->seconds[i], &g->spread[i]);
-        if (a.failed) return rh_fail(e, "calibrate: all-reduce of %llu bytes over %u ranks: %s",
-                                     (unsigned long long)a.bytes, x->o->tp, a.err.msg);
-    }
-    return 0;
+    ar_bench a = {.x = x, .g = g};
+    int rc = calib_grid_measure(x, g, ar_set, ar_sample, &a, e);
+    if (a.failed)
+        return rh_fail(e, "calibrate: all-reduce of %llu bytes over %u ranks: %s", (unsigned long long)a.bytes,
+                       x->o->tp, a.err.msg);
+    return rc;
 }

@@ -80,6 +80,7 @@ static void t_lm_head(const float *h, const uint32_t *rows, uint32_t n, const fl
 
 typedef struct prep_bench {
     calib_ctx *x;
+    const calib_grid *g;
     runner *r;
     runner_seq *seqs;
     uint32_t n;
@@ -104,6 +105,13 @@ static double prep_sample(void *p, uint32_t iters, double *spent)
     return outside;
 }
 
+static int prep_set(void *p, uint32_t i)
+{
+    prep_bench *b = p;
+    b->n = (uint32_t)b->g->ax0[i];
+    return b->failed ? -1 : 0;
+}
+
 int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
 {
     const uint32_t ctx_tokens = 15;   /* one page each at the default page size; cheap attention */
@@ -124,7 +132,7 @@ int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
     timed.inner = x->b->K;
     timed.x = x;
 
-    prep_bench b = {.x = x};
+    prep_bench b = {.x = x, .g = g};
     model *m = model_new_dummy(&c, x->o->seed, 0, e);
     runner_config rc = {ps, B * pages_per, 0, &T};
     b.r = m ? runner_new(m, &rc, e) : NULL;
@@ -144,10 +152,7 @@ int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
     for (uint32_t i = 0; i < B * pages_per; i++) pages[i] = i;
     for (uint32_t i = 0; i < B; i++)
         b.seqs[i] = (runner_seq){tokens, 1, ctx_tokens, pages + (size_t)i * pages_per, pages_per, 1};
-    for (uint32_t i = 0; i < g->n0 && !b.failed; i++) {
-        b.n = (uint32_t)g->ax0[i];
-        calib_point_measure(x, prep_sample, &b, &g->seconds[i], &g->spread[i]);
-    }
+    rc_ = calib_grid_measure(x, g, prep_set, prep_sample, &b, e);
     if (b.failed) rc_ = rh_fail(e, "calibrate: batch_prep: %s", b.err.msg);
 done:
     free(b.seqs);
@@ -165,6 +170,7 @@ done:
 
 typedef struct sched_bench {
     calib_ctx *x;
+    const calib_grid *g;
     core *c;
     uint32_t n;
     uint32_t steps_left;   /* decode steps before the requests finish */
@@ -229,19 +235,23 @@ static double sched_sample(void *p, uint32_t iters, double *spent)
     return *spent = t;
 }
 
+/* A fresh core for each point's turn (the points are sampled in rounds). */
+static int sched_set(void *p, uint32_t i)
+{
+    sched_bench *s = p;
+    s->n = (uint32_t)s->g->ax0[i];
+    if (s->failed || sched_reset(s) < 0) {
+        s->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
 int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e)
 {
-    sched_bench s = {.x = x};
-    int rc = 0;
-    for (uint32_t i = 0; i < g->n0 && rc == 0; i++) {
-        s.n = (uint32_t)g->ax0[i];
-        if (sched_reset(&s) < 0) {
-            rc = rh_fail(e, "calibrate: schedule bench: %s", s.err.msg);
-            break;
-        }
-        calib_point_measure(x, sched_sample, &s, &g->seconds[i], &g->spread[i]);
-        if (s.failed) rc = rh_fail(e, "calibrate: schedule bench: %s", s.err.msg);
-    }
+    sched_bench s = {.x = x, .g = g};
+    int rc = calib_grid_measure(x, g, sched_set, sched_sample, &s, e);
+    if (s.failed) rc = rh_fail(e, "calibrate: schedule bench: %s", s.err.msg);
     core_free(s.c);
     return rc;
 }
