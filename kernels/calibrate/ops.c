@@ -8,8 +8,11 @@
  * faster than the engine; so a GEMM bench cycles through as many copies of
  * its matrix as the model's layer weights fill (within a memory budget), and
  * each call reads a copy the previous calls have pushed out of the inner
- * caches. Activations, which the forward pass has just written, stay hot as
- * they are there. */
+ * caches. Attention likewise: a layer's KV pages were last read one step ago,
+ * with the other layers' pages and the weights read since, so an attention
+ * bench moves its batch through an arena that large (a different page range
+ * each call). Activations, which the forward pass has just written, stay hot
+ * as they are there. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@
 #include "sim/cost_table.h"
 
 #define WEIGHT_BUDGET (512ull << 20)
+#define KV_ARENA_BUDGET (1ull << 30)
 
 double calib_now(const calib_ctx *x)
 {
@@ -351,6 +355,8 @@ typedef struct attn_bench {
     float *q, *out, *k_pool, *v_pool, *scratch;
     kern_attn_batch ab;
     uint32_t *row0, *start, *pt0, *pages;   /* backend copies of ab's arrays */
+    uint64_t arena;                         /* pages in the pools */
+    uint32_t span, shifts, shift;           /* pages the batch reads; page ranges it rotates through */
 } attn_bench;
 
 static double attn_sample(void *p, uint32_t iters, double *spent)
@@ -359,7 +365,11 @@ static double attn_sample(void *p, uint32_t iters, double *spent)
     const calib_shape *s = &a->x->s;
     kern_attn_shape sh = {s->n_heads, s->n_kv, s->hd, s->page_size, s->window, 1.0f / sqrtf((float)s->hd)};
     double t0 = calib_now(a->x);
-    for (uint32_t i = 0; i < iters; i++) a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
+    for (uint32_t i = 0; i < iters; i++) {
+        a->ab.page_ids = a->pages + (size_t)a->shift * a->span;
+        a->shift = (a->shift + 1) % a->shifts;
+        a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
+    }
     calib_sync(a->x);
     return *spent = calib_now(a->x) - t0;
 }
@@ -383,6 +393,15 @@ static int attn_batch(attn_bench *a, uint32_t n, const uint32_t *new_tokens, con
     a->start = calib_upload(x, ctx, n * sizeof *ctx);
     a->pt0 = calib_upload(x, pt0, (n + 1) * sizeof *pt0);
     a->ab = (kern_attn_batch){n, a->row0, a->start, a->pt0, a->pages};
+    /* The forward pass's working set between two reads of these pages: every
+     * layer's pages of this batch and the layer weights. */
+    uint64_t page_bytes = (uint64_t)ps * x->s.kvd * sizeof(float) * 2;
+    uint64_t want = (uint64_t)pt0[n] * x->s.layers + layer_weight_bytes(&x->s) / page_bytes;
+    if (want > a->arena) want = a->arena;
+    a->span = pt0[n] ? pt0[n] : 1;
+    a->shifts = (uint32_t)(want / a->span);
+    if (a->shifts < 1) a->shifts = 1;
+    a->shift = 0;
     rc = a->row0 && a->start && a->pt0 ? 0 : -1;
 done:
     free(row0);
@@ -390,11 +409,18 @@ done:
     return rc;
 }
 
-/* Pools of `pages` pages filled with values, q and out for `rows` rows, the
- * identity page table, scratch for `ctx` positions. */
+/* Pools for a batch of up to `pages` pages, as large as the forward pass's
+ * working set allows within the budget, filled with values; q and out for
+ * `rows` rows, the identity page table, scratch for `ctx` positions. */
 static int attn_alloc(attn_bench *a, uint64_t pages, uint32_t rows, uint64_t ctx)
 {
     calib_ctx *x = a->x;
+    uint64_t page_bytes = (uint64_t)x->s.page_size * x->s.kvd * sizeof(float) * 2;
+    uint64_t want = pages * x->s.layers + layer_weight_bytes(&x->s) / page_bytes;
+    uint64_t cap = KV_ARENA_BUDGET / page_bytes;
+    if (want > cap) want = cap;
+    if (want < pages) want = pages;
+    a->arena = pages = want;
     size_t pool = (size_t)pages * x->s.page_size * x->s.kvd;
     a->k_pool = calib_random(x, pool, 1.0f);
     a->v_pool = calib_random(x, pool, 1.0f);

@@ -123,12 +123,30 @@ static void *alloc_written(size_t bytes)
 
 typedef struct run_state {
     runner *r;
+    bench_batch *bs;
+    const uint32_t *pages;
+    const int32_t *tokens;
     runner_seq seqs[MAX_SEQS];
     uint32_t n;
     uint64_t rng;
     int failed;
     rh_err e;
 } run_state;
+
+/* Batch i's sequences over pages from 0 (every batch reuses the pool). */
+static int step_set(void *p, uint32_t i)
+{
+    run_state *s = p;
+    const bench_batch *b = &s->bs[i];
+    uint32_t pg = 0;
+    for (uint32_t j = 0; j < b->n; j++) {
+        uint32_t need = (b->seq[j].ctx + b->seq[j].n + PAGE - 1) / PAGE;
+        s->seqs[j] = (runner_seq){s->tokens, b->seq[j].n, b->seq[j].ctx, s->pages + pg, need, 1};
+        pg += need;
+    }
+    s->n = b->n;
+    return 0;
+}
 
 /* One step as the engine runs it: the forward pass, then a token sampled
  * from every row of logits. */
@@ -147,6 +165,13 @@ static double step_sample(void *p, uint32_t iters, double *spent)
         for (uint32_t i = 0; i < s->n; i++) runner_sample(s->r, logits + (size_t)i * c->vocab_size, &greedy, &s->rng);
     }
     return *spent = rh_now() - t0;
+}
+
+static rh_progress bar;
+static void step_done(void *arg)
+{
+    (void)arg;
+    rh_progress_update(&bar, bar.done + 1);
 }
 
 /* The step record of a batch: only its aggregates. */
@@ -218,24 +243,21 @@ int main(void)
     for (uint32_t i = 0; i < max_pages; i++) pages[i] = i;
     for (uint32_t i = 0; i < 4096; i++) tokens[i] = (int32_t)(i * 7 % c.vocab_size);
 
+    /* Every batch is sampled in rounds, like the calibration's points, so a
+     * change of load on the machine falls on all of them alike. */
     calib_rule rule = {.min_samples = 5, .max_samples = 15, .tolerance = 0.03, .sample_s = 0.02, .point_budget_s = 6};
-    rh_progress bar;
+    st.bs = bs, st.pages = pages, st.tokens = tokens;
+    calib_point *pt = calloc(nb, sizeof *pt);
     rh_progress_begin(&bar, "steps", nb);
+    if (!pt || calib_measure_points(&rule, (uint32_t)nb, step_set, step_sample, &st, pt, step_done, NULL) < 0 ||
+        st.failed)
+        return fprintf(stderr, "bench_calibrate: %s\n", st.failed ? st.e.msg : "out of memory"), 1;
+    rh_progress_end(&bar);
     for (size_t i = 0; i < nb; i++) {
         bench_batch *b = &bs[i];
+        b->measured = pt[i].seconds, b->spread = pt[i].spread;
         cost_seq cs[MAX_SEQS];
-        uint32_t pg = 0;
-        for (uint32_t j = 0; j < b->n; j++) {
-            uint32_t need = (b->seq[j].ctx + b->seq[j].n + PAGE - 1) / PAGE;
-            st.seqs[j] = (runner_seq){tokens, b->seq[j].n, b->seq[j].ctx, pages + pg, need, 1};
-            pg += need;
-            cs[j] = (cost_seq){b->seq[j].n, b->seq[j].ctx, b->prefill[j]};
-        }
-        st.n = b->n;
-        calib_point p;
-        calib_measure(&rule, step_sample, &st, &p);
-        if (st.failed) return fprintf(stderr, "bench_calibrate: %s\n", st.e.msg), 1;
-        b->measured = p.seconds, b->spread = p.spread;
+        for (uint32_t j = 0; j < b->n; j++) cs[j] = (cost_seq){b->seq[j].n, b->seq[j].ctx, b->prefill[j]};
         cost_batch cb = {.seqs = cs, .n = b->n};
         cost_batch_summarize(&cb);
         double sched = cost_table_op_time(m, CT_SCHEDULE, (double)cb.prefill_seqs + cb.decode_seqs, 0);
@@ -246,9 +268,8 @@ int main(void)
         cost_batch_from_step(&rb, &rec);
         b->pred_record = cost_step_time(m, &rb) - sched;
         b->cls = cost_step_class(&rec);
-        rh_progress_update(&bar, i + 1);
     }
-    rh_progress_end(&bar);
+    free(pt);
 
     printf("%-34s %8s %12s %12s %8s %12s %8s\n", "batch (tiny-llama, cpu)", "class", "measured ms", "table ms",
            "error", "record ms", "error");
