@@ -95,7 +95,7 @@ static void make_plan(const calib_ctx *x, plan *p)
         double smax = fmin(DECODE_CONTEXT_MAX, (double)o->max_seqs * ctx);
         smax = fmin(smax, KV_BENCH_BYTES / per_token - 2.0 * o->max_seqs * o->page_size);
         ax_add(&dctx, 0);
-        ax_geometric(&dctx, 1024, smax > 2048 ? smax : 2048, 4);
+        ax_geometric(&dctx, 1024, smax > 2048 ? smax : 2048, 2);
         ax_geometric(&rows, 1, o->max_seqs, 2);
         const double sr[] = {1, 4, 16, 64, 256};
         ax_list(&srows, sr, 5, o->max_seqs);
