@@ -483,14 +483,19 @@ done:
     return rc;
 }
 
-/* B decodes whose contexts sum to S: spread evenly, the remainder one
- * token each. */
+/* B decodes whose contexts sum to S. A step record keeps only the sum, so
+ * the bench picks the spread a running batch has — requests that started
+ * at different times, contexts from about 0 to twice the mean — as a ramp
+ * (S·(2q+1)/B² for the q-th, the rounding remainder one token each). Equal
+ * contexts would be cheaper: a long context's K and V outgrow the core's own
+ * cache, and attention reads them once per query head. */
 static int decode_set(void *p, uint32_t k)
 {
     attn_bench *a = p;
     uint32_t B = (uint32_t)a->g->ax0[k / a->g->n1];
-    uint64_t S = (uint64_t)a->g->ax1[k % a->g->n1];
-    for (uint32_t q = 0; q < B; q++) a->ctx[q] = (uint32_t)(S / B + (q < S % B));
+    uint64_t S = (uint64_t)a->g->ax1[k % a->g->n1], sum = 0, b2 = (uint64_t)B * B;
+    for (uint32_t q = 0; q < B; q++) sum += a->ctx[q] = (uint32_t)(S * (2 * q + 1) / b2);
+    for (uint32_t q = 0; sum < S; q = (q + 1) % B, sum++) a->ctx[q]++;
     return attn_batch(a, B, a->ones, a->ctx);
 }
 
