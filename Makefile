@@ -28,12 +28,36 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 CFLAGS_ALL = -std=c11 $(OPT) -g -Wall -Wextra $(if $(WERROR),-Werror) -D_GNU_SOURCE \
              -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+LDLIBS_ALL = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
 LIB_DIRS = util traces engine engine/core engine/model engine/spec engine/serve engine/record \
            kernels/cpu kernels/calibrate sim
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+
+# CUDA backend: kernels/cuda/*.cu built with nvcc whenever it is found (on the
+# PATH or in /usr/local/cuda), which needs no GPU; without nvcc (or CUDA=0)
+# kernels/cuda/none.c stands in and kern_cuda() says why. One architecture
+# (Hopper by default) as machine code plus its PTX keeps nvcc's time small.
+CUDA      ?= 1
+CUDA_ARCH ?= 90
+ifeq ($(CUDA),1)
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+endif
+ifneq ($(NVCC),)
+CUDA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $(NVCC))))
+CUDA_SRCS  = $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS  = $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o) $(BUILD)/obj/kernels/cuda/rank.o
+NVFLAGS    = -std=c++20 -O3 -lineinfo -I. -DRH_CUDA_ARCH=$(CUDA_ARCH) \
+             -gencode=arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+             -gencode=arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
+             -Xcompiler -Wall,-Wextra $(if $(WERROR),-Werror all-warnings -Xcompiler -Werror) $(NVCCFLAGS)
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+else
+CUDA_OBJS  = $(BUILD)/obj/kernels/cuda/none.o $(BUILD)/obj/kernels/cuda/rank.o
+CUDA_LIBS  =
+endif
+LIB_OBJS  += $(CUDA_OBJS)
 LIB      = $(BUILD)/librehearse.a
 
 TEST_SRCS   = $(wildcard tests/test_*.c)
@@ -52,6 +76,8 @@ BIN = $(BUILD)/rehearse
 endif
 
 .PHONY: all deps test bench demo fuzz install clean check-deps
+# Keep intermediate objects (fuzz builds) instead of rebuilding them every run.
+.SECONDARY:
 all: $(BIN)
 
 deps:
@@ -60,6 +86,10 @@ deps:
 $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MF $(@:.o=.d) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -95,11 +125,12 @@ demo: $(BIN)
 	scripts/demo.sh
 
 # libFuzzer targets: the library rebuilt with clang and sanitizers.
-FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 $(FUZZ_BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -c $< -o $@
-$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_CUDA = kernels/cuda/none.c kernels/cuda/rank.c   # fuzzing never needs a GPU
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_CUDA:%.c=$(FUZZ_BUILD)/obj/%.o)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -lpthread
 
 fuzz: $(FUZZ_BINS)

@@ -18,6 +18,14 @@
  *     belongs to the runner.
  *   - Descriptions of the batch's sequences are flat arrays (offsets into one
  *     page-id array), so they copy to a device in one transfer each.
+ *   - Storage types: a backend keeps its weight matrices (the linear layers,
+ *     the embedding, the LM head) in `weight_dtype` and its KV pools in
+ *     `kv_dtype`. The pointers stay typed float *; where the type is BF16 they
+ *     point at bf16 storage, which only that backend's kernels read. Norm
+ *     weights, biases, activations and logits are f32 on every backend.
+ *   - Tensor parallel (kern_comm): each rank holds a slice of the heads and
+ *     of the MLP's inner width; the partial sums of the O and down
+ *     projections are added across ranks by `all_reduce`.
  * Kernels never fail: the runner validates every id, position and page before
  * calling them. */
 #ifndef RH_KERNELS_H
@@ -55,9 +63,43 @@ typedef struct kern_cand {
     int32_t id;
 } kern_cand;
 
+/* Storage type of weight matrices and KV pools. */
+typedef enum kern_dtype { KERN_F32 = 0, KERN_BF16 = 1 } kern_dtype;
+
+static inline size_t kern_dtype_size(kern_dtype t)
+{
+    return t == KERN_BF16 ? 2 : 4;
+}
+
+/* A tensor-parallel group as the forward pass and the runner see it. Every
+ * rank calls the collectives in the same order; buffers are backend memory. */
+typedef struct kern_comm {
+    uint32_t rank, size;
+    void *ctx;
+    /* x[0..n) becomes the sum over ranks of x[0..n), in place. */
+    void (*all_reduce)(void *ctx, float *x, size_t n);
+    /* rank 0's buf[0..bytes) is copied into every rank's buf. */
+    void (*broadcast)(void *ctx, void *buf, size_t bytes);
+} kern_comm;
+
 typedef struct kern_table {
     const char *name;
     int host_memory;           /* backend pointers are host pointers */
+    kern_dtype weight_dtype;   /* weight matrices, embedding and LM head */
+    kern_dtype kv_dtype;       /* K and V pools */
+
+    /* Bytes of backend memory still free; NULL: host memory (rh_mem_available). */
+    unsigned long long (*mem_available)(void);
+    /* NULL when the backend's attention runs this shape, else why not;
+     * a NULL entry runs every shape. */
+    const char *(*check_shape)(const kern_attn_shape *s);
+    /* Optional: called once per batch, before its kv_write and attention
+     * calls (forward_run does), with host copies of the batch's row0 and
+     * start, so a backend whose memory is not the host's sizes its launches
+     * without reading them back. Without it such a backend reads them back,
+     * which is correct but waits for the device. */
+    void (*plan)(const kern_attn_batch *b, const uint32_t *h_row0, const uint32_t *h_start,
+                 const kern_attn_shape *s);
 
     void *(*alloc)(size_t bytes);                       /* zero-filled; NULL when out of memory */
     void (*free)(void *p);
@@ -97,7 +139,26 @@ typedef struct kern_table {
      * stream (kern_rng_init(seed)); greedy does not advance it. */
     int32_t (*sample)(const float *logits, uint32_t vocab, const kern_sampling *p, uint64_t *rng,
                       kern_cand *scratch);
+
+    /* Optional (NULL where the backend has none): record the kernels one
+     * forward pass launches, then replay them as one unit. Replays read the
+     * same buffers, whose contents may change between replays; a recorded
+     * attention serves every batch of the same rows whose longest context
+     * has the same kern_ctx_bucket, because a backend that records graphs
+     * sizes its attention launches from that bucket alone. */
+    int (*graph_begin)(void);
+    void *(*graph_end)(void);                  /* NULL when recording failed */
+    int (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
 } kern_table;
+
+/* Contexts are bucketed to the next power of two, at least 256 tokens. */
+static inline uint32_t kern_ctx_bucket(uint32_t ctx)
+{
+    uint32_t b = 256;
+    while (b < ctx && b < (1u << 31)) b <<= 1;
+    return b;
+}
 
 /* A request's random stream: the state for a seed, and the next uniform in [0, 1).
  * splitmix64, so any seed (0 included) gives a good stream. */
@@ -117,5 +178,11 @@ static inline double kern_rng_uniform(uint64_t *state)
 
 /* The CPU backend (kernels/cpu). */
 const kern_table *kern_cpu(void);
+
+/* The CUDA backend (kernels/cuda): bf16 weights and KV, cuBLAS GEMMs, own
+ * attention and row kernels, sampling on host logits. NULL, with *why set to
+ * the reason, when this build has no CUDA or the machine has no usable GPU.
+ * Kernels run on the calling thread's device (cuda_use_device) and stream. */
+const kern_table *kern_cuda(const char **why);
 
 #endif

@@ -4,5 +4,6 @@
 
 int sim_main(int argc, char **argv);
 int run_main(int argc, char **argv);
+int validate_main(int argc, char **argv);   /* sim/validate.c */
 
 #endif

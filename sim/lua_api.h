@@ -53,6 +53,7 @@ void rl_open(lua_State *L, const rl_options *opt);
 void rl_open_json(lua_State *L);                          /* adds json and csv to the table on top */
 void rl_open_trace(lua_State *L);                         /* adds trace */
 void rl_open_plot(lua_State *L);                          /* adds plot */
+void rl_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
 void rl_push_json(lua_State *L, const json_t *j);
 json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e);
 int rl_write_file_atomic(const char *path, const char *text, size_t len, rh_err *e);

@@ -226,30 +226,62 @@ static int l_json_read(lua_State *L)
     return 1;
 }
 
+/* The CSV text grows in a plain C buffer: a luaL_Buffer forbids the stack
+ * traffic that reading rows needs between additions. */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->n + n + 1 > cap) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
 /* One CSV field: numbers as %.10g, strings quoted when they need it. */
-static void csv_field(luaL_Buffer *b, lua_State *L, int idx)
+static void csv_field(sbuf *b, lua_State *L, int idx)
 {
     char num[64];
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, idx));
         else snprintf(num, sizeof num, "%.10g", lua_tonumber(L, idx));
-        luaL_addstring(b, num);
+        sb_str(b, num);
         break;
     case LUA_TBOOLEAN:
-        luaL_addstring(b, lua_toboolean(L, idx) ? "true" : "false");
+        sb_str(b, lua_toboolean(L, idx) ? "true" : "false");
         break;
     case LUA_TSTRING: {
         const char *s = lua_tostring(L, idx);
         if (strpbrk(s, ",\"\n\r")) {
-            luaL_addchar(b, '"');
+            sb_add(b, "\"", 1);
             for (; *s; s++) {
-                if (*s == '"') luaL_addchar(b, '"');
-                luaL_addchar(b, *s);
+                if (*s == '"') sb_add(b, "\"", 1);
+                sb_add(b, s, 1);
             }
-            luaL_addchar(b, '"');
+            sb_add(b, "\"", 1);
         } else {
-            luaL_addstring(b, s);
+            sb_str(b, s);
         }
         break;
     }
@@ -288,33 +320,38 @@ static int l_csv_write(lua_State *L)
     }
     luaL_checktype(L, 3, LUA_TTABLE);
     lua_Integer ncol = luaL_len(L, 3), nrow = luaL_len(L, 2);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
+    sbuf b = {0};
     for (lua_Integer c = 1; c <= ncol; c++) {
-        if (c > 1) luaL_addchar(&b, ',');
+        if (c > 1) sb_add(&b, ",", 1);
         lua_rawgeti(L, 3, c);
         csv_field(&b, L, -1);
         lua_pop(L, 1);
     }
-    luaL_addchar(&b, '\n');
+    sb_add(&b, "\n", 1);
     for (lua_Integer r = 1; r <= nrow; r++) {
         lua_rawgeti(L, 2, r);
-        if (!lua_istable(L, -1)) return luaL_error(L, "csv.write %s: row %d is not a table", path, (int)r);
+        if (!lua_istable(L, -1)) {
+            free(b.s);
+            return luaL_error(L, "csv.write %s: row %d is not a table", path, (int)r);
+        }
         for (lua_Integer c = 1; c <= ncol; c++) {
-            if (c > 1) luaL_addchar(&b, ',');
+            if (c > 1) sb_add(&b, ",", 1);
             lua_rawgeti(L, 3, c);
             lua_gettable(L, -2);
             csv_field(&b, L, -1);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
-        luaL_addchar(&b, '\n');
+        sb_add(&b, "\n", 1);
     }
-    luaL_pushresult(&b);
-    size_t len;
-    const char *text = lua_tolstring(L, -1, &len);
+    if (b.oom) {
+        free(b.s);
+        return luaL_error(L, "csv.write %s: out of memory", path);
+    }
     rh_err e;
-    if (rl_write_file_atomic(path, text, len, &e) < 0) return luaL_error(L, "csv.write: %s", e.msg);
+    int rc = rl_write_file_atomic(path, b.s ? b.s : "", b.n, &e);
+    free(b.s);
+    if (rc < 0) return luaL_error(L, "csv.write: %s", e.msg);
     return 0;
 }
 

@@ -678,6 +678,7 @@ void rl_open(lua_State *L, const rl_options *opt)
     rl_open_json(L);
     rl_open_trace(L);
     rl_open_plot(L);
+    rl_open_util(L);
 
     lua_pushvalue(L, -1);
     lua_setglobal(L, "rehearse");

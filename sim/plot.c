@@ -331,13 +331,19 @@ static int shape_heatmap(const plot_spec *s, const csv_table *t, FILE *dat, FILE
         return rh_fail(e, "out of memory");
     }
     int any = 0;
+    double zmin = INFINITY, zmax = -INFINITY;
     for (size_t r = 0; r < t->nrow; r++) {
         int ok;
         double z = csv_num(t, r, zc, &ok);
         if (!ok) continue;
         fprintf(dat, "%d\t%d\t%.10g\n", axis_index(&ax, csv_cell(t, r, xc)), axis_index(&ay, csv_cell(t, r, yc)), z);
         any = 1;
+        if (z < zmin) zmin = z;
+        if (z > zmax) zmax = z;
     }
+    /* Values spanning orders of magnitude (a saturated corner of the grid)
+     * would wash every other cell into one colour: use a log colour scale. */
+    if (any && zmin > 0 && zmax / zmin > 100) fputs("set logscale cb\n", pre);
     put_tics(pre, "xtics", &ax);
     put_tics(pre, "ytics", &ay);
     fprintf(pre, "set xrange [-0.5:%d.5]\nset yrange [-0.5:%d.5]\n", ax.n - 1, ay.n - 1);

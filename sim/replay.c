@@ -27,7 +27,7 @@ typedef struct req_state {
 
 /* Raw per-step series, binned at the end. Floats: plots need no more. */
 typedef struct step_row {
-    float t, batch, prefill, decode, kv, waiting, running;
+    float t, dur, batch, prefill, decode, kv, waiting, running;
 } step_row;
 
 typedef struct run {
@@ -174,6 +174,7 @@ static void on_step(void *ctx, const tr_step *st)
     }
     r->rows[r->n_rows++] = (step_row){
         .t = (float)st->start,
+        .dur = (float)st->duration,
         .batch = (float)(st->prefill_seqs + st->decode_seqs),
         .prefill = (float)st->prefill_tokens,
         .decode = (float)st->decode_tokens,
@@ -290,11 +291,25 @@ static void bin_series(run *r, double end, sim_series *s)
         cols[5][b] += x->waiting;
         cols[6][b] += x->running;
     }
-    /* Bins without a step (idle time) show zeros, which is what happened. */
+    /* A bin in which no step starts is either inside a long step (it shows
+     * that step) or idle (zeros, which is what happened). */
+    size_t last = 0;    /* the latest step started before the bin */
     for (uint32_t b = 0; b < n; b++) {
         cols[0][b] = b * width;
-        if (cnt[b])
+        if (cnt[b]) {
             for (int k = 1; k < 7; k++) cols[k][b] /= cnt[b];
+            while (last + 1 < r->n_rows && r->rows[last + 1].t < (b + 1) * width) last++;
+            continue;
+        }
+        const step_row *x = &r->rows[last];
+        if (x->t <= b * width && x->t + x->dur > b * width) {
+            cols[1][b] = x->batch;
+            cols[2][b] = x->prefill;
+            cols[3][b] = x->decode;
+            cols[4][b] = x->kv;
+            cols[5][b] = x->waiting;
+            cols[6][b] = x->running;
+        }
     }
     s->n = n;
     s->t = cols[0];

@@ -114,6 +114,20 @@ int run_main(int argc, char **argv)
         lua_rawseti(L, -2, i);
     }
     lua_setglobal(L, "arg");
+    /* require() finds modules beside the script (shared experiment helpers). */
+    {
+        const char *slash = strrchr(a.pos[0], '/');
+        int dlen = slash ? (int)(slash - a.pos[0]) : 1;
+        const char *dir = slash ? a.pos[0] : ".";
+        lua_getglobal(L, "package");
+        char buf[4200];
+        lua_getfield(L, -1, "path");
+        snprintf(buf, sizeof buf, "%.*s/?.lua;%s", dlen, dir, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        lua_pushstring(L, buf);
+        lua_setfield(L, -2, "path");
+        lua_pop(L, 1);
+    }
     int rc = luaL_loadfile(L, a.pos[0]);
     if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, 0);
     int status = 0;

@@ -215,6 +215,42 @@ static void test_retraction_known_answer(void)
     core_free(H.c);
 }
 
+/* Pages keyed without content (a simulated prompt without block hashes,
+ * simulated output) can match only their own request. Such a prompt's pages
+ * enter the tree when the request is retracted, so it re-matches them when
+ * it recomputes, and no such page outlives its request in the tree. */
+static void test_unique_pages(void)
+{
+    core_config cfg = base_cfg();
+    cfg.max_total_tokens = 12 * 16;
+    cfg.schedule_conservativeness = 0;
+    h_new(&H, &cfg);
+    h_add(&H, 1, 32, 100, 0);
+    h_add(&H, 2, 32, 100, 0);
+    h_add(&H, 3, 32, 100, 0);
+    double now = 0;
+    uint32_t admissions_b = 0;
+    for (int i = 0; i < 1000 && !core_idle(H.c); i++) {
+        h_step(&H, now);
+        now += 0.01;
+        if (H.req[2].admitted > admissions_b) {
+            admissions_b = H.req[2].admitted;
+            /* On its second admission B finds its own two prompt pages. */
+            if (admissions_b == 2) CU_ASSERT_EQUAL(H.req[2].cached, 32);
+        }
+        CU_ASSERT_EQUAL_FATAL(h_check(&H), 0);
+    }
+    CU_ASSERT(core_idle(H.c));
+    CU_ASSERT_EQUAL(H.req[2].retracted, 1);
+    CU_ASSERT_EQUAL(admissions_b, 2);
+    for (uint64_t i = 1; i <= 3; i++) CU_ASSERT_EQUAL(H.req[i].tokens, 100);
+    core_stats st;
+    core_get_stats(H.c, &st);
+    CU_ASSERT_EQUAL(st.pages_free, 12);      /* nothing left cached: nobody could match it */
+    CU_ASSERT_EQUAL(st.pages_cached, 0);
+    core_free(H.c);
+}
+
 /* Four requests share a 256-token system prompt: the first computes it, the
  * others find its 16 pages cached and hold them once. */
 static void test_shared_system_prompt(void)
@@ -732,6 +768,7 @@ void register_test_core(void)
     CU_add_test(s, "max-running-requests caps the running set", test_max_running);
     CU_add_test(s, "lpm picks the longest cached prefix", test_lpm);
     CU_add_test(s, "small pool retracts exactly when expected", test_retraction_known_answer);
+    CU_add_test(s, "content-less pages: re-matched after retraction, dropped at finish", test_unique_pages);
     CU_add_test(s, "shared system prompt hits the cache", test_shared_system_prompt);
     CU_add_test(s, "output tokens extend the prefix chain", test_multi_turn_tokens);
     CU_add_test(s, "trace block hashes map onto pages", test_block_hashes);

@@ -176,6 +176,41 @@ static void test_errors_name_the_line(void)
     CU_ASSERT(strstr(out, "no-such-script.lua") != NULL);
 }
 
+/* trace.synth and t:slice take the CLI's options by the same names and give
+ * the same requests as `rehearse trace synth` and `trace slice`. */
+static void test_synth_and_slice_match_cli(void)
+{
+    char out[8192], lua_path[256], cli_path[256], cli_slice[256], body[2048], cmd[2048];
+    tu_tmp_path("lua-synth.rhtr", lua_path, sizeof lua_path);
+    tu_tmp_path("cli-synth.rhtr", cli_path, sizeof cli_path);
+    tu_tmp_path("cli-slice.rhtr", cli_slice, sizeof cli_slice);
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 300 --rate 7 --input-len 900 --output-len 80 --seed 9 "
+                              "--turns 3 --block-size 128 -o %s && %s trace slice %s --first 120 --length-scale 0.5 -o %s",
+             tu_bin(), cli_path, tu_bin(), cli_path, cli_slice);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, out, sizeof out), 0);
+    snprintf(body, sizeof body,
+             "local s = rehearse.trace.synth{requests=300, rate=7, input_len=900, output_len=80, seed=9, turns=3,\n"
+             "                               block_size=128}\n"
+             "local c = rehearse.trace.load('%s')\n"
+             "assert(#s == #c and #s == 300)\n"
+             "for i = 1, #s do\n"
+             "  local a, b = s:request(i), c:request(i)\n"
+             "  assert(a.arrival == b.arrival and a.input_len == b.input_len and a.output_len == b.output_len\n"
+             "         and a.n_hashes == b.n_hashes and a.session_id == b.session_id, 'request ' .. i)\n"
+             "end\n"
+             "local ls, cs = s:slice{first=120, length_scale=0.5}, rehearse.trace.load('%s')\n"
+             "assert(#ls == 120 and #cs == 120)\n"
+             "for i = 1, #ls do assert(ls:request(i).input_len == cs:request(i).input_len, 'slice ' .. i) end\n"
+             "local ok, err = pcall(rehearse.trace.synth, {requests=5, rat=3})\n"
+             "assert(not ok and err:find(\"unknown option 'rat'\"), err)\n"
+             "print('same')\n",
+             cli_path, cli_slice);
+    int rc = run_script("synth.lua", body, NULL, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, "same") != NULL);
+}
+
 void register_test_lua(void)
 {
     CU_pSuite s = CU_add_suite("lua", setup, NULL);
@@ -183,4 +218,5 @@ void register_test_lua(void)
     CU_add_test(s, "sweep equals runs, in order", test_sweep_equals_runs);
     CU_add_test(s, "emitted jobs collect into the same results", test_emit_and_collect);
     CU_add_test(s, "errors name file and line", test_errors_name_the_line);
+    CU_add_test(s, "trace.synth and t:slice match the CLI", test_synth_and_slice_match_cli);
 }

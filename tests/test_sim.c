@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "sim/sim.h"
 #include "testutil.h"
 
@@ -345,6 +347,45 @@ static void test_pool_too_small(void)
     tr_trace_free(&t);
 }
 
+/* `rehearse trace stats` on a simulated run reads back, from the file's
+ * token times, the metrics the simulator computed in memory. */
+static void test_trace_stats_reads_run(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    rng_state = 3;
+    double at = 0;
+    for (int i = 0; i < 400; i++) {
+        at += -log(1 - unit()) / 12.0;
+        add_req(&t, (uint64_t)i + 1, at, 100 + (uint32_t)(unit() * 1500), 10 + (uint32_t)(unit() * 200));
+    }
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    char out[256], cmd[512];
+    static char buf[1 << 16];
+    c.out_path = tu_tmp_path("stats-run.rhtr", out, sizeof out);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    snprintf(cmd, sizeof cmd, "%s trace stats --json %s", tu_bin(), out);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, buf, sizeof buf), 0);
+    json_error_t je;
+    json_t *root = json_loads(buf, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    json_t *mj = json_object_get(root, "metrics");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mj);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mj, "completed")), 400);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(mj, "p99_ttft_ms")), res.summary.ttft_ms.p99, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(mj, "mean_tpot_ms")), res.summary.tpot_ms.mean, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(mj, "p99_itl_ms")), res.summary.itl_ms.p99, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(mj, "median_itl_ms")), res.summary.itl_ms.median, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(mj, "duration")), res.summary.duration, 1e-9);
+    json_decref(root);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
 void register_test_sim(void)
 {
     CU_pSuite s = CU_add_suite("sim", NULL, NULL);
@@ -356,4 +397,5 @@ void register_test_sim(void)
     CU_add_test(s, "speculation with certain acceptance", test_speculation_certain_accept);
     CU_add_test(s, "deterministic output bytes", test_deterministic_output);
     CU_add_test(s, "pool smaller than a request", test_pool_too_small);
+    CU_add_test(s, "trace stats reads the run's metrics back", test_trace_stats_reads_run);
 }

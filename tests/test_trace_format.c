@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "testutil.h"
 #include "trace_helpers.h"
@@ -328,6 +329,63 @@ static void test_time_helpers(void)
     CU_ASSERT_STRING_EQUAL(tr_finish_name(TR_FINISH_ABORT), "abort");
 }
 
+/* The decompressed bytes of FORMAT.md's example, compressed here by hand. */
+static tr_reader *open_items(const uint8_t *items, size_t n, uint8_t *file, size_t cap, rh_err *e)
+{
+    memcpy(file, TR_MAGIC, TR_MAGIC_LEN);
+    size_t z = ZSTD_compress(file + TR_MAGIC_LEN, cap - TR_MAGIC_LEN, items, n, 3);
+    CU_ASSERT_FATAL(!ZSTD_isError(z));
+    return tr_reader_open_mem(file, TR_MAGIC_LEN + z, "example", e);
+}
+
+static void test_format_md_example(void)
+{
+    uint8_t items[] = {0xc0, 0x01, 0x80, 0x04, 0x00, 0x00, 0x00,                  /* header */
+                       0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,            /* block header */
+                       0x08, 0x88, 0x0a, 0x04, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, /* streams */
+                       0xc1, 0x01, 0x00};                                          /* end */
+    uint8_t file[256];
+    rh_err e;
+    tr_reader *r = open_items(items, sizeof items, file, sizeof file, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(tr_reader_header(r)->block_size, 512);
+    tr_record rec;
+    CU_ASSERT_EQUAL_FATAL(tr_reader_next(r, &rec, &e), 1);
+    CU_ASSERT_EQUAL(rec.kind, TR_REQUEST);
+    CU_ASSERT_EQUAL(rec.req.id, 0);
+    CU_ASSERT(rec.req.arrival == 0.25);
+    CU_ASSERT_EQUAL(rec.req.input_len, 1000);
+    CU_ASSERT_EQUAL(rec.req.output_len, 10);
+    CU_ASSERT_EQUAL_FATAL(rec.req.n_hashes, 2);
+    CU_ASSERT(rec.req.hashes[0] == 0 && rec.req.hashes[1] == 1);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), 0);
+    CU_ASSERT_EQUAL(tr_reader_truncated(r), 0);
+    tr_reader_close(r);
+
+    /* The same with block_size 0: hashes are refused, naming the field. */
+    items[2] = 0x00;
+    memmove(items + 3, items + 4, sizeof items - 4);
+    r = open_items(items, sizeof items - 1, file, sizeof file, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
+    CU_ASSERT(strstr(e.msg, "example: record 1 (request)") && strstr(e.msg, "hashes"));
+    tr_reader_close(r);
+
+    /* A wrong count in the end marker, and a record that overruns its block. */
+    uint8_t items2[] = {0xc0, 0x01, 0x80, 0x04, 0x00, 0x00, 0x00, 0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,
+                        0x08, 0x88, 0x0a, 0x04, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, 0xc1, 0x02, 0x00};
+    r = open_items(items2, sizeof items2, file, sizeof file, &e);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), 1);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
+    CU_ASSERT(strstr(e.msg, "end-of-trace marker counts 2 requests") != NULL);
+    tr_reader_close(r);
+    items2[13] = 0x02;   /* VARS said to hold 2 bytes: the run length is missing */
+    r = open_items(items2, sizeof items2, file, sizeof file, &e);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
+    CU_ASSERT(strstr(e.msg, "record 1") && strstr(e.msg, "hashes"));
+    tr_reader_close(r);
+}
+
 void register_test_trace_format(void)
 {
     CU_pSuite s = CU_add_suite("trace_format", NULL, NULL);
@@ -337,4 +395,5 @@ void register_test_trace_format(void)
     CU_add_test(s, "writer refuses bad records and leaves no file", test_writer_refuses_bad_records);
     CU_add_test(s, "in-memory trace: pointers stay valid, save/load/sort", test_memtrace_pointers_stay_valid);
     CU_add_test(s, "helpers", test_time_helpers);
+    CU_add_test(s, "FORMAT.md's example decodes; malformed blocks are refused", test_format_md_example);
 }

@@ -18,7 +18,6 @@ static int load_text(const char *text, tr_format f, const char *model, tr_trace 
     char path[256];
     tu_tmp_path("imp_in.txt", path, sizeof path);
     tu_write_file(path, text, strlen(text));
-    tr_trace_init(t);
     tr_import_opts o;
     tr_import_opts_init(&o);
     o.format = f;

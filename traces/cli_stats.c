@@ -4,6 +4,7 @@
  * later section (measured-run metrics for traces whose requests carry
  * TTFT and token times) is one more json_object_set_new on the root, in
  * the place marked below; the text form prints the same sections. */
+#include "sim/metrics.h"
 #include "traces/cli_int.h"
 #include "traces/stats.h"
 
@@ -20,7 +21,11 @@ static const char stats_help[] =
     "  input and output length mean, median, p90, p99 and max (numpy's percentiles);\n"
     "  the ideal prefix hit ratio: the fraction of prompt blocks whose block hash,\n"
     "  with the same prefix, was seen in an earlier request (an unbounded cache).\n\n"
+    "A trace whose requests are measured (a recorded engine run, a simulated run, a\n"
+    "benchmark client's trace) also gets the serving metrics, as vLLM's benchmark\n"
+    "defines them: TTFT, TPOT, ITL and E2E latency, throughputs, goodput, cache hits.\n\n"
     "  --json            print one JSON object instead of text\n"
+    "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (measured runs)\n"
     "  --input-format F  the input's format when it cannot be recognised\n"
     "  --model NAME, --block-size N   as for import (BurstGPT, Mooncake input)\n";
 
@@ -99,6 +104,7 @@ int trace_cmd_stats(int argc, char **argv)
     tr_import_opts o;
     tr_import_opts_init(&o);
     int json = 0;
+    metrics_slo slo = {0};
     const char *in = NULL, *name;
     while ((name = rh_args_next(&a))) {
         int r = trace_cli_input_flag(&a, name, &o, &e);
@@ -107,6 +113,12 @@ int trace_cmd_stats(int argc, char **argv)
         if (!strcmp(name, "json")) {
             if (rh_args_no_value(&a, &e) < 0) return trace_cli_fail("stats", &e);
             json = 1;
+        } else if (!strcmp(name, "slo-ttft") || !strcmp(name, "slo-tpot") || !strcmp(name, "slo-e2e")) {
+            double *slot = name[4] == 'e' ? &slo.e2e_ms : name[5] == 't' ? &slo.ttft_ms : &slo.tpot_ms;
+            char flag[32];
+            snprintf(flag, sizeof flag, "--%s", name);
+            const char *v = rh_args_value(&a, &e);
+            if (!v || rh_parse_double(v, flag, slot, &e) < 0) return trace_cli_fail("stats", &e);
         } else {
             rh_fail(&e, "unknown flag --%s (see --help)", name);
             return trace_cli_fail("stats", &e);
@@ -120,14 +132,26 @@ int trace_cmd_stats(int argc, char **argv)
     tr_header h = {0};
     if (tr_stats_file(in, &o, &s, &h, &e) < 0) return trace_cli_fail("stats", &e);
     json_t *root = trace_json(in, f, &h, &s);
-    /* Measured runs (s.measured > 0): TTFT/TPOT/ITL/E2E summaries from the
-     * metrics module join `root` here, and print_text gains their section. */
+    /* Measured runs: the serving metrics, read by the same module the
+     * simulator and the benchmark client report with. */
+    metrics_summary ms;
+    int have = 0;
+    if (s.measured > 0 && (have = metrics_of_trace(in, &slo, &ms, &e)) < 0) {
+        json_decref(root);
+        tr_header_free(&h);
+        return trace_cli_fail("stats", &e);
+    }
+    if (have > 0) json_object_set_new(root, "metrics", metrics_to_json(&ms));
     if (json) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
         if (txt) puts(txt);
         free(txt);
     } else {
         print_text(in, f, &h, &s);
+        if (have > 0) {
+            putchar('\n');
+            metrics_print(stdout, &ms, "Measured Serving Metrics");
+        }
     }
     json_decref(root);
     tr_header_free(&h);

@@ -22,30 +22,6 @@ static const char slice_help[] =
     "Scaling drops measured results; steps are kept only for a plain time window.\n"
     "  --input-format F, --model NAME, --block-size N   as for import\n";
 
-static int num_flag(rh_args *a, const char *flag, double *out, rh_err *e)
-{
-    const char *v = rh_args_value(a, e);
-    return v ? rh_parse_double(v, flag, out, e) : -1;
-}
-
-static int count_flag(rh_args *a, const char *flag, uint64_t *out, rh_err *e)
-{
-    unsigned long long n;
-    const char *v = rh_args_value(a, e);
-    if (!v || rh_parse_u64(v, flag, &n, e) < 0) return -1;
-    *out = n;
-    return 0;
-}
-
-static int u32_flag(rh_args *a, const char *flag, uint32_t *out, rh_err *e)
-{
-    uint64_t n;
-    if (count_flag(a, flag, &n, e) < 0) return -1;
-    if (n > UINT32_MAX) return rh_fail(e, "%s: %llu is too large", flag, (unsigned long long)n);
-    *out = (uint32_t)n;
-    return 0;
-}
-
 int trace_cmd_slice(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -63,21 +39,14 @@ int trace_cmd_slice(int argc, char **argv)
     const char *in = NULL, *out = NULL, *name;
     while ((name = rh_args_next(&a))) {
         int r = trace_cli_input_flag(&a, name, &io, &e);
-        double x;
         if (r == 0) {
-            if (!strcmp(name, "o") || !strcmp(name, "output")) r = (out = rh_args_value(&a, &e)) ? 0 : -1;
-            else if (!strcmp(name, "from")) r = num_flag(&a, "--from", &o.from, &e);
-            else if (!strcmp(name, "to")) r = num_flag(&a, "--to", &o.to, &e);
-            else if (!strcmp(name, "sample")) r = num_flag(&a, "--sample", &o.sample, &e);
-            else if (!strcmp(name, "seed")) r = count_flag(&a, "--seed", &o.seed, &e);
-            else if (!strcmp(name, "first")) r = count_flag(&a, "--first", &o.first, &e);
-            else if (!strcmp(name, "rate-scale")) r = num_flag(&a, "--rate-scale", &o.rate_scale, &e);
-            else if (!strcmp(name, "input-scale")) r = num_flag(&a, "--input-scale", &o.input_scale, &e);
-            else if (!strcmp(name, "output-scale")) r = num_flag(&a, "--output-scale", &o.output_scale, &e);
-            else if (!strcmp(name, "length-scale")) {
-                r = num_flag(&a, "--length-scale", &x, &e);
-                o.input_scale = o.output_scale = x;
-            } else r = rh_fail(&e, "unknown flag --%s (see --help)", name);
+            if (!strcmp(name, "o") || !strcmp(name, "output")) {
+                r = (out = rh_args_value(&a, &e)) ? 0 : -1;
+            } else {
+                const char *v = rh_args_value(&a, &e);
+                r = v ? tr_slice_opts_set(&o, name, v, &e) : -1;
+                if (r == 0) r = rh_fail(&e, "unknown flag --%s (see --help)", name);
+            }
         }
         if (r < 0) return trace_cli_fail("slice", &e);
     }
@@ -125,17 +94,6 @@ static const char synth_help[] =
     "  --sessions K              open sessions at once (open loop; default 16)\n"
     "  --model NAME              recorded in the header\n";
 
-static int dist_flag(rh_args *a, const char *flag, tr_len_dist *d, rh_err *e)
-{
-    const char *v = rh_args_value(a, e);
-    if (!v) return -1;
-    if (!strcmp(v, "fixed")) d->kind = TR_LEN_FIXED;
-    else if (!strcmp(v, "uniform")) d->kind = TR_LEN_UNIFORM;
-    else if (!strcmp(v, "lognormal")) d->kind = TR_LEN_LOGNORMAL;
-    else return rh_fail(e, "%s: '%s' is not fixed, uniform or lognormal", flag, v);
-    return 0;
-}
-
 int trace_cmd_synth(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -148,40 +106,16 @@ int trace_cmd_synth(int argc, char **argv)
     rh_err e = {{0}};
     tr_synth_opts o;
     tr_synth_opts_init(&o);
-    const char *out = NULL, *name, *v;
-    int requests_set = 0;
+    const char *out = NULL, *name;
     while ((name = rh_args_next(&a))) {
-        int r = 0;
-        if (!strcmp(name, "o") || !strcmp(name, "output")) r = (out = rh_args_value(&a, &e)) ? 0 : -1;
-        else if (!strcmp(name, "seed")) r = count_flag(&a, "--seed", &o.seed, &e);
-        else if (!strcmp(name, "requests")) r = count_flag(&a, "--requests", &o.requests, &e), requests_set = 1;
-        else if (!strcmp(name, "duration")) r = num_flag(&a, "--duration", &o.duration, &e);
-        else if (!strcmp(name, "arrival")) {
-            if (!(v = rh_args_value(&a, &e))) r = -1;
-            else if (!strcmp(v, "poisson")) o.arrival = TR_ARRIVAL_POISSON;
-            else if (!strcmp(v, "gamma")) o.arrival = TR_ARRIVAL_GAMMA;
-            else if (!strcmp(v, "closed-loop")) o.arrival = TR_ARRIVAL_CLOSED;
-            else r = rh_fail(&e, "--arrival: '%s' is not poisson, gamma or closed-loop", v);
-        } else if (!strcmp(name, "rate")) r = num_flag(&a, "--rate", &o.rate, &e);
-        else if (!strcmp(name, "burstiness")) r = num_flag(&a, "--burstiness", &o.burstiness, &e);
-        else if (!strcmp(name, "clients")) r = u32_flag(&a, "--clients", &o.clients, &e);
-        else if (!strcmp(name, "input-dist")) r = dist_flag(&a, "--input-dist", &o.input, &e);
-        else if (!strcmp(name, "input-len")) r = num_flag(&a, "--input-len", &o.input.mean, &e);
-        else if (!strcmp(name, "input-range-ratio")) r = num_flag(&a, "--input-range-ratio", &o.input.range_ratio, &e);
-        else if (!strcmp(name, "input-sigma")) r = num_flag(&a, "--input-sigma", &o.input.sigma, &e);
-        else if (!strcmp(name, "output-dist")) r = dist_flag(&a, "--output-dist", &o.output, &e);
-        else if (!strcmp(name, "output-len")) r = num_flag(&a, "--output-len", &o.output.mean, &e);
-        else if (!strcmp(name, "output-range-ratio")) r = num_flag(&a, "--output-range-ratio", &o.output.range_ratio, &e);
-        else if (!strcmp(name, "output-sigma")) r = num_flag(&a, "--output-sigma", &o.output.sigma, &e);
-        else if (!strcmp(name, "lengths-from")) r = (o.lengths_from = rh_args_value(&a, &e)) ? 0 : -1;
-        else if (!strcmp(name, "block-size")) r = u32_flag(&a, "--block-size", &o.block_size, &e);
-        else if (!strcmp(name, "prefix-groups")) r = u32_flag(&a, "--prefix-groups", &o.groups, &e);
-        else if (!strcmp(name, "prompts-per-group")) r = u32_flag(&a, "--prompts-per-group", &o.prompts_per_group, &e);
-        else if (!strcmp(name, "system-prompt-len")) r = u32_flag(&a, "--system-prompt-len", &o.system_prompt, &e);
-        else if (!strcmp(name, "turns")) r = u32_flag(&a, "--turns", &o.turns, &e);
-        else if (!strcmp(name, "sessions")) r = u32_flag(&a, "--sessions", &o.sessions, &e);
-        else if (!strcmp(name, "model")) r = (o.model = rh_args_value(&a, &e)) ? 0 : -1;
-        else r = rh_fail(&e, "unknown flag --%s (see --help)", name);
+        int r;
+        if (!strcmp(name, "o") || !strcmp(name, "output")) {
+            r = (out = rh_args_value(&a, &e)) ? 0 : -1;
+        } else {
+            const char *v = rh_args_value(&a, &e);
+            r = v ? tr_synth_opts_set(&o, name, v, &e) : -1;
+            if (r == 0) r = rh_fail(&e, "unknown flag --%s (see --help)", name);
+        }
         if (r < 0) return trace_cli_fail("synth", &e);
     }
     if (a.npos) {
@@ -192,10 +126,8 @@ int trace_cmd_synth(int argc, char **argv)
         rh_fail(&e, "no output given (-o OUT)");
         return trace_cli_fail("synth", &e);
     }
-    /* Shared-prefix groups default to one pass over their prompts; a
-     * duration alone means "until then". */
-    if (!requests_set && o.groups) o.requests = (uint64_t)o.groups * o.prompts_per_group;
-    if (!requests_set && o.duration > 0) o.requests = 0;
+    tr_synth_opts_finish(&o);
     if (tr_synth_file(&o, out, &e) < 0) return trace_cli_fail("synth", &e);
+    printf("wrote a synthetic trace (seed %llu) to %s\n", (unsigned long long)o.seed, out);
     return 0;
 }

@@ -47,6 +47,7 @@
 enum { TR_S_TAGS, TR_S_TIMES, TR_S_INLEN, TR_S_OUTLEN, TR_S_VARS, TR_S_BITS, TR_STREAMS };
 
 #define TR_BLOCK_MAX_RECORDS 65536u
+#define TR_BLOCK_MAX_BYTES (1ull << 30)   /* far above one record at the token limits */
 #define TR_MAX_STRING  (1u << 20)      /* header strings: a corrupt file cannot ask for more */
 #define TR_MAX_KV      (1u << 16)
 

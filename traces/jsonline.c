@@ -255,7 +255,7 @@ static int number_text(jl_obj *o, json_t *v, jl_span *out)
     return pool_add(o, buf, (size_t)n, out);
 }
 
-static int slow_value(jl_obj *o, json_t *v, jl_field *f, const char *key, int depth, uint64_t line_no, rh_err *e)
+static int slow_value(jl_obj *o, json_t *v, jl_field *f, int depth, rh_err *e)
 {
     if (json_is_number(v)) {
         f->type = JL_NUM;
@@ -298,14 +298,12 @@ static int slow_value(jl_obj *o, json_t *v, jl_field *f, const char *key, int de
             jl_field *m = &o->members[base + i++];
             if (pool_add(o, k, strlen(k), &m->key) < 0) return rh_fail(e, "out of memory");
             if (json_is_array(x) || json_is_object(x)) m->type = JL_OTHER;
-            else if (slow_value(o, x, m, k, depth + 1, line_no, e) < 0) return -1;
+            else if (slow_value(o, x, m, depth + 1, e) < 0) return -1;
         }
         f->count = (uint32_t)count;
     } else {
         f->type = JL_OTHER;
     }
-    (void)key;
-    (void)line_no;
     return 0;
 }
 
@@ -334,7 +332,7 @@ static int slow_parse(jl_obj *o, const char *line, size_t n, uint64_t line_no, r
             }
             f = &o->fields[o->n_fields - 1];
             f->key = key;
-            if ((rc = slow_value(o, v, f, k, 0, line_no, e)) < 0) break;
+            if ((rc = slow_value(o, v, f, 0, e)) < 0) break;
         }
     }
     json_decref(root);

@@ -29,6 +29,17 @@ void tr_lines_open_mem(tr_lines *l, const void *data, size_t n, const char *name
 /* Appends more input after compacting; sets eof when there is no more. */
 static int refill(tr_lines *l, rh_err *e)
 {
+    if (!l->f) {
+        /* Memory: one copy of it all (small inputs: tests, fuzzing). */
+        if (l->buf || l->mem_n == 0) {
+            l->eof = 1;
+            return 0;
+        }
+        if (!(l->buf = malloc(l->mem_n))) return rh_fail(e, "%s: out of memory", l->name);
+        memcpy(l->buf, l->mem, l->mem_n);
+        l->len = l->cap = l->mem_n;
+        return 0;
+    }
     if (l->pos) {
         memmove(l->buf, l->buf + l->pos, l->len - l->pos);
         l->len -= l->pos;
@@ -44,15 +55,8 @@ static int refill(tr_lines *l, rh_err *e)
         l->buf = b;
         l->cap = c;
     }
-    size_t room = l->cap - l->len, got;
-    if (l->f) {
-        got = fread(l->buf + l->len, 1, room, l->f);
-        if (got == 0 && ferror(l->f)) return rh_fail(e, "%s: read error: %s", l->name, strerror(errno));
-    } else {
-        got = l->mem_n - l->mem_pos < room ? l->mem_n - l->mem_pos : room;
-        memcpy(l->buf + l->len, l->mem + l->mem_pos, got);
-        l->mem_pos += got;
-    }
+    size_t got = fread(l->buf + l->len, 1, l->cap - l->len, l->f);
+    if (got == 0 && ferror(l->f)) return rh_fail(e, "%s: read error: %s", l->name, strerror(errno));
     if (got == 0) l->eof = 1;
     l->len += got;
     if (l->progress) rh_progress_update(l->progress, l->bytes);
@@ -62,7 +66,7 @@ static int refill(tr_lines *l, rh_err *e)
 int tr_lines_next(tr_lines *l, const char **line, size_t *n, rh_err *e)
 {
     for (;;) {
-        char *start = l->buf + l->pos;
+        char *start = l->buf ? l->buf + l->pos : NULL;
         char *nl = l->len > l->pos ? memchr(start, '\n', l->len - l->pos) : NULL;
         if (nl || (l->eof && l->pos < l->len)) {
             size_t len = nl ? (size_t)(nl - start) : l->len - l->pos;

@@ -17,7 +17,7 @@
 typedef struct tr_lines {
     FILE *f;                    /* owned when opened by path */
     const char *mem;            /* or a memory source */
-    size_t mem_n, mem_pos;
+    size_t mem_n;
     const char *name;
     char *buf;
     size_t pos, len, cap;

@@ -27,6 +27,7 @@ struct tr_reader {
     uint64_t file_off;           /* compressed bytes consumed, after the magic */
     uint8_t *buf;                /* decompressed bytes [pos, len) not yet decoded */
     size_t pos, len, cap;
+    size_t ahead;                /* refill when fewer bytes than this are left */
     tr_header header;
     tr_codec codec;
     tr_dec_arrays arrays;
@@ -48,8 +49,10 @@ static void stream_broke(tr_reader *r)
     r->stream_end = 1;
 }
 
-/* Decompresses until the buffer is full or the stream ends, growing the
- * buffer first when `need` undecoded bytes would not fit. */
+/* Decompresses until the buffer is full or the stream ends. When `need`
+ * undecoded bytes would not fit, the buffer doubles once per call: callers
+ * loop, so memory follows the data actually there, never a size a corrupt
+ * block header claims. */
 static int fill(tr_reader *r, size_t need, rh_err *e)
 {
     if (r->pos) {
@@ -58,7 +61,7 @@ static int fill(tr_reader *r, size_t need, rh_err *e)
         r->pos = 0;
     }
     if (need > r->cap) {
-        size_t c = r->cap * 2 > need ? r->cap * 2 : need;
+        size_t c = r->cap * 2;
         uint8_t *b = realloc(r->buf, c);
         if (!b) return rh_fail(e, "%s: out of memory", r->name);
         r->buf = b;
@@ -114,7 +117,7 @@ static int fail(tr_reader *r, rh_err *e)
 
 static int read_header(tr_reader *r, rh_err *e)
 {
-    for (size_t need = AHEAD;; need *= 2) {
+    for (size_t need = r->ahead;; need *= 2) {
         if (fill(r, need, e) < 0) return -1;
         if (r->len == 0 && r->pending) return rh_fail(e, "%s", r->pend.msg);
         if (r->len == 0) return rh_fail(e, "%s: empty trace: no header record", r->name);
@@ -138,7 +141,12 @@ static tr_reader *open_common(tr_reader *r, rh_err *e)
 {
     tr_header_init(&r->header);
     r->dctx = ZSTD_createDCtx();
-    r->cap = BUF_INIT;
+    /* Our writer's frames use windows of a few MiB; refuse a (corrupt or
+     * hostile) frame that asks the decoder for more than 32 MiB. */
+    if (r->dctx) ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, 25);
+    /* A trace in memory is usually small (tests, fuzzing): start small. */
+    r->ahead = r->f ? AHEAD : 4096;
+    r->cap = r->f ? BUF_INIT : 2 * r->ahead;
     r->buf = malloc(r->cap);
     if (!r->dctx || !r->buf || !r->name) {
         rh_fail(e, "%s: out of memory", r->name ? r->name : "trace");
@@ -275,7 +283,7 @@ int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e)
 {
     if (r->failed) return rh_fail(e, "%s: reader already failed", r->name);
     if (r->ended) return 0;
-    size_t need = AHEAD;
+    size_t need = r->ahead;
     for (;;) {
         if (r->in_block) {
             int rc = next_in_block(r, rec, e);
@@ -311,7 +319,7 @@ int tr_reader_next(tr_reader *r, tr_record *rec, rh_err *e)
             tr_block_dec_open(&r->blk, r->buf + r->pos + 1);
             r->block_total = total + 1;
             r->in_block = 1;
-            need = AHEAD;
+            need = r->ahead;
             continue;
         }
         if (tag == TR_TAG_END) {

@@ -29,6 +29,9 @@ typedef struct tr_slice_opts {
 
 void tr_slice_opts_init(tr_slice_opts *o);   /* everything kept, scales 1 */
 int tr_slice_check(const tr_slice_opts *o, rh_err *e);
+/* One option by its CLI name (`rate-scale`, `rate_scale`; `length-scale` sets
+ * both scales): 1 set, 0 not an option, -1 bad value. */
+int tr_slice_opts_set(tr_slice_opts *o, const char *name, const char *value, rh_err *e);
 
 typedef struct tr_slicer tr_slicer;
 tr_slicer *tr_slicer_new(const tr_slice_opts *o, const tr_sink *down);

@@ -45,29 +45,30 @@ int tr_spool_add(tr_spool *sp, const tr_spool_row *row, const uint64_t *hashes, 
     return 0;
 }
 
-static const tr_spool_row *sort_rows;
+/* Sort keys carry their row index, so ties keep file order without a
+ * stable sort or a global for the comparator. */
+typedef struct sort_key {
+    int64_t ns;
+    uint64_t row;
+} sort_key;
 
-/* By arrival, then by position in the file: a stable order. */
 static int by_arrival(const void *a, const void *b)
 {
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    int64_t x = sort_rows[i].ns, y = sort_rows[j].ns;
-    if (x != y) return x < y ? -1 : 1;
-    return (i > j) - (i < j);
+    const sort_key *x = a, *y = b;
+    if (x->ns != y->ns) return x->ns < y->ns ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
 }
 
 int tr_spool_emit(tr_spool *sp, const tr_sink *s, rh_err *e)
 {
     if (s->header && s->header(s->ctx, &sp->header, e) < 0) return -1;
     if (sp->n == 0) return 0;
-    if (sp->n > UINT32_MAX) return rh_fail(e, "more than 4 billion rows");
-    uint32_t *order = NULL;
+    sort_key *order = NULL;   /* only when the file is out of order */
     for (size_t i = 1; i < sp->n; i++) {
         if (sp->rows[i].ns >= sp->rows[i - 1].ns) continue;
         order = malloc(sp->n * sizeof *order);
         if (!order) return rh_fail(e, "out of memory sorting %zu rows", sp->n);
-        for (size_t k = 0; k < sp->n; k++) order[k] = (uint32_t)k;
-        sort_rows = sp->rows;   /* qsort has no context argument in C11 */
+        for (size_t k = 0; k < sp->n; k++) order[k] = (sort_key){sp->rows[k].ns, k};
         qsort(order, sp->n, sizeof *order, by_arrival);
         break;
     }
@@ -79,10 +80,10 @@ int tr_spool_emit(tr_spool *sp, const tr_sink *s, rh_err *e)
             return rh_fail(e, "out of memory numbering %llu sessions", (unsigned long long)sp->n_sessions);
         }
     }
-    int64_t t0 = sp->rows[order ? order[0] : 0].ns;
+    int64_t t0 = sp->rows[order ? order[0].row : 0].ns;
     int rc = 0;
     for (size_t k = 0; k < sp->n && rc == 0; k++) {
-        const tr_spool_row *row = &sp->rows[order ? order[k] : k];
+        const tr_spool_row *row = &sp->rows[order ? order[k].row : k];
         tr_record rec;
         memset(&rec, 0, sizeof rec);
         rec.kind = TR_REQUEST;

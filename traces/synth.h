@@ -61,12 +61,19 @@ typedef struct tr_synth_opts {
     uint32_t turns;             /* 1: single-turn */
     uint32_t sessions;          /* open sessions (open loop with turns) */
     const char *model;          /* header model, may be NULL */
+    int requests_set;           /* `requests` was given (else defaults apply) */
 } tr_synth_opts;
 
 /* 1000 Poisson requests at 10/s, lognormal input (mean 1024, sigma 0.5) and
  * output (mean 256, sigma 0.5), block size 512, single-turn, seed 1. */
 void tr_synth_opts_init(tr_synth_opts *o);
 int tr_synth_check(const tr_synth_opts *o, rh_err *e);
+/* One option by its CLI name (`input-len`; `input_len` too): 1 set, 0 not an
+ * option, -1 bad value. Strings are kept by pointer. Then call
+ * tr_synth_opts_finish, which applies the defaults that depend on what was
+ * given (groups without --requests: one pass over their prompts). */
+int tr_synth_opts_set(tr_synth_opts *o, const char *name, const char *value, rh_err *e);
+void tr_synth_opts_finish(tr_synth_opts *o);
 int tr_synth(const tr_synth_opts *o, const tr_sink *s, rh_err *e);
 int tr_synth_file(const tr_synth_opts *o, const char *path, rh_err *e);
 

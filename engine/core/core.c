@@ -280,7 +280,10 @@ int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
 
 void core_retract(core *c, core_req *r, bool cache, bool front, double now)
 {
-    if (cache) keys_cache_pages(c, r);
+    /* Keep what the request will re-match when it recomputes: with `cache`
+     * (vLLM) every full page, else (SGLang) the prompt pages its prefill put
+     * in the tree. */
+    keys_cache_pages(c, r, cache ? KEYS_ALL : KEYS_PROMPT);
     release_pages(c, r);
     r->phase = PH_WAITING;
     r->in_run = false;
@@ -522,7 +525,8 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
 
 static void finish(core *c, core_req *r, uint8_t reason, double now, core_req **done)
 {
-    keys_cache_pages(c, r);
+    keys_cache_pages(c, r, KEYS_SHAREABLE);
+    keys_drop_unique(c, r);
     release_pages(c, r);
     c->n_active--;
     c->st.finished++;
@@ -563,7 +567,7 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
         if (s->prefill) {
             r->kv = s->start + s->n_new;
             if (!s->samples) {
-                keys_cache_pages(c, r);   /* a chunk: its full pages are shareable now */
+                keys_cache_pages(c, r, KEYS_SHAREABLE);   /* a chunk: its full pages are shareable now */
                 continue;
             }
         } else {
@@ -587,7 +591,7 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
         }
         if (s->prefill) {
             r->phase = PH_DECODE;
-            keys_cache_pages(c, r);   /* the whole prompt is cached once prefilled */
+            keys_cache_pages(c, r, KEYS_SHAREABLE);   /* the whole prompt is cached once prefilled */
             if (sglang) {
                 if (c->chunked == r) c->chunked = NULL;
                 c->run[c->n_run++] = r;

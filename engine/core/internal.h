@@ -53,8 +53,9 @@ struct core_req {
     uint32_t n_pages, cap_pages, n_tree;
 
     /* page keys: keys[0..n_keys) known (prompt pages from admission on, output
-     * pages as they fill); n_content leading prompt pages can be keyed from
-     * content (tokens, or block hashes on the fly before admission) */
+     * pages as they fill); the n_content leading pages are keyed from content
+     * (tokens, or block hashes on the fly before admission) and can match
+     * another request; the rest carry unique keys only this request can match */
     uint64_t *keys;
     uint32_t n_keys, cap_keys, n_content;
     uint64_t *blocks;
@@ -164,7 +165,17 @@ void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens);
  * that no request holds (they stop being evictable once held). */
 uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached);
 /* Puts r's full computed pages into the tree (sharing pages already there). */
-void keys_cache_pages(core *c, core_req *r);
+/* Which of a request's pages keys_cache_pages puts in the tree. */
+enum keys_cache_scope {
+    KEYS_SHAREABLE,   /* content-keyed pages only: what another request could match */
+    KEYS_PROMPT,      /* and the unique-keyed prompt pages (a retraction re-matches them) */
+    KEYS_ALL,         /* every full computed page */
+};
+void keys_cache_pages(core *c, core_req *r, enum keys_cache_scope scope);
+/* Takes the request's unique-keyed pages back out of the tree (from the
+ * last), as far as only it holds them: nobody else can ever match them, so
+ * caching them past the request's life would only cost evictions. */
+void keys_drop_unique(core *c, core_req *r);
 
 /* ---- policy.c: ordering the waiting queue ---- */
 typedef struct cand_list {

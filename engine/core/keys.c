@@ -10,8 +10,10 @@
  *     its block, when only block hashes are known (a 512-token block spans
  *     512 / page_size pages, each keyed apart by its offset);
  *   - otherwise a fresh nonce, so the page can never match another request's
- *     (a simulated output, a prompt without content) yet is still cached and
- *     found again by the same request after a retraction. */
+ *     (a simulated output, a prompt without content). Such pages enter the
+ *     tree only when their request is retracted, so it finds them again when
+ *     it recomputes, and leave it when the request finishes: a simulated trace
+ *     without block hashes then costs no cache churn at all. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +115,7 @@ void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens)
                 if ((before + j + 1) % ps == 0 && r->n_keys < r->cap_keys) {
                     uint64_t k = XXH64_digest(r->tok);
                     r->keys[r->n_keys++] = k;
+                    r->n_content = r->n_keys;   /* output tokens are content too */
                     XXH64_reset(r->tok, k);
                 }
             }
@@ -150,12 +153,16 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
     return i;
 }
 
-void keys_cache_pages(core *c, core_req *r)
+void keys_cache_pages(core *c, core_req *r, enum keys_cache_scope scope)
 {
     if (!c->radix) return;
     uint32_t upto = r->kv / c->ps;
     if (upto > r->n_keys) upto = r->n_keys;
     if (upto > r->n_pages) upto = r->n_pages;
+    uint32_t limit = scope == KEYS_SHAREABLE ? r->n_content
+                   : scope == KEYS_PROMPT   ? (r->prompt_len / c->ps > r->n_content ? r->prompt_len / c->ps : r->n_content)
+                                            : UINT32_MAX;
+    if (upto > limit) upto = limit;
     for (uint32_t i = r->n_tree; i < upto; i++) {
         uint32_t parent = i ? r->pages[i - 1] : KV_NONE;
         uint32_t have = kv_lookup(&c->kv, r->keys[i], parent);
@@ -169,5 +176,14 @@ void keys_cache_pages(core *c, core_req *r)
             break;   /* a 64-bit key collision: the rest stays private */
         }
         r->n_tree = i + 1;
+    }
+}
+
+void keys_drop_unique(core *c, core_req *r)
+{
+    while (r->n_tree > r->n_content) {
+        uint32_t p = r->pages[r->n_tree - 1];
+        if (kv_uncache(&c->kv, p) < 0) break;   /* held by another, or has children */
+        r->n_tree--;
     }
 }

@@ -288,6 +288,23 @@ int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent)
     return 0;
 }
 
+int kv_uncache(kv_pool *kv, uint32_t page)
+{
+    kv_node *n = &kv->node[page];
+    if (!n->in_tree || n->ref != 2 || n->nchild != 0) return -1;
+    slot_delete(kv, n->key);
+    n->in_tree = 0;
+    n->ref = 1;
+    kv->n_in_tree--;
+    if (n->parent != KV_NONE) {
+        kv_node *p = &kv->node[n->parent];
+        p->nchild--;
+        if (evictable(p)) heap_push(kv, n->parent);
+    }
+    n->parent = KV_NONE;
+    return 0;
+}
+
 int kv_check(const kv_pool *kv, rh_err *e)
 {
     uint32_t n = kv->n_pages;

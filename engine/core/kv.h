@@ -92,6 +92,10 @@ void kv_release(kv_pool *kv, uint32_t page);
  * simply stays private). */
 int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent);
 
+/* Takes a leaf held by exactly one request out of the tree (the page stays
+ * that request's, private). 0, or -1 when it is not such a leaf. */
+int kv_uncache(kv_pool *kv, uint32_t page);
+
 /* Pool and tree consistency: counts, free stack, hash table, child counts,
  * held paths, heap entries of every evictable leaf. 0, or -1 and what broke. */
 int kv_check(const kv_pool *kv, rh_err *e);

@@ -7,6 +7,16 @@ void forward_run(const kern_table *K, const model_config *c, const model_weights
                  float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
                  fwd_buffers *buf)
 {
+    forward_run_tp(K, c, w, inv_freq, k_pools, v_pools, page_size, b, buf, NULL);
+}
+
+void forward_run_tp(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
+                    float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
+                    fwd_buffers *buf, const kern_comm *comm)
+{
+    /* Other ranks overwrite x with their partial sum (accumulate 0) and the
+     * all-reduce adds rank 0's residual + partial to it. */
+    int lead = !comm || comm->rank == 0;
     uint32_t T = b->rows, d = c->hidden_size, f = c->intermediate_size;
     uint32_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     kern_attn_shape shape = {
@@ -18,6 +28,7 @@ void forward_run(const kern_table *K, const model_config *c, const model_weights
         .scale = 1.0f / sqrtf((float)c->head_dim),
     };
 
+    if (K->plan) K->plan(&b->attn, b->h_row0, b->h_start, &shape);
     K->embedding(w->embed, b->tokens, T, d, buf->x);
     /* One cos/sin table for the batch, shared by Q and K of every layer. */
     K->rope_angles(b->positions, inv_freq, T, c->head_dim / 2, buf->cos, buf->sin);
@@ -34,13 +45,15 @@ void forward_run(const kern_table *K, const model_config *c, const model_weights
         /* Write first: a chunk's rows then find their own keys in the pages. */
         K->kv_write(buf->k, buf->v, &b->attn, &shape, k_pools[l], v_pools[l]);
         K->attention(buf->q, k_pools[l], v_pools[l], &b->attn, &shape, buf->att, buf->scores);
-        K->gemm(buf->att, L->wo, L->bo, buf->x, T, d, qd, 1);
+        K->gemm(buf->att, L->wo, L->bo, buf->x, T, d, qd, lead);
+        if (comm) comm->all_reduce(comm->ctx, buf->x, (size_t)T * d);
 
         K->rmsnorm(buf->x, L->ffn_norm, c->rms_norm_eps, T, d, buf->xn);
         K->gemm(buf->xn, L->w_gate, L->b_gate, buf->gate, T, f, d, 0);
         K->gemm(buf->xn, L->w_up, L->b_up, buf->up, T, f, d, 0);
         K->silu_mul(buf->gate, buf->up, buf->gate, (size_t)T * f);
-        K->gemm(buf->gate, L->w_down, L->b_down, buf->x, T, d, f, 1);
+        K->gemm(buf->gate, L->w_down, L->b_down, buf->x, T, d, f, lead);
+        if (comm) comm->all_reduce(comm->ctx, buf->x, (size_t)T * d);
     }
 
     if (b->n_logits)

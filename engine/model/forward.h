@@ -35,11 +35,20 @@ typedef struct fwd_batch {
     kern_attn_batch attn;
     uint32_t n_logits;
     const uint32_t *logit_rows;   /* [n_logits] rows whose logits are wanted, ascending */
+    const uint32_t *h_row0, *h_start;   /* host copies of attn.row0 and attn.start (for kern_table.plan) */
 } fwd_batch;
 
 /* k_pools[l], v_pools[l]: layer l's pools. inv_freq: head_dim / 2 floats. */
 void forward_run(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
                  float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
                  fwd_buffers *buf);
+
+/* The same pass on one rank of a tensor-parallel group: c and w are the
+ * rank's shard (model_shard_new), and the O and down projections' partial
+ * sums are added across ranks. Rank 0 alone adds the residual and those
+ * projections' biases, so the sum counts each once. comm NULL: forward_run. */
+void forward_run_tp(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
+                    float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
+                    fwd_buffers *buf, const kern_comm *comm);
 
 #endif

@@ -3,7 +3,14 @@
  * Per call: validate the batch, flatten it into the arrays the kernels take
  * (token ids, positions, row offsets, concatenated page tables, logit rows),
  * copy them to the backend when it is not host memory, run forward_run, and
- * bring the logits back. Buffers grow to the largest batch seen and stay. */
+ * bring the logits back. Buffers grow to the largest batch seen and stay.
+ *
+ * Tensor parallel: rank 0 broadcasts the flattened arrays (a fixed header
+ * first, so followers can size their buffers) before computing; followers
+ * receive them in runner_follow and run the same forward pass on their
+ * shard. Decode graphs are keyed by (sequences, context bucket) and
+ * recorded on the second sighting of a key, so the first run has grown
+ * every buffer; any buffer that moves invalidates them all. */
 #include "engine/model/runner.h"
 
 #include <math.h>
@@ -19,11 +26,30 @@ typedef struct staged {
     size_t cap;
 } staged;
 
-enum { ST_TOKENS, ST_POS, ST_ROW0, ST_START, ST_PT0, ST_PAGES, ST_LROWS, ST_COUNT };
+enum { ST_TOKENS, ST_POS, ST_ROW0, ST_START, ST_PT0, ST_PAGES, ST_LROWS, ST_HDR, ST_COUNT };
+
+/* The header rank 0 broadcasts before each batch. */
+enum { HDR_OP, HDR_N, HDR_ROWS, HDR_PAGES, HDR_CTX, HDR_WORDS = 8 };
+enum { OP_STOP = 0, OP_BATCH = 1 };
+
+#define GRAPH_SLOTS 32
+
+typedef struct graph_slot {
+    uint32_t n, bucket;
+    uint64_t gen;               /* layout generation it was recorded against */
+    int seen, failed;
+    void *g;
+} graph_slot;
 
 struct runner {
     const model *m;
     const kern_table *K;
+    model_shard *sh;                 /* the weights this backend computes with */
+    const model_config *c;           /* the shard's shape (heads and MLP width per rank) */
+    const kern_comm *comm;
+    int graphs;
+    uint64_t gen;                    /* bumped whenever a buffer moves */
+    graph_slot slots[GRAPH_SLOTS];
     uint32_t page_size, total_pages;
     float **k_pools, **v_pools;      /* [n_layers] backend */
     float *inv_freq;                 /* backend */
@@ -38,8 +64,17 @@ const model_config *runner_model(const runner *r) { return &r->m->cfg; }
 uint32_t runner_page_size(const runner *r) { return r->page_size; }
 uint32_t runner_total_pages(const runner *r) { return r->total_pages; }
 
+static void free_graphs(runner *r)
+{
+    for (int i = 0; i < GRAPH_SLOTS; i++)
+        if (r->slots[i].g) r->K->graph_free(r->slots[i].g);
+    memset(r->slots, 0, sizeof r->slots);
+}
+
 static void free_buffers(runner *r)
 {
+    free_graphs(r);
+    r->gen++;
     float **all[] = {&r->buf.x, &r->buf.xn, &r->buf.q, &r->buf.att, &r->buf.k, &r->buf.v, &r->buf.gate,
                      &r->buf.up, &r->buf.cos, &r->buf.sin, &r->buf.scores, &r->buf.lm_tmp, &r->buf.logits};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -54,6 +89,7 @@ static void free_buffers(runner *r)
 void runner_free(runner *r)
 {
     if (!r) return;
+    free_graphs(r);
     for (uint32_t l = 0; r->k_pools && l < r->m->cfg.n_layers; l++) {
         if (r->k_pools[l]) r->K->free(r->k_pools[l]);
         if (r->v_pools && r->v_pools[l]) r->K->free(r->v_pools[l]);
@@ -67,29 +103,60 @@ void runner_free(runner *r)
         free(r->arr[i].host);
     }
     free(r->cand);
+    model_shard_free(r->sh);
     free(r);
 }
 
 runner *runner_new(const model *m, const runner_config *rc, rh_err *e)
 {
+    return runner_new_tp(m, rc, NULL, e);
+}
+
+void runner_set_graphs(runner *r, int on)
+{
+    free_graphs(r);
+    r->graphs = on && r->K->graph_begin && !r->comm;
+}
+
+runner *runner_new_tp(const model *m, const runner_config *rc, const kern_comm *comm, rh_err *e)
+{
     const model_config *c = &m->cfg;
+    const kern_table *K = rc->kernels ? rc->kernels : kern_cpu();
+    uint32_t tp = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
     if (!rc->page_size || rc->page_size > (1u << 16))
         return rh_fail(e, "runner: page size %u is outside [1, 65536]", rc->page_size), NULL;
     if (!rc->total_pages) return rh_fail(e, "runner: the KV pool needs at least one page"), NULL;
-    uint64_t pool_floats = (uint64_t)rc->total_pages * rc->page_size * c->n_kv_heads * c->head_dim;
-    uint64_t kv_bytes = pool_floats * sizeof(float) * 2 * c->n_layers;
-    uint64_t have = rc->mem_limit ? rc->mem_limit : rh_mem_available();
-    if (have && kv_bytes > have) {
+    if (!tp || rank >= tp) return rh_fail(e, "runner: rank %u of a tensor-parallel group of %u", rank, tp), NULL;
+    if (c->n_kv_heads % tp)
+        return rh_fail(e, "runner: --tp-size %u must divide the %u KV heads of '%s'", tp, c->n_kv_heads, c->name), NULL;
+    uint64_t pool_elems = (uint64_t)rc->total_pages * rc->page_size * (c->n_kv_heads / tp) * c->head_dim;
+    uint64_t pool_bytes = pool_elems * kern_dtype_size(K->kv_dtype);
+    uint64_t kv_bytes = pool_bytes * 2 * c->n_layers;
+    /* On a device the weights share its memory with the pool. */
+    uint64_t weights = K->host_memory ? 0 : model_shard_bytes(c, K, tp);
+    uint64_t have = rc->mem_limit ? rc->mem_limit : K->mem_available ? K->mem_available() : rh_mem_available();
+    if (have && kv_bytes + weights > have) {
         char a[32], b[32];
-        rh_fail(e, "runner: a KV pool of %u pages x %u tokens for '%s' needs %s but only %s of memory is %s",
+        rh_fail(e, "runner: a KV pool of %u pages x %u tokens for '%s' needs %s%s but only %s of %s memory is %s",
                 rc->total_pages, rc->page_size, c->name, rh_fmt_bytes(kv_bytes, a, sizeof a),
-                rh_fmt_bytes(have, b, sizeof b), rc->mem_limit ? "allowed" : "available");
+                weights ? " beside the weights" : "", rh_fmt_bytes(have, b, sizeof b), K->name,
+                rc->mem_limit ? "allowed" : "available");
         return NULL;
     }
+    kern_attn_shape shape = {c->n_heads / tp, c->n_kv_heads / tp, c->head_dim, rc->page_size, c->sliding_window, 0};
+    const char *why = K->check_shape ? K->check_shape(&shape) : NULL;
+    if (why) return rh_fail(e, "runner: the %s backend cannot run '%s': %s", K->name, c->name, why), NULL;
     runner *r = calloc(1, sizeof *r);
     if (!r) return rh_fail(e, "runner: out of memory"), NULL;
     r->m = m;
-    r->K = rc->kernels ? rc->kernels : kern_cpu();
+    r->K = K;
+    r->comm = comm;
+    r->graphs = K->graph_begin && !comm;
+    if (!(r->sh = model_shard_new(m, K, rank, tp, e))) {
+        free(r);
+        return NULL;
+    }
+    r->c = &r->sh->cfg;
     r->page_size = rc->page_size;
     r->total_pages = rc->total_pages;
     r->k_pools = calloc(c->n_layers, sizeof *r->k_pools);
@@ -98,8 +165,8 @@ runner *runner_new(const model *m, const runner_config *rc, rh_err *e)
     r->inv_freq = r->K->alloc(c->head_dim / 2 * sizeof(float));
     if (!r->k_pools || !r->v_pools || !r->cand || !r->inv_freq) goto oom;
     for (uint32_t l = 0; l < c->n_layers; l++) {
-        r->k_pools[l] = r->K->alloc(pool_floats * sizeof(float));
-        r->v_pools[l] = r->K->alloc(pool_floats * sizeof(float));
+        r->k_pools[l] = r->K->alloc(pool_bytes);
+        r->v_pools[l] = r->K->alloc(pool_bytes);
         if (!r->k_pools[l] || !r->v_pools[l]) goto oom;
     }
     float inv[512];   /* head_dim <= 1024 (config validation) */
@@ -122,6 +189,8 @@ static int staged_reserve(runner *r, staged *s, size_t bytes)
     void *h = realloc(s->host, cap);
     if (!h) return -1;
     s->host = h;
+    free_graphs(r);   /* they read the old buffers */
+    r->gen++;
     if (r->K->host_memory) {
         s->dev = h;
     } else {
@@ -150,7 +219,7 @@ static float *alloc_floats(runner *r, uint64_t n)
 static int reserve_buffers(runner *r, uint64_t rows, uint64_t lrows, uint64_t ctx)
 {
     if (rows <= r->rows_cap && lrows <= r->logit_cap && ctx <= r->ctx_cap) return 0;
-    const model_config *c = &r->m->cfg;
+    const model_config *c = r->c;
     uint64_t R = rows > r->rows_cap ? rows : r->rows_cap;
     uint64_t L = lrows > r->logit_cap ? lrows : r->logit_cap;
     uint64_t C = ctx > r->ctx_cap ? ctx : r->ctx_cap;
@@ -211,6 +280,150 @@ static int check_seq(const runner *r, const runner_seq *s, uint32_t i, rh_err *e
     return 0;
 }
 
+/* Grows every buffer a batch of this size needs. */
+static int reserve_batch(runner *r, uint64_t n, uint64_t rows, uint64_t lrows, uint64_t ctx, uint64_t pages)
+{
+    return reserve_buffers(r, rows, lrows, ctx) ||
+           staged_reserve(r, &r->arr[ST_TOKENS], rows * sizeof(int32_t)) ||
+           staged_reserve(r, &r->arr[ST_POS], rows * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_ROW0], (n + 1) * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_START], n * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_PT0], (n + 1) * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_PAGES], pages * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_LROWS], (lrows ? lrows : 1) * sizeof(uint32_t)) ||
+           staged_reserve(r, &r->arr[ST_HDR], HDR_WORDS * sizeof(uint32_t));
+}
+
+/* The arrays of a batch, in the order they are broadcast, and their sizes. */
+static void batch_arrays(uint64_t n, uint64_t rows, uint64_t pages, int which[6], size_t bytes[6])
+{
+    const int w[6] = {ST_TOKENS, ST_POS, ST_ROW0, ST_START, ST_PT0, ST_PAGES};
+    const size_t b[6] = {rows * 4, rows * 4, (n + 1) * 4, n * 4, (n + 1) * 4, pages * 4};
+    memcpy(which, w, sizeof w);
+    memcpy(bytes, b, sizeof b);
+}
+
+/* The slot of a decode batch's graph, or NULL when this batch runs eagerly. */
+static graph_slot *graph_for(runner *r, const runner_seq *seqs, uint32_t n, uint64_t rows, uint64_t lrows,
+                             uint64_t ctx)
+{
+    if (!r->graphs || rows != n || lrows != n) return NULL;
+    for (uint32_t i = 0; i < n; i++)
+        if (seqs[i].n_logits != 1) return NULL;
+    uint32_t bucket = kern_ctx_bucket((uint32_t)ctx);
+    graph_slot *fresh = NULL;
+    for (int i = 0; i < GRAPH_SLOTS; i++) {
+        graph_slot *g = &r->slots[i];
+        if (g->seen && g->n == n && g->bucket == bucket) return g;
+        if (!g->seen && !fresh) fresh = g;
+    }
+    if (!fresh) {   /* full: start over rather than track use */
+        free_graphs(r);
+        fresh = &r->slots[0];
+    }
+    *fresh = (graph_slot){n, bucket, r->gen, 0, 0, NULL};
+    return fresh;
+}
+
+/* Runs forward over the staged batch: from a graph when one is recorded,
+ * recording it on the key's second sighting, else kernel by kernel. */
+static void run_staged(runner *r, const fwd_batch *b, graph_slot *g)
+{
+    const kern_table *K = r->K;
+    if (g && g->gen != r->gen) {   /* buffers moved since it was seen */
+        if (g->g) K->graph_free(g->g);
+        *g = (graph_slot){g->n, g->bucket, r->gen, 0, 0, NULL};
+    }
+    if (g && g->g) {
+        if (K->graph_launch(g->g) == 0) return;
+        K->graph_free(g->g);
+        g->g = NULL;
+        g->failed = 1;
+    }
+    if (g && g->seen && !g->failed && K->graph_begin() == 0) {
+        forward_run_tp(K, r->c, &r->sh->w, r->inv_freq, r->k_pools, r->v_pools, r->page_size, b, &r->buf, r->comm);
+        g->g = K->graph_end();
+        if (g->g && K->graph_launch(g->g) == 0) return;
+        if (g->g) K->graph_free(g->g);
+        g->g = NULL;
+        g->failed = 1;   /* recording failed: nothing ran, so run it eagerly below */
+    }
+    if (g) g->seen = 1;
+    forward_run_tp(K, r->c, &r->sh->w, r->inv_freq, r->k_pools, r->v_pools, r->page_size, b, &r->buf, r->comm);
+}
+
+static fwd_batch staged_batch(runner *r, uint32_t n, uint64_t rows, uint64_t lrows)
+{
+    return (fwd_batch){
+        .rows = (uint32_t)rows,
+        .tokens = r->arr[ST_TOKENS].dev,
+        .positions = r->arr[ST_POS].dev,
+        .attn = {n, r->arr[ST_ROW0].dev, r->arr[ST_START].dev, r->arr[ST_PT0].dev, r->arr[ST_PAGES].dev},
+        .n_logits = (uint32_t)lrows,
+        .logit_rows = r->arr[ST_LROWS].dev,
+        .h_row0 = r->arr[ST_ROW0].host,
+        .h_start = r->arr[ST_START].host,
+    };
+}
+
+static int tp_group(const runner *r)
+{
+    return r->comm && r->comm->size > 1;
+}
+
+/* Rank 0: header, then the arrays, to every follower. */
+static void broadcast_batch(runner *r, uint32_t op, uint64_t n, uint64_t rows, uint64_t pages, uint64_t ctx)
+{
+    staged *h = &r->arr[ST_HDR];
+    uint32_t *hdr = h->host;
+    memset(hdr, 0, HDR_WORDS * sizeof *hdr);
+    hdr[HDR_OP] = op;
+    hdr[HDR_N] = (uint32_t)n;
+    hdr[HDR_ROWS] = (uint32_t)rows;
+    hdr[HDR_PAGES] = (uint32_t)pages;
+    hdr[HDR_CTX] = (uint32_t)ctx;
+    staged_upload(r, h, HDR_WORDS * sizeof *hdr);
+    r->comm->broadcast(r->comm->ctx, h->dev, HDR_WORDS * sizeof *hdr);
+    if (op != OP_BATCH) return;
+    int which[6];
+    size_t bytes[6];
+    batch_arrays(n, rows, pages, which, bytes);
+    for (int i = 0; i < 6; i++) r->comm->broadcast(r->comm->ctx, r->arr[which[i]].dev, bytes[i]);
+}
+
+void runner_release_followers(runner *r)
+{
+    if (tp_group(r) && r->comm->rank == 0 && !reserve_batch(r, 0, 0, 0, 0, 0))
+        broadcast_batch(r, OP_STOP, 0, 0, 0, 0);
+}
+
+int runner_follow(runner *r, rh_err *e)
+{
+    if (!tp_group(r) || r->comm->rank == 0) return rh_fail(e, "runner: only ranks other than 0 follow");
+    /* The header buffer exists before the first batch: reserve for nothing. */
+    if (reserve_batch(r, 0, 0, 0, 0, 0)) return rh_fail(e, "runner: out of memory");
+    staged *h = &r->arr[ST_HDR];
+    r->comm->broadcast(r->comm->ctx, h->dev, HDR_WORDS * sizeof(uint32_t));
+    if (!r->K->host_memory) r->K->copy_out(h->host, h->dev, HDR_WORDS * sizeof(uint32_t));
+    uint32_t hdr[HDR_WORDS];
+    memcpy(hdr, h->host, sizeof hdr);
+    if (hdr[HDR_OP] != OP_BATCH) return 0;
+    uint64_t n = hdr[HDR_N], rows = hdr[HDR_ROWS], pages = hdr[HDR_PAGES], ctx = hdr[HDR_CTX];
+    if (reserve_batch(r, n, rows, 0, ctx, pages))
+        return rh_fail(e, "batch of %llu tokens: out of memory for the activations", (unsigned long long)rows);
+    int which[6];
+    size_t bytes[6];
+    batch_arrays(n, rows, pages, which, bytes);
+    for (int i = 0; i < 6; i++) {
+        staged *a = &r->arr[which[i]];
+        r->comm->broadcast(r->comm->ctx, a->dev, bytes[i]);
+        if (!r->K->host_memory) r->K->copy_out(a->host, a->dev, bytes[i]);
+    }
+    fwd_batch b = staged_batch(r, (uint32_t)n, rows, 0);
+    run_staged(r, &b, NULL);
+    return 1;
+}
+
 int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **logits, rh_err *e)
 {
     *logits = NULL;
@@ -225,15 +438,9 @@ int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **
         if (end > ctx) ctx = end;
     }
     if (rows > UINT32_MAX || pages > UINT32_MAX) return rh_fail(e, "batch of %llu tokens is too large", (unsigned long long)rows);
-    const model_config *c = &r->m->cfg;
-    if (reserve_buffers(r, rows, lrows, ctx) ||
-        staged_reserve(r, &r->arr[ST_TOKENS], rows * sizeof(int32_t)) ||
-        staged_reserve(r, &r->arr[ST_POS], rows * sizeof(uint32_t)) ||
-        staged_reserve(r, &r->arr[ST_ROW0], (n + 1) * sizeof(uint32_t)) ||
-        staged_reserve(r, &r->arr[ST_START], n * sizeof(uint32_t)) ||
-        staged_reserve(r, &r->arr[ST_PT0], (n + 1) * sizeof(uint32_t)) ||
-        staged_reserve(r, &r->arr[ST_PAGES], pages * sizeof(uint32_t)) ||
-        staged_reserve(r, &r->arr[ST_LROWS], (lrows ? lrows : 1) * sizeof(uint32_t)))
+    if (tp_group(r) && r->comm->rank != 0) return rh_fail(e, "runner: rank %u follows rank 0 (runner_follow)", r->comm->rank);
+    const model_config *c = r->c;
+    if (reserve_batch(r, n, rows, lrows, ctx, pages))
         return rh_fail(e, "batch of %llu tokens: out of memory for the activations", (unsigned long long)rows);
 
     int32_t *tok = r->arr[ST_TOKENS].host;
@@ -257,23 +464,15 @@ int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **
     }
     row0[n] = row;
     pt0[n] = pt;
-    staged_upload(r, &r->arr[ST_TOKENS], rows * sizeof(int32_t));
-    staged_upload(r, &r->arr[ST_POS], rows * sizeof(uint32_t));
-    staged_upload(r, &r->arr[ST_ROW0], (n + 1) * sizeof(uint32_t));
-    staged_upload(r, &r->arr[ST_START], n * sizeof(uint32_t));
-    staged_upload(r, &r->arr[ST_PT0], (n + 1) * sizeof(uint32_t));
-    staged_upload(r, &r->arr[ST_PAGES], pages * sizeof(uint32_t));
+    int which[6];
+    size_t bytes[6];
+    batch_arrays(n, rows, pages, which, bytes);
+    for (int i = 0; i < 6; i++) staged_upload(r, &r->arr[which[i]], bytes[i]);
     staged_upload(r, &r->arr[ST_LROWS], lrows * sizeof(uint32_t));
+    if (tp_group(r)) broadcast_batch(r, OP_BATCH, n, rows, pages, ctx);
 
-    fwd_batch b = {
-        .rows = (uint32_t)rows,
-        .tokens = r->arr[ST_TOKENS].dev,
-        .positions = r->arr[ST_POS].dev,
-        .attn = {n, r->arr[ST_ROW0].dev, r->arr[ST_START].dev, r->arr[ST_PT0].dev, r->arr[ST_PAGES].dev},
-        .n_logits = (uint32_t)lrows,
-        .logit_rows = r->arr[ST_LROWS].dev,
-    };
-    forward_run(r->K, c, &r->m->w, r->inv_freq, r->k_pools, r->v_pools, r->page_size, &b, &r->buf);
+    fwd_batch b = staged_batch(r, n, rows, lrows);
+    run_staged(r, &b, graph_for(r, seqs, n, rows, lrows, ctx));
     if (!r->K->host_memory && lrows)
         r->K->copy_out(r->host_logits, r->buf.logits, (size_t)lrows * c->vocab_size * sizeof(float));
     *logits = r->host_logits;

@@ -16,7 +16,13 @@
  * fails with one message naming the sequence (nothing is written then), so
  * outside input can never crash it. Logits are rows of vocab_size floats,
  * sequence after sequence, in host memory, valid until the next call.
- * A runner is driven by one thread at a time (the engine's step loop). */
+ * A runner is driven by one thread at a time (the engine's step loop).
+ *
+ * Backends whose memory is not the host's get their own copy of the weights
+ * (model_shard_new: their dtype, and one rank's slice under tensor parallel),
+ * and where the backend records graphs, a decode-only batch (one new token
+ * and one logit row per sequence) seen before with the same number of
+ * sequences and context bucket is replayed from a recording. */
 #ifndef RH_MODEL_RUNNER_H
 #define RH_MODEL_RUNNER_H
 
@@ -46,10 +52,21 @@ typedef struct runner runner;
 
 /* Fails before allocating when the pool does not fit the memory limit. */
 runner *runner_new(const model *m, const runner_config *rc, rh_err *e);
+/* One rank of a tensor-parallel group (comm NULL: runner_new). */
+runner *runner_new_tp(const model *m, const runner_config *rc, const kern_comm *comm, rh_err *e);
+/* Decode graphs on (the default where the backend records them) or off. */
+void runner_set_graphs(runner *r, int on);
 void runner_free(runner *r);
 
 /* Computes one batch. *logits: sum(n_logits) rows of vocab floats. */
 int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **logits, rh_err *e);
+
+/* Tensor parallel: rank 0 drives runner_forward, which first broadcasts the
+ * batch; every other rank loops on runner_follow, which receives it and
+ * computes that rank's share (no logits). runner_follow returns 1 after a
+ * batch, 0 once rank 0 called runner_release_followers. */
+int runner_follow(runner *r, rh_err *e);
+void runner_release_followers(runner *r);
 
 /* Draws a token from one row of logits with the request's own stream. */
 int32_t runner_sample(runner *r, const float *row, const kern_sampling *p, uint64_t *rng);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "util/half.h"
 #include "util/mem.h"
 #include "util/progress.h"
 
@@ -434,4 +435,175 @@ int model_save(const model *m, const char *dir, st_dtype dtype, rh_err *e)
     free(specs);
     free(outs);
     return r;
+}
+
+/* ---- a backend's copy: dtype, memory and tensor-parallel slice -------- */
+
+/* How a tensor is divided among tensor-parallel ranks. Q, K, V, gate and up
+ * produce per-head (per-column) outputs, so each rank keeps its rows; O and
+ * down consume them, so each rank keeps the matching columns and produces a
+ * partial sum. */
+enum shard_kind { SHARD_WHOLE, SHARD_ROWS, SHARD_COLS, SHARD_LEAD };
+
+static enum shard_kind shard_kind_of(const char *name)
+{
+    static const char *const rows[] = {"q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj."};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (strstr(name, rows[i])) return SHARD_ROWS;
+    if (strstr(name, "o_proj.weight") || strstr(name, "down_proj.weight")) return SHARD_COLS;
+    if (strstr(name, "o_proj.bias") || strstr(name, "down_proj.bias")) return SHARD_LEAD;
+    return SHARD_WHOLE;
+}
+
+uint64_t model_shard_bytes(const model_config *c, const kern_table *K, uint32_t size)
+{
+    size_t n = list_tensors(c, NULL, NULL);
+    tensor_spec *specs = calloc(n, sizeof *specs);
+    model_weights w = {0};
+    w.layers = calloc(c->n_layers ? c->n_layers : 1, sizeof *w.layers);
+    uint64_t total = 0;
+    if (specs && w.layers) {
+        list_tensors(c, &w, specs);
+        for (size_t i = 0; i < n; i++) {
+            enum shard_kind k = shard_kind_of(specs[i].name);
+            uint64_t numel = spec_numel(&specs[i]);
+            if (k == SHARD_ROWS || k == SHARD_COLS) numel /= size;
+            total += numel * (specs[i].ndim == 2 ? kern_dtype_size(K->weight_dtype) : sizeof(float));
+        }
+    }
+    free(specs);
+    free(w.layers);
+    return total;
+}
+
+void model_shard_free(model_shard *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n_owned; i++) s->K->free(s->owned[i]);
+    free(s->owned);
+    if (s->owns_layers) free(s->w.layers);
+    free(s);
+}
+
+/* Copies `rows` runs of `run` floats, `stride` apart from src, into new
+ * backend memory as one contiguous block in dtype `dt`. Goes through a
+ * bounded host buffer, so a 1 GB embedding never needs a second 1 GB. */
+static void *upload_runs(model_shard *s, const float *src, uint64_t rows, uint64_t run, uint64_t stride,
+                         kern_dtype dt)
+{
+    const kern_table *K = s->K;
+    size_t es = kern_dtype_size(dt);
+    void *dst = K->alloc((size_t)(rows * run * es));
+    if (!dst) return NULL;
+    void **no = realloc(s->owned, (s->n_owned + 1) * sizeof *no);
+    if (!no) {
+        K->free(dst);
+        return NULL;
+    }
+    s->owned = no;
+    s->owned[s->n_owned++] = dst;
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK * 4);
+    if (!buf) return NULL;
+    size_t fill = 0, at = 0;   /* elements in buf; bytes written to dst */
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *p = src + r * stride;
+        for (uint64_t i = 0; i < run;) {
+            uint64_t take = run - i < CHUNK - fill ? run - i : CHUNK - fill;
+            if (dt == KERN_BF16)
+                for (uint64_t j = 0; j < take; j++) ((uint16_t *)buf)[fill + j] = rh_f32_to_bf16(p[i + j]);
+            else
+                memcpy(buf + fill * 4, p + i, take * 4);
+            fill += take;
+            i += take;
+            if (fill == CHUNK) {
+                K->copy_in((char *)dst + at, buf, fill * es);
+                at += fill * es;
+                fill = 0;
+            }
+        }
+    }
+    if (fill) K->copy_in((char *)dst + at, buf, fill * es);
+    free(buf);
+    return dst;
+}
+
+model_shard *model_shard_new(const model *m, const kern_table *K, uint32_t rank, uint32_t size, rh_err *e)
+{
+    const model_config *c = &m->cfg;
+    if (!size || rank >= size) return rh_fail(e, "tensor parallel: rank %u of a group of %u", rank, size), NULL;
+    if (c->n_heads % size || c->n_kv_heads % size || c->intermediate_size % size)
+        return rh_fail(e, "tensor parallel: --tp-size %u must divide '%s''s %u heads, %u KV heads and MLP width %u",
+                       size, c->name, c->n_heads, c->n_kv_heads, c->intermediate_size),
+               NULL;
+    uint64_t need = model_shard_bytes(c, K, size);
+    uint64_t have = K->mem_available ? K->mem_available() : 0;
+    if (!K->host_memory && have && need > have) {
+        char a[32], b[32];
+        return rh_fail(e, "model '%s' needs %s of %s memory for its weights but only %s is free", c->name,
+                       rh_fmt_bytes(need, a, sizeof a), K->name, rh_fmt_bytes(have, b, sizeof b)),
+               NULL;
+    }
+    model_shard *s = calloc(1, sizeof *s);
+    if (!s) return rh_fail(e, "out of memory"), NULL;
+    s->K = K;
+    s->cfg = *c;
+    s->cfg.n_heads /= size;
+    s->cfg.n_kv_heads /= size;
+    s->cfg.intermediate_size /= size;
+    if (K->host_memory && K->weight_dtype == KERN_F32 && size == 1) {
+        s->w = m->w;   /* in place */
+        return s;
+    }
+    size_t n = list_tensors(c, NULL, NULL);
+    tensor_spec *src = calloc(n, sizeof *src), *dst = calloc(n, sizeof *dst);
+    s->w.layers = calloc(c->n_layers, sizeof *s->w.layers);
+    s->owns_layers = 1;
+    if (!src || !dst || !s->w.layers) {
+        rh_fail(e, "out of memory");
+        goto fail;
+    }
+    /* The same list twice: slots into the model's weights and into ours. */
+    list_tensors(c, (model_weights *)&m->w, src);
+    list_tensors(c, &s->w, dst);
+    rh_progress pg;   /* seconds for a 7B model: every weight is converted */
+    rh_progress_begin(&pg, "uploading weights", n);
+    for (size_t i = 0; i < n; i++) {
+        const tensor_spec *t = &src[i];
+        const float *from = *t->slot;
+        enum shard_kind k = shard_kind_of(t->name);
+        kern_dtype dt = t->ndim == 2 ? K->weight_dtype : KERN_F32;
+        uint64_t d0 = t->shape[0], d1 = t->ndim == 2 ? t->shape[1] : 1;
+        void *p = NULL;
+        if (k == SHARD_LEAD && rank != 0) {
+            *dst[i].slot = NULL;
+            rh_progress_update(&pg, i + 1);
+            continue;
+        }
+        if (k == SHARD_ROWS)
+            p = upload_runs(s, from + rank * (d0 / size) * d1, 1, d0 / size * d1, 0, dt);
+        else if (k == SHARD_COLS)
+            p = upload_runs(s, from + rank * (d1 / size), d0, d1 / size, d1, dt);
+        else
+            p = upload_runs(s, from, 1, d0 * d1, 0, dt);
+        if (!p) {
+            rh_progress_end(&pg);
+            char a[32];
+            rh_fail(e, "model '%s': out of %s memory uploading tensor '%s' (the weights need %s)", c->name, K->name,
+                    t->name, rh_fmt_bytes(need, a, sizeof a));
+            goto fail;
+        }
+        *dst[i].slot = p;
+        rh_progress_update(&pg, i + 1);
+    }
+    rh_progress_end(&pg);
+    if (c->tie_embeddings) s->w.lm_head = s->w.embed;
+    free(src);
+    free(dst);
+    return s;
+fail:
+    free(src);
+    free(dst);
+    model_shard_free(s);
+    return NULL;
 }

@@ -18,6 +18,7 @@
 
 #include "engine/model/config.h"
 #include "engine/model/safetensors.h"
+#include "kernels/kernels.h"
 #include "util/err.h"
 
 typedef struct model_layer {
@@ -55,5 +56,29 @@ void model_free(model *m);
 
 /* Fails with a message naming the model when its f32 weights do not fit. */
 int model_check_memory(const model_config *c, uint64_t mem_limit, rh_err *e);
+
+/* A model's weights as one backend computes with them: in the backend's
+ * memory and weight dtype (matrices; norms and biases stay f32), and for
+ * tensor parallel one rank's slice. Rank r of `size` keeps heads
+ * [r*H/size, (r+1)*H/size) of Q, the matching K/V heads, and the same slice
+ * of the MLP's inner width: rows of Q, K, V, gate and up, columns of O and
+ * down. The O and down biases stay with rank 0, which alone adds them.
+ * Embedding, norms and LM head are whole on every rank. On a host backend
+ * with one rank the model's own weights are used in place. */
+typedef struct model_shard {
+    model_config cfg;          /* n_heads, n_kv_heads, intermediate_size divided by size */
+    model_weights w;           /* backend pointers */
+    const kern_table *K;
+    void **owned;              /* backend allocations to free */
+    size_t n_owned;
+    int owns_layers;
+} model_shard;
+
+/* Fails (nothing allocated) when heads or inner width do not divide by
+ * size, or the backend's memory cannot hold the shard. */
+model_shard *model_shard_new(const model *m, const kern_table *K, uint32_t rank, uint32_t size, rh_err *e);
+void model_shard_free(model_shard *s);
+/* Backend bytes one rank's shard takes. */
+uint64_t model_shard_bytes(const model_config *c, const kern_table *K, uint32_t size);
 
 #endif

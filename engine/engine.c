@@ -1,0 +1,334 @@
+/* engine.c — see engine.h. The engine's lifecycle, its requests and the
+ * translation of core events into engine events; one batch is engine_step.c. */
+#include "engine/engine_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/mem.h"
+#include "util/progress.h"
+
+/* Pools beyond this many tokens are never useful on a CPU (and a pool sized
+ * from a machine's whole memory would make every page table walk cold). */
+#define ENGINE_MAX_AUTO_POOL_TOKENS (1ull << 22)
+
+void engine_config_default(engine_config *c)
+{
+    memset(c, 0, sizeof *c);
+    core_config_default(&c->core);
+    c->mem_fraction = 0.3;
+}
+
+double engine_now(const engine *g)
+{
+    return g->cfg.clock ? g->cfg.clock(g->cfg.clock_ctx) : rh_now() - g->t0;
+}
+
+const model_config *engine_model(const engine *g) { return &g->m->cfg; }
+const core *engine_core(const engine *g) { return g->c; }
+const char *engine_hardware(const engine *g) { return g->hardware; }
+bool engine_idle(const engine *g) { return core_idle(g->c) && g->n_pending == 0; }
+
+static int has_file(const char *dir, const char *name)
+{
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &st) == 0;
+}
+
+/* A MODEL argument as `rehearse model` reads it: a directory's own weights
+ * when it has any, else dummy weights from the seed. */
+static model *open_model(engine *g, const engine_config *c, rh_err *e)
+{
+    if (!c->model || !*c->model) return rh_fail(e, "no model given (a preset name, config.json or directory)"), NULL;
+    model_config mc;
+    if (model_config_resolve(c->model, &mc, e)) return NULL;
+    const char *weights = c->weights;
+    struct stat st;
+    if (!weights && stat(c->model, &st) == 0 && S_ISDIR(st.st_mode) &&
+        (has_file(c->model, "model.safetensors") || has_file(c->model, "model.safetensors.index.json")))
+        weights = c->model;
+    if (weights) {
+        snprintf(g->weights, sizeof g->weights, "%s", weights);
+        return model_load(weights, &mc, 0, e);
+    }
+    snprintf(g->weights, sizeof g->weights, "dummy, seed %llu", (unsigned long long)c->weight_seed);
+    return model_new_dummy(&mc, c->weight_seed, 0, e);
+}
+
+/* "cpu: AMD EPYC 7B13", from /proc/cpuinfo; "cpu" when it cannot be read. */
+static void describe_hardware(engine *g, const kern_table *K)
+{
+    if (K && K->name && strcmp(K->name, "cpu")) {
+        snprintf(g->hardware, sizeof g->hardware, "%s", K->name);
+        return;
+    }
+    snprintf(g->hardware, sizeof g->hardware, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *v = strchr(line, ':');
+        if (!v) break;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t n = strcspn(v, "\n");
+        snprintf(g->hardware, sizeof g->hardware, "cpu: %.*s", (int)n, v);
+        break;
+    }
+    fclose(f);
+}
+
+/* The pool in tokens: as given, else mem_fraction of what memory is left,
+ * never more than every running request at full context could fill. */
+static int size_pool(engine_config *c, const model_config *mc, rh_err *e)
+{
+    core_config *k = &c->core;
+    if (k->max_total_tokens) {
+        if (k->max_total_tokens / k->page_size > UINT32_MAX)
+            return rh_fail(e, "--max-total-tokens %llu: more than %u pages of %u tokens",
+                           (unsigned long long)k->max_total_tokens, UINT32_MAX, k->page_size);
+        return 0;
+    }
+    if (!(c->mem_fraction > 0 && c->mem_fraction <= 1))
+        return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %g)", c->mem_fraction);
+    uint64_t avail = c->mem_limit ? c->mem_limit : rh_mem_available();
+    uint64_t per_token = model_kv_bytes_per_token(mc);
+    uint64_t tokens = (uint64_t)((double)avail * c->mem_fraction) / (per_token ? per_token : 1);
+    uint64_t cap = (uint64_t)k->max_running_requests * k->context_length;
+    if (cap > ENGINE_MAX_AUTO_POOL_TOKENS) cap = ENGINE_MAX_AUTO_POOL_TOKENS;
+    if (tokens > cap) tokens = cap;
+    tokens -= tokens % k->page_size;
+    if (tokens < k->page_size) {
+        char b[32];
+        return rh_fail(e, "no room for a KV pool: %s of memory %s, a page of '%s' takes %llu bytes "
+                          "(give --max-total-tokens)",
+                       rh_fmt_bytes(avail, b, sizeof b), c->mem_limit ? "allowed" : "available", mc->name,
+                       (unsigned long long)(per_token * k->page_size));
+    }
+    k->max_total_tokens = tokens;
+    return 0;
+}
+
+/* One small forward before the first request: the kernels' thread pools and
+ * the activation buffers come up now, so the first recorded step measures
+ * the batch and not the start-up. Its K and V land in pages no request owns
+ * yet; every request writes its positions before reading them. */
+static int warm_up(engine *g, rh_err *e)
+{
+    const core_config *k = &g->cfg.core;
+    uint32_t n_pages = k->max_total_tokens / k->page_size >= 2 ? 2 : 1;
+    uint32_t n = n_pages * k->page_size;
+    if (n > k->context_length) n = k->context_length;
+    if (n > 64) n = 64;
+    int32_t tokens[64] = {0};
+    uint32_t pages[2] = {0, 1};
+    runner_seq s = {tokens, n, 0, pages, n_pages, 1};
+    const float *logits;
+    return runner_forward(g->run, &s, 1, &logits, e);
+}
+
+engine *engine_new(const engine_config *cfg, rh_err *e)
+{
+    engine *g = calloc(1, sizeof *g);
+    if (!g) return rh_fail(e, "engine: out of memory"), NULL;
+    g->cfg = *cfg;
+    g->t0 = rh_now();
+    if (core_config_validate(&g->cfg.core, e) < 0) goto fail;
+    if (cfg->m) {
+        g->m = cfg->m;
+        snprintf(g->weights, sizeof g->weights, "given by the caller");
+    } else {
+        if (!(g->owned = open_model(g, cfg, e))) goto fail;
+        g->m = g->owned;
+    }
+    g->cfg.m = g->m;
+    core_config *k = &g->cfg.core;
+    uint32_t ctx = g->m->cfg.max_position;
+    if (!k->context_length || k->context_length > ctx) k->context_length = ctx;
+    if (size_pool(&g->cfg, &g->m->cfg, e) < 0) goto fail;
+
+    runner_config rc = {k->page_size, (uint32_t)(k->max_total_tokens / k->page_size), cfg->mem_limit, cfg->kernels};
+    if (!(g->run = runner_new(g->m, &rc, e)) || warm_up(g, e) < 0) goto fail;
+    describe_hardware(g, cfg->kernels ? cfg->kernels : kern_cpu());
+
+    core_hooks hooks = {.ctx = g, .on_step = engine_core_on_step, .on_event = engine_core_on_event,
+                        .on_message = engine_core_on_message};
+    if (!(g->c = core_new(k, &hooks, e))) goto fail;
+    g->cap_seqs = k->max_running_requests + 1;
+    g->seqs = calloc(g->cap_seqs, sizeof *g->seqs);
+    g->results = calloc(g->cap_seqs, sizeof *g->results);
+    if (!g->seqs || !g->results) {
+        rh_fail(e, "engine: out of memory");
+        goto fail;
+    }
+    return g;
+fail:
+    engine_free(g);
+    return NULL;
+}
+
+static void free_req(ereq *q)
+{
+    free(q->toks);
+    free(q->stop);
+    free(q);
+}
+
+static void unlink_req(engine *g, ereq *q)
+{
+    if (q->prev) q->prev->next = q->next;
+    else g->live = q->next;
+    if (q->next) q->next->prev = q->prev;
+}
+
+void engine_free(engine *g)
+{
+    if (!g) return;
+    core_free(g->c);
+    for (ereq *q = g->live, *n; q; q = n) {
+        n = q->next;
+        free_req(q);
+    }
+    runner_free(g->run);
+    model_free(g->owned);
+    free(g->seqs);
+    free(g->results);
+    free(g->pending_aborts);
+    free(g);
+}
+
+int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
+{
+    unsigned long long id = (unsigned long long)r->id;
+    const model_config *mc = &g->m->cfg;
+    if (g->in_step) return rh_fail(e, "request %llu: engine_add called from an engine hook", id);
+    if (!r->prompt_len || !r->prompt) return rh_fail(e, "request %llu: the prompt is empty", id);
+    if (!r->max_tokens) return rh_fail(e, "request %llu: max_tokens is 0 (a request must produce a token)", id);
+    uint64_t total = (uint64_t)r->prompt_len + r->max_tokens;
+    uint32_t ctx = g->cfg.core.context_length;
+    if (total > ctx)
+        return rh_fail(e, "request %llu: %u prompt + %u output tokens exceed the context length %u of '%s'", id,
+                       r->prompt_len, r->max_tokens, ctx, mc->name);
+    for (uint32_t i = 0; i < r->prompt_len; i++)
+        if (r->prompt[i] < 0 || (uint32_t)r->prompt[i] >= mc->vocab_size)
+            return rh_fail(e, "request %llu: prompt token %u is %d, outside the vocabulary of %u", id, i,
+                           r->prompt[i], mc->vocab_size);
+    if (runner_sampling_check(&r->sampling, e) < 0) return rh_prefix(e, "request %llu", id);
+    if (r->n_stop_ids && !r->stop_ids) return rh_fail(e, "request %llu: %u stop ids but no array", id, r->n_stop_ids);
+
+    ereq *q = calloc(1, sizeof *q);
+    if (!q || !(q->toks = malloc(total * sizeof *q->toks)) ||
+        (r->n_stop_ids && !(q->stop = malloc(r->n_stop_ids * sizeof *q->stop)))) {
+        if (q) free_req(q);
+        return rh_fail(e, "request %llu: out of memory", id);
+    }
+    memcpy(q->toks, r->prompt, r->prompt_len * sizeof *q->toks);
+    if (r->n_stop_ids) memcpy(q->stop, r->stop_ids, r->n_stop_ids * sizeof *q->stop);
+    q->id = r->id;
+    q->user = r->user;
+    q->prompt_len = r->prompt_len;
+    q->max_tokens = r->max_tokens;
+    q->sampling = r->sampling;
+    q->rng = kern_rng_init(r->seed);
+    q->eos = r->ignore_eos ? -1 : mc->eos_token_id;
+    q->n_stop = r->n_stop_ids;
+    core_req_desc d = {
+        .id = r->id,
+        .prompt_len = r->prompt_len,
+        .max_new_tokens = r->max_tokens,
+        .prompt_tokens = q->toks,
+        .user = q,
+    };
+    if (!core_add(g->c, &d, now, e)) {
+        free_req(q);
+        return -1;
+    }
+    q->next = g->live;
+    if (g->live) g->live->prev = q;
+    g->live = q;
+    return 0;
+}
+
+int engine_abort(engine *g, uint64_t id)
+{
+    if (!g->in_step) return core_abort(g->c, id, engine_now(g));
+    ereq *q = g->live;
+    while (q && q->id != id) q = q->next;
+    if (!q) return -1;
+    if (g->n_pending == g->cap_pending) {
+        uint32_t cap = g->cap_pending ? 2 * g->cap_pending : 16;
+        uint64_t *v = realloc(g->pending_aborts, cap * sizeof *v);
+        if (!v) return -1;
+        g->pending_aborts = v;
+        g->cap_pending = cap;
+    }
+    g->pending_aborts[g->n_pending++] = id;
+    return 0;
+}
+
+void engine_apply_aborts(engine *g)
+{
+    /* An id may be pending twice, or have finished in the batch that was in
+     * flight: core_abort then answers -1 and there is nothing to do. */
+    for (uint32_t i = 0; i < g->n_pending; i++) core_abort(g->c, g->pending_aborts[i], engine_now(g));
+    g->n_pending = 0;
+}
+
+/* ---- the core's hooks ---- */
+
+void engine_core_on_event(void *ctx, const core_event *ev)
+{
+    engine *g = ctx;
+    ereq *q = ev->user;
+    if (ev->kind == CORE_EV_TOKENS) q->n_out = ev->output_len;
+    engine_event out = {.ev = *ev, .user = q->user, .output = q->toks + q->prompt_len};
+    out.ev.user = q->user;
+    if (ev->kind == CORE_EV_TOKENS) out.tokens = q->toks + q->prompt_len + q->n_out - ev->n_tokens;
+    if (g->cfg.hooks.on_event) g->cfg.hooks.on_event(g->cfg.hooks.ctx, &out);
+    if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) {
+        if (g->cfg.drafter && g->cfg.drafter->forget) g->cfg.drafter->forget(g->cfg.drafter->ctx, q->id);
+        unlink_req(g, q);
+        free_req(q);
+    }
+}
+
+void engine_core_on_step(void *ctx, const tr_step *st)
+{
+    engine *g = ctx;
+    if (!g->cfg.hooks.on_step) return;
+    tr_step s = *st;
+    s.sched_time = g->sched_time;
+    g->cfg.hooks.on_step(g->cfg.hooks.ctx, &s);
+}
+
+void engine_core_on_message(void *ctx, const char *msg)
+{
+    engine *g = ctx;
+    if (g->cfg.hooks.on_message) g->cfg.hooks.on_message(g->cfg.hooks.ctx, msg);
+}
+
+typedef struct describe_ctx {
+    tr_header *h;
+    int rc;
+} describe_ctx;
+
+static void put_knob(void *ctx, const char *name, const char *value)
+{
+    describe_ctx *d = ctx;
+    if (tr_header_set(d->h, name, value) < 0) d->rc = -1;
+}
+
+int engine_describe(const engine *g, tr_header *h)
+{
+    describe_ctx d = {h, 0};
+    if (tr_header_set_model(h, g->m->cfg.name) < 0 || tr_header_set_hardware(h, g->hardware) < 0 ||
+        tr_header_set(h, "weights", g->weights) < 0)
+        return -1;
+    core_config_foreach(core_get_config(g->c), put_knob, &d);
+    return d.rc;
+}

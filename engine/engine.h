@@ -1,0 +1,136 @@
+/* engine.h — the real serving engine: the scheduler core, a model runner and
+ * per-request sampling, driven by a clock the caller gives.
+ *
+ * One engine serves many requests; each engine_step runs one batch:
+ *   1. core_schedule forms the batch at `now` (read from the clock);
+ *   2. the batch is laid out for the runner (page tables are re-read every
+ *      step: the core may swap a page for a shared cached copy);
+ *   3. a drafter, if any, proposes tokens for decodes that have draft slots;
+ *   4. runner_forward computes it; each sampling sequence draws its token
+ *      (or verifies its drafts) with its own seeded stream;
+ *   5. core_complete commits the tokens at the clock's new `now`.
+ * The core's events come back through hooks with the token ids added, and
+ * its step records with the measured duration and sched_time (CPU time
+ * spent in steps 1-2). Callers: `rehearse replay` (wall clock, from a
+ * trace), `rehearse serve` (HTTP, one scheduler thread), tests (any clock).
+ *
+ * Contract:
+ *   - Single-threaded: one thread drives an engine at a time. Hooks run
+ *     inside engine_step; they may call engine_abort (applied when the
+ *     batch has been committed) but not engine_add or engine_step.
+ *   - A request's tokens are the same whatever it is batched with (greedy
+ *     and seeded sampling alike, up to float rounding of batched GEMMs):
+ *     batching, chunking, prefix reuse and retraction never change results.
+ *   - Bad requests (ids outside the vocabulary, longer than the context or
+ *     the pool, bad sampling parameters) are refused by engine_add with one
+ *     message; engine_step fails only on broken internal state, after which
+ *     the engine may only be freed. */
+#ifndef RH_ENGINE_H
+#define RH_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/core/core.h"
+#include "engine/model/runner.h"
+#include "traces/trace.h"
+#include "util/err.h"
+
+typedef struct engine engine;
+
+/* Speculative decoding's seam. Before the forward pass, each decode with
+ * draft slots asks the drafter for up to k tokens to follow the request's
+ * tokens so far; the step then verifies them in one forward over 1 + k
+ * positions: a token is drawn from the target's distribution at each
+ * position, and drafts are accepted while they equal the drawn tokens
+ * (exact for drafters that propose single tokens, as n-gram lookup and
+ * greedy draft models do). Accepted tokens plus the first drawn one that
+ * differs are committed. */
+typedef struct engine_drafter {
+    void *ctx;
+    /* Writes up to k proposals following tokens[0..n) (prompt then output)
+     * to out[]; returns how many. Ids outside the vocabulary end the proposal. */
+    uint32_t (*propose)(void *ctx, uint64_t id, const int32_t *tokens, uint32_t n, uint32_t k, int32_t *out);
+    /* The request left the engine; drop any state kept for it. May be NULL. */
+    void (*forget)(void *ctx, uint64_t id);
+} engine_drafter;
+
+/* A core event as the engine's caller sees it: `user` is the caller's
+ * pointer, and a TOKENS event carries the committed ids. */
+typedef struct engine_event {
+    core_event ev;              /* kind (enum core_event_kind), id, now, counts, finish */
+    void *user;                 /* engine_request.user */
+    const int32_t *tokens;      /* CORE_EV_TOKENS: the ev.n_tokens new ids; else NULL */
+    const int32_t *output;      /* every output id so far (ev.output_len of them) */
+} engine_event;
+
+typedef struct engine_hooks {
+    void *ctx;
+    void (*on_event)(void *ctx, const engine_event *ev);
+    void (*on_step)(void *ctx, const tr_step *step);   /* duration and sched_time measured */
+    void (*on_message)(void *ctx, const char *msg);    /* a warning to show once (Lua policy errors) */
+} engine_hooks;
+
+typedef struct engine_config {
+    core_config core;           /* every scheduler knob; core.max_total_tokens sizes the KV pool,
+                                   0: mem_fraction of available memory (core.total_pages is ignored) */
+    const model *m;             /* a model the caller owns and keeps alive, or NULL: */
+    const char *model;          /*   a preset name, config.json or Hugging Face directory */
+    const char *weights;        /*   safetensors file/index/directory; NULL: the directory's, else dummy */
+    uint64_t weight_seed;       /*   seed of dummy weights */
+    double mem_fraction;        /* --mem-fraction-static: share of available memory (after the
+                                   weights) the pool takes when its size is not given (0.3) */
+    uint64_t mem_limit;         /* bytes the KV pool may take; 0: what is available */
+    const kern_table *kernels;  /* NULL: the CPU backend */
+    const engine_drafter *drafter;      /* NULL: no drafts (draft slots stay empty) */
+    double (*clock)(void *ctx); /* seconds, non-decreasing; NULL: monotonic time since engine_new */
+    void *clock_ctx;
+    engine_hooks hooks;
+} engine_config;
+
+/* SGLang-like core defaults, no model, mem_fraction 0.3, CPU, no drafter. */
+void engine_config_default(engine_config *c);
+
+/* Loads the model (unless given), sizes the pool, builds core and runner.
+ * The context length is the model's unless core.context_length is smaller. */
+engine *engine_new(const engine_config *c, rh_err *e);
+/* Frees every request still queued or running, without events. */
+void engine_free(engine *g);
+
+typedef struct engine_request {
+    uint64_t id;                /* unique among live requests */
+    const int32_t *prompt;      /* copied */
+    uint32_t prompt_len;        /* >= 1 */
+    uint32_t max_tokens;        /* >= 1: finishes (length) after this many output tokens */
+    kern_sampling sampling;     /* temperature 0: greedy */
+    uint64_t seed;              /* the request's sampling stream */
+    bool ignore_eos;            /* else the model's EOS id stops it */
+    const int32_t *stop_ids;    /* more ids that stop it (copied); the stop id is the last output */
+    uint32_t n_stop_ids;
+    void *user;                 /* handed back in events */
+} engine_request;
+
+/* Queues a request at time `now` (its arrival, usually engine_now). -1 with
+ * one message naming the request and what is wrong; nothing is queued then. */
+int engine_add(engine *g, const engine_request *r, double now, rh_err *e);
+/* Removes a request in any state; its CORE_EV_ABORTED event follows (at once,
+ * or after the batch when called from a hook). 0, or -1 if unknown. */
+int engine_abort(engine *g, uint64_t id);
+/* Runs one batch: 1 when a step ran, 0 when there was nothing to run
+ * (engine_idle), -1 with a message when the engine broke. */
+int engine_step(engine *g, rh_err *e);
+bool engine_idle(const engine *g);
+/* The engine's clock. */
+double engine_now(const engine *g);
+
+const model_config *engine_model(const engine *g);
+/* The core, for core_get_stats and core_get_config (the resolved pool). */
+const core *engine_core(const engine *g);
+/* The machine the kernels run on: "cpu: <CPU model name>". */
+const char *engine_hardware(const engine *g);
+/* Sets a trace header's model, hardware, "weights" (a path, or the dummy
+ * seed) and every core knob (the resolved values), so a recording says what
+ * produced it. 0, or -1 out of memory. */
+int engine_describe(const engine *g, tr_header *h);
+
+#endif

@@ -1,0 +1,53 @@
+/* engine_impl.h — the engine's private state, shared by engine.c (lifecycle,
+ * requests, events) and engine_step.c (one batch). Never include elsewhere. */
+#ifndef RH_ENGINE_IMPL_H
+#define RH_ENGINE_IMPL_H
+
+#include "engine/engine.h"
+
+/* One live request. toks holds the prompt, then the outputs as they are
+ * committed; a decode's drafts are written just past the committed tokens,
+ * where verification overwrites them with the tokens actually drawn. */
+typedef struct ereq {
+    uint64_t id;
+    void *user;
+    int32_t *toks;              /* [prompt_len + max_tokens] */
+    uint32_t prompt_len, max_tokens;
+    uint32_t n_out;             /* committed outputs */
+    kern_sampling sampling;
+    uint64_t rng;
+    int32_t eos;                /* -1: none (ignore_eos or the model has none) */
+    int32_t *stop;
+    uint32_t n_stop;
+    struct ereq *prev, *next;   /* every live request, for engine_free */
+} ereq;
+
+struct engine {
+    engine_config cfg;          /* hooks, clock, drafter as given */
+    model *owned;               /* the model when the engine loaded it */
+    const model *m;
+    runner *run;
+    core *c;
+    double t0;                  /* default clock origin */
+    char hardware[160];
+    char weights[512];          /* where the weights came from, for headers */
+
+    ereq *live;                 /* list of live requests */
+    runner_seq *seqs;           /* per batch sequence, [max_running_requests + 1] */
+    core_seq_result *results;
+    uint32_t cap_seqs;
+
+    bool in_step;               /* inside engine_step: aborts wait, adds are refused */
+    uint64_t *pending_aborts;
+    uint32_t n_pending, cap_pending;
+    double sched_time;          /* CPU seconds forming and preparing the batch in flight */
+};
+
+/* engine.c: the core's hooks, turned into the engine's. */
+void engine_core_on_event(void *ctx, const core_event *ev);
+void engine_core_on_step(void *ctx, const tr_step *st);
+void engine_core_on_message(void *ctx, const char *msg);
+/* Applies aborts requested from hooks. */
+void engine_apply_aborts(engine *g);
+
+#endif

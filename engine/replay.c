@@ -1,0 +1,427 @@
+/* replay.c — see replay.h.
+ *
+ * The loop: send every request whose time has come, run one engine step if
+ * anything is queued, else sleep until the next send. The engine's events
+ * become request records (written when a request finishes), its steps step
+ * records. Everything runs on this thread; the recorder is synchronous, so
+ * the recording appears only when the whole run succeeded. */
+#include "engine/replay.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/record/recorder.h"
+#include "traces/prompt.h"
+#include "util/args.h"
+#include "util/progress.h"
+
+#define MAX_WARNINGS 10        /* printed one by one; the rest are counted */
+
+typedef struct rreq {
+    uint32_t index;            /* into the trace */
+    double send, first, last;  /* s on the replay clock */
+    uint32_t n_out, cached, retractions, spec_proposed, spec_accepted;
+    uint8_t finish;
+    double *times;             /* each output token's time, [max_tokens] */
+} rreq;
+
+typedef struct replay {
+    const replay_config *cfg;
+    const tr_trace *trace;
+    engine *g;
+    recorder *rec;
+    rreq *rs;
+    uint32_t *order;           /* trace indices in send order */
+    uint64_t next_send, outstanding, done;
+    double *free_at;           /* closed loop: when each idle client freed up, oldest first */
+    uint32_t free_head, n_free;
+    int32_t *prompt;           /* scratch for one prompt */
+    uint32_t prompt_cap;
+    double t0;
+    uint64_t warnings;
+    replay_result res;
+    int failed;
+    rh_err err;
+    rh_progress bar;
+} replay;
+
+void replay_config_default(replay_config *c)
+{
+    memset(c, 0, sizeof *c);
+    engine_config_default(&c->engine);
+    c->rate_scale = 1;
+    c->sampling = (kern_sampling){.temperature = 0, .top_p = 1, .top_k = 0};
+}
+
+static double replay_clock(void *ctx)
+{
+    const replay *r = ctx;
+    return rh_now() - r->t0;
+}
+
+static void warn(replay *r, const char *msg)
+{
+    if (++r->warnings > MAX_WARNINGS) return;
+    if (r->cfg->on_warning) {
+        r->cfg->on_warning(r->cfg->ctx, msg);
+        return;
+    }
+    if (r->bar.drawn) fputc('\n', stderr);
+    fprintf(stderr, "rehearse replay: warning: %s\n", msg);
+}
+
+static void client_free(replay *r, double t)
+{
+    if (!r->cfg->max_concurrency) return;
+    r->free_at[(r->free_head + r->n_free) % r->cfg->max_concurrency] = t;
+    r->n_free++;
+}
+
+/* A finished, aborted or refused request becomes its measured record. */
+static void emit(replay *r, rreq *s, double now)
+{
+    const tr_request *in = &r->trace->requests[s->index];
+    tr_request out = *in;
+    out.arrival = s->send;
+    out.output_len = s->n_out;
+    out.flags = (in->flags & TR_REQ_FAILED) | TR_REQ_MEASURED;
+    out.ttft = s->n_out ? s->first - s->send : 0;
+    out.e2e = (s->n_out ? s->last : now) - s->send;
+    out.cached_tokens = s->cached;
+    out.spec_proposed = s->spec_proposed;
+    out.spec_accepted = s->spec_accepted;
+    out.retractions = s->retractions;
+    out.finish = s->finish;
+    for (uint32_t k = 0; k < s->n_out; k++) s->times[k] -= s->send;
+    out.n_times = s->times ? s->n_out : 0;
+    out.token_times = out.n_times ? s->times : NULL;
+    if (!r->failed && rec_request(r->rec, &out, &r->err) < 0) r->failed = 1;
+    free(s->times);
+    s->times = NULL;
+    r->done++;
+    r->outstanding--;
+    r->res.output_tokens += s->n_out;
+    if (s->finish == TR_FINISH_LENGTH || s->finish == TR_FINISH_STOP) r->res.completed++;
+    client_free(r, now);
+}
+
+static void on_event(void *ctx, const engine_event *ee)
+{
+    replay *r = ctx;
+    const core_event *ev = &ee->ev;
+    rreq *s = ee->user;
+    switch (ev->kind) {
+    case CORE_EV_ADMITTED:
+        s->cached = ev->cached_tokens;
+        break;
+    case CORE_EV_TOKENS:
+        if (s->n_out == 0) s->first = ev->now;
+        for (uint32_t k = 0; k < ev->n_tokens; k++) s->times[s->n_out++] = ev->now;
+        s->last = ev->now;
+        s->spec_proposed += ev->spec_proposed;
+        s->spec_accepted += ev->spec_accepted;
+        break;
+    case CORE_EV_RETRACTED:
+        s->retractions = ev->retractions;
+        break;
+    case CORE_EV_FINISHED:
+    case CORE_EV_ABORTED:
+        s->retractions = ev->retractions;
+        s->finish = ev->kind == CORE_EV_ABORTED ? TR_FINISH_ABORT : ev->finish;
+        if (r->cfg->on_output) r->cfg->on_output(r->cfg->ctx, s->index, ee->output, ev->output_len);
+        emit(r, s, ev->now);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_step(void *ctx, const tr_step *st)
+{
+    replay *r = ctx;
+    r->res.steps++;
+    r->res.retractions += st->retractions;
+    if (!r->failed && rec_step(r->rec, st, &r->err) < 0) r->failed = 1;
+}
+
+static void on_message(void *ctx, const char *msg)
+{
+    warn(ctx, msg);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Sends trace request i at time t: its prompt ids, then into the engine. A
+ * request the engine refuses is answered at once with an error, as a server
+ * would answer it. */
+static void send(replay *r, uint32_t i, double t)
+{
+    const tr_request *q = &r->trace->requests[i];
+    const model_config *mc = engine_model(r->g);
+    rreq *s = &r->rs[i];
+    s->index = i;
+    s->send = t;
+    r->outstanding++;
+    r->res.prompt_tokens += q->input_len;
+    uint32_t max_tokens = q->output_len ? q->output_len : 1;
+    rh_err e = {{0}};
+    uint32_t ctx = core_get_config(engine_core(r->g))->context_length;
+    if ((uint64_t)q->input_len + max_tokens > ctx) {
+        /* Checked before making the prompt, so an absurd length costs nothing. */
+        rh_fail(&e, "request %llu: %u prompt + %u output tokens exceed the context length %u of '%s'",
+                (unsigned long long)q->id, q->input_len, max_tokens, ctx, mc->name);
+        goto refuse;
+    }
+    if (q->input_len > r->prompt_cap) {
+        int32_t *p = realloc(r->prompt, q->input_len * sizeof *p);
+        if (!p) goto oom;
+        r->prompt = p;
+        r->prompt_cap = q->input_len;
+    }
+    if (!(s->times = malloc(max_tokens * sizeof *s->times))) goto oom;
+    tr_prompt_tokens(q, r->trace->header.block_size, mc->vocab_size, r->cfg->prompt_seed, r->prompt);
+    engine_request req = {
+        .id = q->id,
+        .prompt = r->prompt,
+        .prompt_len = q->input_len,
+        .max_tokens = max_tokens,
+        .sampling = r->cfg->sampling,
+        .seed = mix64(r->cfg->engine.core.seed ^ mix64(i)),
+        .ignore_eos = true,
+        .user = s,
+    };
+    if (engine_add(r->g, &req, t, &e) == 0) return;
+refuse:
+    warn(r, e.msg);
+    r->res.refused++;
+    s->finish = TR_FINISH_ERROR;
+    emit(r, s, t);
+    return;
+oom:
+    rh_fail(&r->err, "request %llu: out of memory", (unsigned long long)q->id);
+    r->failed = 1;
+}
+
+/* Sends everything due by `now`; returns the next send time (INFINITY: none
+ * left, or every client is busy). */
+static double send_due(replay *r, double now)
+{
+    uint64_t n = r->trace->n_requests;
+    uint32_t cap = r->cfg->max_concurrency;
+    while (r->next_send < n && !r->failed) {
+        uint32_t i = r->order[r->next_send];
+        double t = r->trace->requests[i].arrival / r->cfg->rate_scale;
+        if (cap) {
+            if (!r->n_free) return INFINITY;
+            double freed = r->free_at[r->free_head];
+            if (freed > t) t = freed;
+        }
+        if (t > now) return t;
+        if (cap) {
+            r->free_head = (r->free_head + 1) % cap;
+            r->n_free--;
+        }
+        r->next_send++;
+        send(r, i, t);
+    }
+    return INFINITY;
+}
+
+static int cmp_arrival(const void *a, const void *b, void *ctx)
+{
+    const tr_trace *t = ctx;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    double x = t->requests[i].arrival, y = t->requests[j].arrival;
+    if (x != y) return (x > y) - (x < y);
+    return (i > j) - (i < j);
+}
+
+static void sleep_s(double s)
+{
+    if (!(s > 0)) return;
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static recorder *open_recording(replay *r, rh_err *e)
+{
+    const replay_config *c = r->cfg;
+    tr_header h;
+    if (tr_header_copy(&h, &r->trace->header) < 0) return rh_fail(e, "out of memory"), NULL;
+    char buf[64];
+    int rc = engine_describe(r->g, &h);
+    rc |= tr_header_set(&h, "source", "rehearse replay");
+    if (c->trace_name) rc |= tr_header_set(&h, "input", c->trace_name);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->prompt_seed);
+    rc |= tr_header_set(&h, "prompt-seed", buf);
+    snprintf(buf, sizeof buf, "%.17g", c->rate_scale);
+    rc |= tr_header_set(&h, "rate-scale", buf);
+    snprintf(buf, sizeof buf, "%u", c->max_concurrency);
+    rc |= tr_header_set(&h, "max-concurrency", buf);
+    snprintf(buf, sizeof buf, "%g", (double)c->sampling.temperature);
+    rc |= tr_header_set(&h, "temperature", buf);
+    snprintf(buf, sizeof buf, "%g", (double)c->sampling.top_p);
+    rc |= tr_header_set(&h, "top-p", buf);
+    snprintf(buf, sizeof buf, "%u", c->sampling.top_k);
+    rc |= tr_header_set(&h, "top-k", buf);
+    recorder *rec = NULL;
+    if (rc) rh_fail(e, "out of memory");
+    else rec = rec_open(c->out_path, &h, 0, e);
+    tr_header_free(&h);
+    return rec;
+}
+
+static int run_loop(replay *r, rh_err *e)
+{
+    uint64_t n = r->trace->n_requests;
+    while (!r->failed) {
+        double now = replay_clock(r);
+        double next = send_due(r, now);
+        if (r->failed) break;
+        if (!engine_idle(r->g)) {
+            if (engine_step(r->g, e) < 0) return -1;
+        } else if (next == INFINITY) {
+            if (r->next_send >= n) break;
+            return rh_fail(e, "replay: %llu requests wait but no client is free and nothing runs",
+                           (unsigned long long)(n - r->next_send));
+        } else {
+            /* Idle until the next arrival; short naps keep the bar moving. */
+            double gap = next - replay_clock(r);
+            sleep_s(gap < 0.1 ? gap : 0.1);
+        }
+        snprintf(r->bar.extra, sizeof r->bar.extra, "clock %.1f s", replay_clock(r));
+        rh_progress_update(&r->bar, r->done);
+    }
+    if (r->failed) {
+        *e = r->err;
+        return -1;
+    }
+    return 0;
+}
+
+int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (!c->out_path) return rh_fail(e, "replay: no output path (-o RECORDED)");
+    if (!(c->rate_scale > 0) || !isfinite(c->rate_scale))
+        return rh_fail(e, "--rate-scale must be > 0 (got %g)", c->rate_scale);
+    if (runner_sampling_check(&c->sampling, e) < 0) return -1;
+    replay r;
+    memset(&r, 0, sizeof r);
+    r.cfg = c;
+    r.trace = t;
+    uint64_t n = t->n_requests;
+    uint32_t cap = c->max_concurrency;
+    int rc = -1;
+    r.rs = calloc(n ? n : 1, sizeof *r.rs);
+    r.order = malloc((n ? n : 1) * sizeof *r.order);
+    r.free_at = calloc(cap ? cap : 1, sizeof *r.free_at);
+    if (!r.rs || !r.order || !r.free_at) {
+        rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+        goto done;
+    }
+    r.n_free = cap;            /* every client is free at time 0 */
+    for (uint64_t i = 0; i < n; i++) r.order[i] = (uint32_t)i;
+    qsort_r(r.order, n, sizeof *r.order, cmp_arrival, (void *)t);
+
+    engine_config ec = c->engine;
+    ec.clock = replay_clock;
+    ec.clock_ctx = &r;
+    ec.hooks = (engine_hooks){.ctx = &r, .on_event = on_event, .on_step = on_step, .on_message = on_message};
+    r.t0 = rh_now();
+    if (!(r.g = engine_new(&ec, e))) goto done;
+    if (!(r.rec = open_recording(&r, e))) goto done;
+
+    if (c->progress) rh_progress_begin(&r.bar, "replay", n);
+    if (c->progress > 1) r.bar.enabled = 1;
+    r.t0 = rh_now();           /* the clock starts at the first send, after loading */
+    int loop = run_loop(&r, e);
+    r.res.wall_s = replay_clock(&r);
+    rh_progress_end(&r.bar);
+    if (loop < 0) goto done;
+    if (r.warnings > MAX_WARNINGS) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%llu more warnings not shown", (unsigned long long)(r.warnings - MAX_WARNINGS));
+        r.warnings = 0;
+        warn(&r, msg);
+    }
+    core_stats st;
+    core_get_stats(engine_core(r.g), &st);
+    r.res.cached_tokens = st.cached_tokens;
+    r.res.requests = n;
+    recorder *rec = r.rec;
+    r.rec = NULL;
+    if (rec_close(rec, e) < 0) goto done;
+    *out = r.res;
+    rc = 0;
+done:
+    if (r.rec) rec_abort(r.rec);
+    engine_free(r.g);
+    if (r.rs)
+        for (uint64_t i = 0; i < n; i++) free(r.rs[i].times);
+    free(r.rs);
+    free(r.order);
+    free(r.free_at);
+    free(r.prompt);
+    return rc;
+}
+
+static const char *replay_flags[] = {"model", "o", "output", "weights", "weight-seed", "max-concurrency",
+                                     "rate-scale", "prompt-seed", "temperature", "top-p", "top-k",
+                                     "mem-fraction-static"};
+
+int replay_config_takes_value(const char *name)
+{
+    for (size_t i = 0; i < sizeof replay_flags / sizeof replay_flags[0]; i++)
+        if (!strcmp(name, replay_flags[i])) return 1;
+    return -1;
+}
+
+int replay_config_set(replay_config *c, const char *name, const char *v, rh_err *e)
+{
+    if (replay_config_takes_value(name) < 0) return 0;
+    unsigned long long u;
+    double d;
+    engine_config *g = &c->engine;
+    if (!strcmp(name, "model")) g->model = v;
+    else if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
+    else if (!strcmp(name, "weights")) g->weights = v;
+    else if (!strcmp(name, "weight-seed")) {
+        if (rh_parse_u64(v, "--weight-seed", &u, e) < 0) return -1;
+        g->weight_seed = u;
+    } else if (!strcmp(name, "prompt-seed")) {
+        if (rh_parse_u64(v, "--prompt-seed", &u, e) < 0) return -1;
+        c->prompt_seed = u;
+    } else if (!strcmp(name, "max-concurrency")) {
+        if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
+        if (u > 1000000) return rh_fail(e, "--max-concurrency: %s is more clients than makes sense", v);
+        c->max_concurrency = (uint32_t)u;
+    } else if (!strcmp(name, "top-k")) {
+        if (rh_parse_u64(v, "--top-k", &u, e) < 0) return -1;
+        if (u > UINT32_MAX) return rh_fail(e, "--top-k: %s is too large", v);
+        c->sampling.top_k = (uint32_t)u;
+    } else {
+        if (rh_parse_double(v, name, &d, e) < 0) return -1;
+        if (!strcmp(name, "rate-scale")) {
+            if (!(d > 0)) return rh_fail(e, "--rate-scale must be > 0 (got %s)", v);
+            c->rate_scale = d;
+        } else if (!strcmp(name, "temperature")) {
+            c->sampling.temperature = (float)d;
+        } else if (!strcmp(name, "top-p")) {
+            c->sampling.top_p = (float)d;
+        } else {
+            if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
+            g->mem_fraction = d;
+        }
+    }
+    return 1;
+}

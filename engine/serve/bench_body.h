@@ -1,0 +1,31 @@
+/* bench_body.h — the JSON body of one benchmark request.
+ *
+ * /v1/completions gets the prompt as token ids (`prompt: [ids]`, which vLLM,
+ * SGLang and our server accept), so the server computes exactly the tokens we
+ * chose and prefix sharing is exact. /v1/chat/completions takes text only:
+ * each id becomes one common English word, so equal ids give equal text and
+ * shared prefixes stay shared; the server's token count is then close to,
+ * not exactly, the dataset's (the usage's prompt_tokens is recorded). Every
+ * request asks for exactly max_tokens (ignore_eos) at temperature 0. */
+#ifndef RH_BENCH_BODY_H
+#define RH_BENCH_BODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bench_body_opts {
+    const char *model_json;     /* the model name already JSON-encoded, quotes included */
+    int chat, stream;
+} bench_body_opts;
+
+/* malloc'd NUL-terminated body (length in *len), or NULL when out of memory. */
+char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, uint32_t max_tokens,
+                         size_t *len);
+
+/* `s` as a JSON string literal, quotes included (malloc'd), or NULL. */
+char *bench_json_string(const char *s);
+
+/* The word that stands for token id `id` in a chat prompt. */
+const char *bench_word(int32_t id);
+
+#endif

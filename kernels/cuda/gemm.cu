@@ -1,0 +1,173 @@
+/* gemm.cu — every linear layer and the LM head: y = x W^T (+ bias) (+ y),
+ * x and y f32, W bf16 [n][k].
+ *
+ * Two paths, because the two regimes are bound by different things:
+ *   - a few rows (decode at small batch): the product only streams W once
+ *     from memory, so it is a GEMV whose speed is the memory's. Our kernel
+ *     reads W in 16-byte loads straight from its bf16 storage (one warp per
+ *     output column, four loads in flight per lane), keeps x in f32, and
+ *     adds bias and residual in the same pass: no conversion of x, no
+ *     second launch. cuBLAS's GEMM at m = 1 has no such fused path.
+ *   - more rows (prefill, large decode batches): compute bound, so cuBLAS
+ *     (its Lt kernels underneath) with bf16 operands and f32 accumulate and
+ *     output: x is rounded to bf16 into scratch first (one cheap pass; the
+ *     product is O(k) times more work), bias is written into y first and
+ *     the product accumulates onto it with beta = 1, as on the CPU.
+ * Shapes the GEMV cannot take (k not a multiple of 8) use cuBLAS at any m. */
+#include "kernels/cuda/internal.h"
+
+#define GEMV_MAX_ROWS 4
+#define GEMV_WARPS 4
+#define GEMV_UNROLL 4
+
+template <int M>
+__global__ void __launch_bounds__(GEMV_WARPS * 32)
+    gemv_bf16(const float *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ bias,
+              float *__restrict__ y, uint32_t n, uint32_t k, int accumulate)
+{
+    uint32_t col = blockIdx.x * GEMV_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (col >= n) return;   /* whole warps leave together */
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w + (size_t)col * k);
+    uint32_t k8 = k / 8;
+    float acc[M];
+#pragma unroll
+    for (int m = 0; m < M; m++) acc[m] = 0.f;
+    for (uint32_t i = lane; i < k8; i += 32 * GEMV_UNROLL) {
+        uint4 wv[GEMV_UNROLL];
+        /* All loads first: GEMV_UNROLL independent 16-byte reads in flight. */
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++) {
+            uint32_t j = i + u * 32;
+            wv[u] = j < k8 ? __ldcs(wr + j) : make_uint4(0, 0, 0, 0);   /* W is read once: stream it */
+        }
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++) {
+            uint32_t j = i + u * 32;
+            if (j >= k8) break;
+            float wf[8];
+            unpack8(wv[u], wf);
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                const float4 *xp = reinterpret_cast<const float4 *>(x + (size_t)m * k) + 2 * j;
+                float4 a = __ldg(xp), b = __ldg(xp + 1);
+                acc[m] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y +
+                          wf[6] * b.z + wf[7] * b.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < M; m++) acc[m] = warp_sum(acc[m]);
+    if (lane == 0) {
+        float b = bias ? bias[col] : 0.f;
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float *o = y + (size_t)m * n + col;
+            *o = (accumulate ? *o : 0.f) + acc[m] + b;
+        }
+    }
+}
+
+__global__ void to_bf16(const float *__restrict__ x, bf16 *__restrict__ out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(x[i]);
+}
+
+/* y[i][j] = bias[j] (+ y[i][j]); bias NULL: y = 0. */
+__global__ void set_rows(float *__restrict__ y, const float *__restrict__ bias, uint32_t m, uint32_t n,
+                         int accumulate)
+{
+    size_t total = (size_t)m * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float b = bias ? bias[i % n] : 0.f;
+        y[i] = accumulate ? y[i] + b : b;
+    }
+}
+
+static unsigned grid_for(size_t n, unsigned block)
+{
+    size_t g = (n + block - 1) / block;
+    return (unsigned)(g < 65535 ? (g ? g : 1) : 65535);
+}
+
+static void gemv(cuda_ctx *c, const float *x, const bf16 *w, const float *bias, float *y, uint32_t m, uint32_t n,
+                 uint32_t k, int acc)
+{
+    dim3 grid((n + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
+    switch (m) {
+    case 1: gemv_bf16<1><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
+    case 2: gemv_bf16<2><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
+    case 3: gemv_bf16<3><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
+    default: gemv_bf16<4><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
+    }
+    CX_LAUNCHED("gemv");
+}
+
+void cu_gemm(const float *x, const float *wf, const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
+             int accumulate)
+{
+    cuda_ctx *c = cx();
+    if (!c || !m || !n) return;
+    const bf16 *w = reinterpret_cast<const bf16 *>(wf);
+    int small = m <= GEMV_MAX_ROWS && k % 8 == 0;
+    if (c->force_gemm == CUDA_GEMM_GEMV && m <= GEMV_MAX_ROWS && k % 8 == 0) small = 1;
+    if (c->force_gemm == CUDA_GEMM_CUBLAS) small = 0;
+    if (!k) {   /* an empty sum: y = bias, y += bias, or y = 0 */
+        if (bias || !accumulate) {
+            set_rows<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(y, bias, m, n, accumulate);
+            CX_LAUNCHED("set_rows");
+        }
+        return;
+    }
+    if (small) {
+        gemv(c, x, w, bias, y, m, n, k, accumulate);
+        return;
+    }
+    bf16 *xb = (bf16 *)cx_scratch(c, SCR_GEMM_X, (size_t)m * k * sizeof(bf16));
+    if (!xb) return;
+    to_bf16<<<grid_for((size_t)m * k, 256), 256, 0, c->stream>>>(x, xb, (size_t)m * k);
+    CX_LAUNCHED("to_bf16");
+    float beta = accumulate ? 1.f : 0.f, alpha = 1.f;
+    if (bias) {
+        set_rows<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(y, bias, m, n, accumulate);
+        CX_LAUNCHED("set_rows");
+        beta = 1.f;
+    }
+    /* Column-major view: y^T [n][m] = W [k][n]^T x^T [k][m]. */
+    cx_blas_ok(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, w, CUDA_R_16BF, (int)k,
+                            xb, CUDA_R_16BF, (int)k, &beta, y, CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+/* tmp[i] = rmsnorm(h[rows[i]]) * norm_w: the final norm of the rows that want logits. */
+__global__ void gather_norm(const float *__restrict__ h, const uint32_t *__restrict__ rows,
+                            const float *__restrict__ nw, float eps, uint32_t dim, float *__restrict__ tmp)
+{
+    const float *x = h + (size_t)rows[blockIdx.x] * dim;
+    float *o = tmp + (size_t)blockIdx.x * dim;
+    __shared__ float part[32];
+    float ss = 0.f;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    float inv = 1.0f / sqrtf(part[0] / (float)dim + eps);
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = x[i] * inv * nw[i];
+}
+
+void cu_lm_head(const float *h, const uint32_t *rows, uint32_t n_rows, const float *norm_w, float eps,
+                const float *w, uint32_t vocab, uint32_t dim, float *tmp, float *logits)
+{
+    cuda_ctx *c = cx();
+    if (!c || !n_rows) return;
+    gather_norm<<<n_rows, 256, 0, c->stream>>>(h, rows, norm_w, eps, dim, tmp);
+    CX_LAUNCHED("gather_norm");
+    cu_gemm(tmp, w, NULL, logits, n_rows, vocab, dim, 0);
+}

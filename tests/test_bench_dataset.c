@@ -1,0 +1,137 @@
+/* test_bench_dataset.c — generated datasets: lengths follow their rule,
+ * prompts share exactly the tokens they should, seeds reproduce. */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/serve/bench.h"
+
+static int32_t *tokens_of(const bench_dataset *d, size_t i)
+{
+    int32_t *t = malloc(d->items[i].input_len * sizeof *t);
+    bench_item_tokens(d, i, t);
+    return t;
+}
+
+/* Length of the common prefix of two prompts. */
+static uint32_t common(const bench_dataset *d, size_t i, size_t j)
+{
+    int32_t *a = tokens_of(d, i), *b = tokens_of(d, j);
+    uint32_t n = d->items[i].input_len < d->items[j].input_len ? d->items[i].input_len : d->items[j].input_len, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    free(a);
+    free(b);
+    return k;
+}
+
+static void test_random_lengths(void)
+{
+    bench_random_opts o = {.num_prompts = 20000, .input_len = 100, .output_len = 50, .range_ratio = 0.5, .seed = 3};
+    bench_dataset d;
+    rh_err e;
+    CU_ASSERT_FATAL(bench_dataset_random(&d, &o, 16, &e) == 0);
+    double in = 0, out = 0;
+    size_t outside = 0, lo_seen = 0, hi_seen = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        uint32_t a = d.items[i].input_len, b = d.items[i].output_len;
+        outside += a < 50 || a > 150 || b < 25 || b > 75;
+        lo_seen += a == 50;
+        hi_seen += a == 150;
+        in += a;
+        out += b;
+    }
+    CU_ASSERT_EQUAL(outside, 0);
+    CU_ASSERT(lo_seen > 0 && hi_seen > 0);           /* both ends inclusive */
+    CU_ASSERT_DOUBLE_EQUAL(in / (double)d.n, 100, 1.5);
+    CU_ASSERT_DOUBLE_EQUAL(out / (double)d.n, 50, 1);
+    /* Same seed, same dataset. */
+    bench_dataset d2;
+    CU_ASSERT_FATAL(bench_dataset_random(&d2, &o, 16, &e) == 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < d.n; i++)
+        differ += d.items[i].input_len != d2.items[i].input_len || d.items[i].output_len != d2.items[i].output_len;
+    CU_ASSERT_EQUAL(differ, 0);
+    bench_dataset_free(&d);
+    bench_dataset_free(&d2);
+
+    bench_random_opts fixed = {.num_prompts = 50, .input_len = 30, .output_len = 7, .seed = 1};
+    CU_ASSERT_FATAL(bench_dataset_random(&d, &fixed, 16, &e) == 0);
+    for (size_t i = 0; i < d.n; i++) {
+        CU_ASSERT_EQUAL(d.items[i].input_len, 30);
+        CU_ASSERT_EQUAL(d.items[i].output_len, 7);
+    }
+    bench_dataset_free(&d);
+}
+
+static void test_random_prefix(void)
+{
+    bench_random_opts o = {.num_prompts = 4, .input_len = 20, .output_len = 2, .prefix_len = 33, .seed = 5};
+    bench_dataset d;
+    rh_err e;
+    CU_ASSERT_FATAL(bench_dataset_random(&d, &o, 16, &e) == 0);
+    for (size_t i = 0; i < d.n; i++) CU_ASSERT_EQUAL(d.items[i].input_len, 53);
+    CU_ASSERT_EQUAL(common(&d, 0, 1), 33);
+    CU_ASSERT_EQUAL(common(&d, 2, 3), 33);
+    bench_dataset_free(&d);
+    o.prefix_len = 0;
+    CU_ASSERT_FATAL(bench_dataset_random(&d, &o, 16, &e) == 0);
+    CU_ASSERT(common(&d, 0, 1) < 2);
+    bench_dataset_free(&d);
+}
+
+static void test_shared_prefix_groups(void)
+{
+    bench_shared_prefix_opts o = {.num_groups = 4, .prompts_per_group = 5, .system_prompt_len = 40,
+                                  .question_len = 10, .output_len = 3, .seed = 9};
+    bench_dataset d;
+    rh_err e;
+    CU_ASSERT_FATAL(bench_dataset_shared_prefix(&d, &o, 16, &e) == 0);
+    CU_ASSERT_EQUAL_FATAL(d.n, 20);
+    int members[4] = {0}, in_order = 1;
+    for (size_t i = 0; i < d.n; i++) {
+        size_t g = (size_t)(d.items[i].hashes - d.hash_pool);
+        CU_ASSERT_FATAL(g < 4);
+        members[g]++;
+        if (g != i / 5) in_order = 0;
+        CU_ASSERT_EQUAL(d.items[i].input_len, 50);
+        CU_ASSERT_EQUAL(d.items[i].output_len, 3);
+    }
+    for (int g = 0; g < 4; g++) CU_ASSERT_EQUAL(members[g], 5);
+    CU_ASSERT(!in_order);                             /* shuffled */
+    for (size_t i = 0; i < d.n; i++)
+        for (size_t j = i + 1; j < d.n; j++) {
+            int same_group = d.items[i].hashes == d.items[j].hashes;
+            uint32_t c = common(&d, i, j);
+            CU_ASSERT(same_group ? c == 40 : c < 2);
+        }
+    bench_dataset_free(&d);
+    o.num_prompts = 7;
+    CU_ASSERT_FATAL(bench_dataset_shared_prefix(&d, &o, 16, &e) == 0);
+    CU_ASSERT_EQUAL(d.n, 7);
+    bench_dataset_free(&d);
+}
+
+static void test_bad_options(void)
+{
+    bench_dataset d;
+    rh_err e;
+    bench_random_opts r = {.num_prompts = 1, .input_len = 10, .output_len = 1, .range_ratio = 1};
+    CU_ASSERT_EQUAL(bench_dataset_random(&d, &r, 16, &e), -1);
+    CU_ASSERT(strstr(e.msg, "--random-range-ratio") != NULL);
+    r.range_ratio = 0;
+    r.num_prompts = 0;
+    CU_ASSERT_EQUAL(bench_dataset_random(&d, &r, 16, &e), -1);
+    CU_ASSERT(strstr(e.msg, "--num-prompts") != NULL);
+    bench_shared_prefix_opts s = {.num_groups = 0, .prompts_per_group = 1, .question_len = 1, .output_len = 1};
+    CU_ASSERT_EQUAL(bench_dataset_shared_prefix(&d, &s, 16, &e), -1);
+    CU_ASSERT(strstr(e.msg, "--gsp-num-groups") != NULL);
+}
+
+void register_test_bench_dataset(void)
+{
+    CU_pSuite s = CU_add_suite("bench_dataset", NULL, NULL);
+    CU_add_test(s, "random lengths", test_random_lengths);
+    CU_add_test(s, "random prefix", test_random_prefix);
+    CU_add_test(s, "shared-prefix groups", test_shared_prefix_groups);
+    CU_add_test(s, "bad options", test_bad_options);
+}
