@@ -45,7 +45,7 @@ enum cost_table_op {
     CT_LM_HEAD,          /* step:  rows wanting logits (final norm + vocabulary GEMM) */
     CT_SAMPLE,           /* step:  rows sampled */
     CT_BATCH_PREP,       /* step:  seqs (runner time outside the kernels) */
-    CT_SCHEDULE,         /* step:  seqs (scheduler core: schedule + complete) */
+    CT_SCHEDULE,         /* step:  seqs (scheduler core: core_schedule) */
     CT_N_OPS
 };
 

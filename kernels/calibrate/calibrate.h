@@ -9,7 +9,7 @@
  * the norms, RoPE, KV write and SiLU·mul over tokens, the LM head over rows,
  * sampling; the CPU time of a step outside the kernels — the runner's batch
  * preparation (runner_forward with every kernel timed and subtracted) and the
- * scheduler core's schedule + complete — over sequences; and, under tensor
+ * scheduler core's core_schedule — over sequences; and, under tensor
  * parallel, all-reduces over message sizes through the backend's hook. Each
  * point is repeated until its samples agree (measure.h).
  *

@@ -8,10 +8,12 @@
  * time minus its kernels' time. The batch is decodes at a short context, so
  * the kernels are cheap and the difference is not lost in their noise.
  *
- * schedule: the scheduler core's core_schedule + core_complete for a step
- * whose batch is that many running decodes, with SGLang's default knobs.
- * Each sample runs `iters` steps of one core; a core nearing its requests'
- * output length is replaced (untimed) before the sample. */
+ * schedule: the scheduler core's core_schedule for a step whose batch is
+ * that many running decodes, with SGLang's default knobs. The engine's step
+ * duration runs from core_schedule's start to core_complete's call, so
+ * core_complete (timed by nothing, run after each sample step) falls between
+ * steps. Each sample runs `iters` steps of one core; a core nearing its
+ * requests' output length is replaced (untimed) before the sample. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,14 +223,14 @@ static double sched_sample(void *p, uint32_t iters, double *spent)
             break;
         }
         uint32_t k = iters - done < s->steps_left - 1 ? iters - done : s->steps_left - 1;
-        double t0 = calib_now(s->x);
         for (uint32_t i = 0; i < k; i++) {
             core_batch b;
+            double t0 = calib_now(s->x);
             core_schedule(s->c, s->now, &b);
+            t += calib_now(s->x) - t0;
             if (core_complete(s->c, &b, NULL, s->now, &s->err) < 0) s->failed = 1;
             s->now += 1e-3;
         }
-        t += calib_now(s->x) - t0;
         s->steps_left -= k;
         done += k;
     }

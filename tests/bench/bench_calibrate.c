@@ -10,6 +10,10 @@
  * the batch's exact aggregates (what the simulator gives the model) and from
  * only the fields a step record keeps (what `validate-steps` gives it).
  *
+ * Then the issue's own check, now that `rehearse replay` exists: a recorded
+ * run of the engine on a shared trace slice, every step priced by
+ * `rehearse validate-steps` (skipped without ../shared/traces).
+ *
  * REHEARSE_CALIB_TABLE=path reuses a table instead of calibrating (the
  * calibration time is then not measured). Prints a table; writes
  * reports/bench/calibrate.json (and the table, when calibrated, to
@@ -198,6 +202,48 @@ static void summarize_class(bench_batch *bs, size_t n, int cls, int record, cost
     *out = (cost_err_summary){k, s.median, s.p90, s.max, s.mean};
 }
 
+/* The issue's own check: `rehearse replay` on a slice of a shared trace
+ * (the demo's: 40 Azure conversation requests at a tenth of their lengths,
+ * three times their rate, decodes mixed with prefill chunks), then
+ * `rehearse validate-steps` of the recording against the table. Returns the
+ * number of steps compared, 0 when the shared trace is absent, -1 on error. */
+static long replay_check(const char *table, cost_err_summary out[COST_N_CLASSES])
+{
+    const char *bin = getenv("REHEARSE_BIN"), *shared = getenv("REHEARSE_SHARED_TRACES");
+    if (!bin || !*bin) bin = "./rehearse";
+    if (!shared || !*shared) shared = "../shared/traces";
+    char src[1024], cmd[4096];
+    snprintf(src, sizeof src, "%s/AzureLLMInferenceTrace_conv.csv", shared);
+    FILE *t = fopen(src, "r");
+    if (!t) return 0;
+    fclose(t);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p build/tmp && %s trace slice %s --first 40 --length-scale 0.1 --rate-scale 3 "
+             "-o build/tmp/bench-slice.rhtr >/dev/null && %s replay build/tmp/bench-slice.rhtr --model tiny-llama "
+             "--max-total-tokens 65536 --enable-mixed-chunk -o build/tmp/bench-recorded.rhtr >/dev/null && "
+             "%s validate-steps build/tmp/bench-recorded.rhtr %s --json --no-plot -o build/tmp/bench-validate",
+             bin, src, bin, bin, table);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    json_error_t je;
+    json_t *j = json_loadf(p, 0, &je);
+    if (pclose(p) != 0 || !j) {
+        json_decref(j);
+        return -1;
+    }
+    long n = (long)json_integer_value(json_object_get(j, "steps"));
+    for (int c = 0; c < COST_N_CLASSES; c++) {
+        json_t *o = json_object_get(json_object_get(j, "error"), cost_class_name(c));
+        out[c] = (cost_err_summary){(size_t)json_integer_value(json_object_get(o, "steps")),
+                                    json_number_value(json_object_get(o, "median")),
+                                    json_number_value(json_object_get(o, "p90")),
+                                    json_number_value(json_object_get(o, "max")),
+                                    json_number_value(json_object_get(o, "mean"))};
+    }
+    json_decref(j);
+    return n;
+}
+
 int main(void)
 {
     rh_err e;
@@ -288,6 +334,17 @@ int main(void)
         printf("  %-8s %6zu   %6.1f%% %6.1f%% %6.1f%%      %6.1f%% %6.1f%% %6.1f%%\n", cost_class_name(cl), es[0][cl].n,
                100 * es[0][cl].median, 100 * es[0][cl].p90, 100 * es[0][cl].max, 100 * es[1][cl].median,
                100 * es[1][cl].p90, 100 * es[1][cl].max);
+    cost_err_summary rep[COST_N_CLASSES];
+    fprintf(stderr, "bench_calibrate: rehearse replay of a shared trace slice, then validate-steps...\n");
+    long replayed = replay_check(table_path, rep);
+    if (replayed > 0) {
+        printf("\nrehearse replay (40 Azure conv requests, lengths x0.1, rate x3, mixed chunks) + validate-steps:\n");
+        for (int cl = 0; cl < COST_N_CLASSES; cl++)
+            printf("  %-8s %6zu   %6.1f%% %6.1f%% %6.1f%%\n", cost_class_name(cl), rep[cl].n, 100 * rep[cl].median,
+                   100 * rep[cl].p90, 100 * rep[cl].max);
+    } else {
+        printf("\nrehearse replay check: %s\n", replayed == 0 ? "skipped (no shared trace)" : "failed");
+    }
     if (!isnan(calib_s))
         printf("\nfull calibration of tiny-llama: %.1f s (%u points, %u not converged; target < 180 s)\n", calib_s,
                points, unconverged);
@@ -303,6 +360,13 @@ int main(void)
         for (int cl = 0; cl < COST_N_CLASSES; cl++)
             fprintf(f, "%s\"%s\": {\"steps\": %zu, \"median\": %.4f, \"p90\": %.4f, \"max\": %.4f}", cl ? ", " : "",
                     cost_class_name(cl), es[rec][cl].n, es[rec][cl].median, es[rec][cl].p90, es[rec][cl].max);
+        fprintf(f, "},\n");
+    }
+    if (replayed > 0) {
+        fprintf(f, "  \"replay_validate_steps\": {\"steps\": %ld", replayed);
+        for (int cl = 0; cl < COST_N_CLASSES; cl++)
+            fprintf(f, ", \"%s\": {\"steps\": %zu, \"median\": %.4f, \"p90\": %.4f, \"max\": %.4f}",
+                    cost_class_name(cl), rep[cl].n, rep[cl].median, rep[cl].p90, rep[cl].max);
         fprintf(f, "},\n");
     }
     fprintf(f, "  \"batches\": [\n");
