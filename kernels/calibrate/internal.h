@@ -1,9 +1,9 @@
 /* internal.h — what the calibration's files share, not for other modules.
  *
  * calibrate.c walks the operators of sim/cost_table.h; for each it builds the
- * grid and calls the operator's bench (ops.c for kernels, overhead.c for the
- * runner's and the scheduler's own time), which fills one time and one
- * spread per grid point through calib_grid_measure. */
+ * grid and calls the operator's bench (ops.c and attention.c for kernels,
+ * overhead.c for the runner's and the scheduler's own time), which fills one
+ * time and one spread per grid point through calib_grid_measure. */
 #ifndef RH_CALIB_INTERNAL_H
 #define RH_CALIB_INTERNAL_H
 
@@ -48,6 +48,9 @@ int calib_grid_measure(calib_ctx *x, calib_grid *g, calib_set_fn set, calib_samp
 float *calib_random(calib_ctx *x, size_t n, float scale);
 /* Backend memory holding a copy of n host words. */
 void *calib_upload(calib_ctx *x, const void *host, size_t bytes);
+void calib_free(calib_ctx *x, void *p);                /* NULL is fine */
+/* The weights every layer holds, in bytes (a forward pass's working set). */
+uint64_t calib_layer_weight_bytes(const calib_shape *s);
 
 /* The benches: each fills its grid, -1 with a message when memory runs out. */
 int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e);

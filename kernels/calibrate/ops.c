@@ -1,5 +1,6 @@
-/* ops.c — the kernel benches: each runs one kern_table entry on the shapes
- * the forward pass gives it, over its grid.
+/* ops.c — the kernel benches but attention's (attention.c): each runs one
+ * kern_table entry on the shapes the forward pass gives it, over its grid;
+ * and what every bench shares (clock, memory, the grid walk).
  *
  * Caches. In a forward pass a layer's weights were last touched one whole
  * step ago, with every other layer's weights streamed in between, so a GEMM
@@ -8,11 +9,8 @@
  * faster than the engine; so a GEMM bench cycles through as many copies of
  * its matrix as the model's layer weights fill (within a memory budget), and
  * each call reads a copy the previous calls have pushed out of the inner
- * caches. Attention likewise: a layer's KV pages were last read one step ago,
- * with the other layers' pages and the weights read since, so an attention
- * bench moves its batch through an arena that large (a different page range
- * each call). Activations, which the forward pass has just written, stay hot
- * as they are there.
+ * caches (attention.c does the same with KV pages). Activations, which the
+ * forward pass has just written, stay hot as they are there.
  *
  * Points are sampled in rounds (measure.h), so the point sampled before this
  * one has left the caches in its own state. A sample of a cheap kernel (one
@@ -29,7 +27,6 @@
 #include "sim/cost_table.h"
 
 #define WEIGHT_BUDGET (512ull << 20)
-#define KV_ARENA_BUDGET (1ull << 30)
 
 double calib_now(const calib_ctx *x)
 {
@@ -54,7 +51,7 @@ int calib_grid_measure(calib_ctx *x, calib_grid *g, calib_set_fn set, calib_samp
     if (!p) return rh_fail(e, "calibrate: out of memory");
     if (calib_measure_points(&x->o->rule, n, set, fn, state, p, point_done, x) < 0) {
         free(p);
-        return -1;
+        return rh_fail(e, "calibrate: a grid point could not be set up (out of memory)");
     }
     for (uint32_t i = 0; i < n; i++) {
         g->seconds[i] = p[i].seconds;
@@ -109,7 +106,7 @@ void *calib_upload(calib_ctx *x, const void *host, size_t bytes)
     return d;
 }
 
-static void dfree(calib_ctx *x, void *p)
+void calib_free(calib_ctx *x, void *p)
 {
     if (p) x->b->K->free(p);
 }
@@ -154,8 +151,7 @@ static double gemm_sample(void *p, uint32_t iters, double *spent)
     return *spent = calib_now(g->x) - t0;
 }
 
-/* The weights every layer holds, in bytes (the bench's working set). */
-static uint64_t layer_weight_bytes(const calib_shape *s)
+uint64_t calib_layer_weight_bytes(const calib_shape *s)
 {
     uint64_t per = (uint64_t)s->qd * s->d * 2 + (uint64_t)s->kvd * s->d * 2 + (uint64_t)s->f * s->d * 3;
     return per * s->layers * sizeof(float);
@@ -174,7 +170,7 @@ int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
     default: b.n = s->d, b.k = s->f, bias = s->mlp_bias, b.acc = 1; break;
     }
     uint64_t wbytes = (uint64_t)b.n * b.k * sizeof(float);
-    uint64_t want = layer_weight_bytes(s) / wbytes, cap = WEIGHT_BUDGET / wbytes;
+    uint64_t want = calib_layer_weight_bytes(s) / wbytes, cap = WEIGHT_BUDGET / wbytes;
     if (want < s->layers) want = s->layers;
     b.copies = (uint32_t)(want < cap ? want : cap);
     if (b.copies < 1) b.copies = 1;
@@ -198,12 +194,12 @@ int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
         }
     rc = calib_grid_measure(x, g, gemm_set, gemm_sample, &b, e);
 done:
-    for (uint32_t i = 0; b.w && i < b.copies; i++) dfree(x, b.w[i]);
+    for (uint32_t i = 0; b.w && i < b.copies; i++) calib_free(x, b.w[i]);
     free(b.w);
     free(host);
-    dfree(x, b.in);
-    dfree(x, b.out);
-    dfree(x, b.bias);
+    calib_free(x, b.in);
+    calib_free(x, b.out);
+    calib_free(x, b.bias);
     return rc;
 }
 
@@ -256,9 +252,9 @@ static int kv_batch(rows_bench *r, uint32_t rows)
     calib_ctx *x = r->x;
     uint32_t np = (rows + x->s.page_size - 1) / x->s.page_size;
     uint32_t row0[2] = {0, rows}, start[1] = {0}, pt0[2] = {0, np};
-    dfree(x, r->row0);
-    dfree(x, r->start);
-    dfree(x, r->pt0);
+    calib_free(x, r->row0);
+    calib_free(x, r->start);
+    calib_free(x, r->pt0);
     r->row0 = calib_upload(x, row0, sizeof row0);
     r->start = calib_upload(x, start, sizeof start);
     r->pt0 = calib_upload(x, pt0, sizeof pt0);
@@ -355,171 +351,8 @@ int calib_bench_rows(calib_ctx *x, int op, calib_grid *g, rh_err *e)
     }
     if (calib_grid_measure(x, g, rows_set, rows_sample, &r, e) < 0) rc = oom(e, name);
 done:
-    dfree(x, r.a), dfree(x, r.b), dfree(x, r.c), dfree(x, r.d), dfree(x, r.w);
-    dfree(x, r.ids), dfree(x, r.pos), dfree(x, r.row0), dfree(x, r.start), dfree(x, r.pt0), dfree(x, r.pages);
-    return rc;
-}
-
-/* ---- attention -------------------------------------------------------- */
-
-typedef struct attn_bench {
-    calib_ctx *x;
-    const calib_grid *g;
-    uint32_t *ones, *ctx;                   /* host scratch for a decode batch */
-    float *q, *out, *k_pool, *v_pool, *scratch;
-    kern_attn_batch ab;
-    uint32_t *row0, *start, *pt0, *pages;   /* backend copies of ab's arrays */
-    uint64_t arena;                         /* pages in the pools */
-    uint32_t span, shifts, shift;           /* pages the batch reads; page ranges it rotates through */
-} attn_bench;
-
-static void attn_run(attn_bench *a)
-{
-    const calib_shape *s = &a->x->s;
-    kern_attn_shape sh = {s->n_heads, s->n_kv, s->hd, s->page_size, s->window, 1.0f / sqrtf((float)s->hd)};
-    a->ab.page_ids = a->pages + (size_t)a->shift * a->span;
-    a->shift = (a->shift + 1) % a->shifts;
-    a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
-}
-
-static double attn_sample(void *p, uint32_t iters, double *spent)
-{
-    attn_bench *a = p;
-    for (uint32_t i = 0; iters > 1 && i < a->shifts && i < iters; i++) attn_run(a);
-    double t0 = calib_now(a->x);
-    for (uint32_t i = 0; i < iters; i++) attn_run(a);
-    calib_sync(a->x);
-    return *spent = calib_now(a->x) - t0;
-}
-
-/* Uploads a batch of n sequences, sequence i with new[i] tokens at context
- * ctx[i], over consecutive pages. */
-static int attn_batch(attn_bench *a, uint32_t n, const uint32_t *new_tokens, const uint32_t *ctx)
-{
-    calib_ctx *x = a->x;
-    uint32_t ps = x->s.page_size;
-    uint32_t *row0 = malloc((n + 1) * sizeof *row0), *pt0 = malloc((n + 1) * sizeof *pt0);
-    int rc = -1;
-    if (!row0 || !pt0) goto done;
-    row0[0] = pt0[0] = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        row0[i + 1] = row0[i] + new_tokens[i];
-        pt0[i + 1] = pt0[i] + (ctx[i] + new_tokens[i] + ps - 1) / ps;
-    }
-    dfree(x, a->row0), dfree(x, a->start), dfree(x, a->pt0);
-    a->row0 = calib_upload(x, row0, (n + 1) * sizeof *row0);
-    a->start = calib_upload(x, ctx, n * sizeof *ctx);
-    a->pt0 = calib_upload(x, pt0, (n + 1) * sizeof *pt0);
-    a->ab = (kern_attn_batch){n, a->row0, a->start, a->pt0, a->pages};
-    /* The forward pass's working set between two reads of these pages: every
-     * layer's pages of this batch and the layer weights. */
-    uint64_t page_bytes = (uint64_t)ps * x->s.kvd * sizeof(float) * 2;
-    uint64_t want = (uint64_t)pt0[n] * x->s.layers + layer_weight_bytes(&x->s) / page_bytes;
-    if (want > a->arena) want = a->arena;
-    a->span = pt0[n] ? pt0[n] : 1;
-    a->shifts = (uint32_t)(want / a->span);
-    if (a->shifts < 1) a->shifts = 1;
-    a->shift = 0;
-    rc = a->row0 && a->start && a->pt0 ? 0 : -1;
-done:
-    free(row0);
-    free(pt0);
-    return rc;
-}
-
-/* Pools for a batch of up to `pages` pages, as large as the forward pass's
- * working set allows within the budget, filled with values; q and out for
- * `rows` rows, the identity page table, scratch for `ctx` positions. */
-static int attn_alloc(attn_bench *a, uint64_t pages, uint32_t rows, uint64_t ctx)
-{
-    calib_ctx *x = a->x;
-    uint64_t page_bytes = (uint64_t)x->s.page_size * x->s.kvd * sizeof(float) * 2;
-    uint64_t want = pages * x->s.layers + layer_weight_bytes(&x->s) / page_bytes;
-    uint64_t cap = KV_ARENA_BUDGET / page_bytes;
-    if (want > cap) want = cap;
-    if (want < pages) want = pages;
-    a->arena = pages = want;
-    size_t pool = (size_t)pages * x->s.page_size * x->s.kvd;
-    a->k_pool = calib_random(x, pool, 1.0f);
-    a->v_pool = calib_random(x, pool, 1.0f);
-    a->q = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
-    a->out = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
-    a->scratch = calib_random(x, ctx + 1, 0.0f);
-    uint32_t *ids = malloc((size_t)pages * sizeof *ids);
-    if (ids)
-        for (uint64_t i = 0; i < pages; i++) ids[i] = (uint32_t)i;
-    a->pages = ids ? calib_upload(x, ids, (size_t)pages * sizeof *ids) : NULL;
-    free(ids);
-    return a->k_pool && a->v_pool && a->q && a->out && a->scratch && a->pages ? 0 : -1;
-}
-
-static void attn_free(attn_bench *a)
-{
-    calib_ctx *x = a->x;
-    dfree(x, a->q), dfree(x, a->out), dfree(x, a->k_pool), dfree(x, a->v_pool), dfree(x, a->scratch);
-    dfree(x, a->row0), dfree(x, a->start), dfree(x, a->pt0), dfree(x, a->pages);
-}
-
-static int prefill_set(void *p, uint32_t k)
-{
-    attn_bench *a = p;
-    uint32_t n = (uint32_t)a->g->ax0[k / a->g->n1], c = (uint32_t)a->g->ax1[k % a->g->n1];
-    return attn_batch(a, 1, &n, &c);
-}
-
-int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e)
-{
-    attn_bench a = {.x = x, .g = g};
-    uint32_t nmax = (uint32_t)g->ax0[g->n0 - 1], cmax = (uint32_t)g->ax1[g->n1 - 1];
-    uint64_t pages = ((uint64_t)nmax + cmax + x->s.page_size - 1) / x->s.page_size;
-    int rc = 0;
-    if (attn_alloc(&a, pages, nmax, (uint64_t)nmax + cmax) < 0) {
-        rc = oom(e, "prefill attention");
-        goto done;
-    }
-    if (calib_grid_measure(x, g, prefill_set, attn_sample, &a, e) < 0) rc = oom(e, "prefill attention");
-done:
-    attn_free(&a);
-    return rc;
-}
-
-/* B decodes whose contexts sum to S. A step record keeps only the sum, so
- * the bench picks the spread a running batch has — requests that started
- * at different times, contexts from about 0 to twice the mean — as a ramp
- * (S·(2q+1)/B² for the q-th, the rounding remainder one token each). Equal
- * contexts would be cheaper: a long context's K and V outgrow the core's own
- * cache, and attention reads them once per query head. */
-static int decode_set(void *p, uint32_t k)
-{
-    attn_bench *a = p;
-    uint32_t B = (uint32_t)a->g->ax0[k / a->g->n1];
-    uint64_t S = (uint64_t)a->g->ax1[k % a->g->n1], sum = 0, b2 = (uint64_t)B * B;
-    for (uint32_t q = 0; q < B; q++) sum += a->ctx[q] = (uint32_t)(S * (2 * q + 1) / b2);
-    for (uint32_t q = 0; sum < S; q = (q + 1) % B, sum++) a->ctx[q]++;
-    return attn_batch(a, B, a->ones, a->ctx);
-}
-
-int calib_bench_decode_attention(calib_ctx *x, calib_grid *g, rh_err *e)
-{
-    attn_bench a = {.x = x, .g = g};
-    uint32_t bmax = (uint32_t)g->ax0[g->n0 - 1];
-    uint64_t smax = (uint64_t)g->ax1[g->n1 - 1];
-    /* Each sequence holds its context plus the new token: at most one
-     * partly filled page each beyond the summed context. */
-    uint64_t pages = smax / x->s.page_size + 2ull * bmax;
-    a.ones = malloc((size_t)bmax * sizeof *a.ones);
-    a.ctx = malloc((size_t)bmax * sizeof *a.ctx);
-    int rc = 0;
-    if (!a.ones || !a.ctx || attn_alloc(&a, pages, bmax, smax + 1) < 0) {
-        rc = oom(e, "decode attention");
-        goto done;
-    }
-    for (uint32_t i = 0; i < bmax; i++) a.ones[i] = 1;
-    if (calib_grid_measure(x, g, decode_set, attn_sample, &a, e) < 0) rc = oom(e, "decode attention");
-done:
-    free(a.ones);
-    free(a.ctx);
-    attn_free(&a);
+    calib_free(x, r.a), calib_free(x, r.b), calib_free(x, r.c), calib_free(x, r.d), calib_free(x, r.w);
+    calib_free(x, r.ids), calib_free(x, r.pos), calib_free(x, r.row0), calib_free(x, r.start), calib_free(x, r.pt0), calib_free(x, r.pages);
     return rc;
 }
 
@@ -573,7 +406,7 @@ int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e)
     int rc = 0;
     if (!h.row_ids || !h.h || !h.norm || !h.w || !h.tmp || !h.logits) rc = oom(e, "lm_head");
     if (rc == 0) rc = calib_grid_measure(x, g, head_set, head_sample, &h, e);
-    dfree(x, h.row_ids), dfree(x, h.h), dfree(x, h.norm), dfree(x, h.w), dfree(x, h.tmp), dfree(x, h.logits);
+    calib_free(x, h.row_ids), calib_free(x, h.h), calib_free(x, h.norm), calib_free(x, h.w), calib_free(x, h.tmp), calib_free(x, h.logits);
     return rc;
 }
 
