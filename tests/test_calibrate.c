@@ -183,10 +183,11 @@ static int32_t f_sample(const float *logits, uint32_t vocab, const kern_sampling
     vclock += 2e-6;
     return 0;
 }
-static int f_allreduce(void *ctx, uint32_t tp, uint64_t bytes, double *seconds, rh_err *e)
+static int f_allreduce(void *ctx, uint32_t tp, const uint64_t *bytes, size_t n, double *seconds, rh_err *e)
 {
-    (void)ctx, (void)e;
-    *seconds = 5e-6 * tp + 1e-10 * (double)bytes;
+    (void)ctx;
+    if (tp > 4) return rh_fail(e, "all-reduce over %u GPUs: 4 found", tp);
+    for (size_t i = 0; i < n; i++) seconds[i] = 5e-6 * tp + 1e-10 * (double)bytes[i];
     return 0;
 }
 
@@ -351,6 +352,16 @@ static void test_tensor_parallel(void)
     o.tp = 8;   /* 4 KV heads over 8 ranks: each keeps a copy; the MLP splits */
     t = calib_run(&fb, &c, &o, &r, &e);
     CU_ASSERT_PTR_NOT_NULL(t);
+    json_decref(t);
+    /* a hook that cannot run this many ranks: skipped, with its reason */
+    calib_backend hb;
+    fake_backend(&hb, 1);
+    t = calib_run(&hb, &c, &o, &r, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_PTR_NULL(json_object_get(json_object_get(t, "operators"), "allreduce"));
+    noted = 0;
+    for (uint32_t i = 0; i < r.n_notes; i++) noted |= strstr(r.notes[i], "8 GPUs: 4 found") != NULL;
+    CU_ASSERT(noted);
     json_decref(t);
 }
 

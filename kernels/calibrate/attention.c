@@ -7,7 +7,6 @@
  * engine. So a bench moves its batch through an arena as large as that
  * working set (within a memory budget): a different page range each call,
  * and a cheap point runs once round the arena before it is timed. */
-#include <math.h>
 #include <stdlib.h>
 
 #include "kernels/calibrate/internal.h"
@@ -27,8 +26,7 @@ typedef struct attn_bench {
 
 static void attn_run(attn_bench *a)
 {
-    const calib_shape *s = &a->x->s;
-    kern_attn_shape sh = {s->n_heads, s->n_kv, s->hd, s->page_size, s->window, 1.0f / sqrtf((float)s->hd)};
+    kern_attn_shape sh = calib_attn_shape(&a->x->s);
     a->ab.page_ids = a->pages + (size_t)a->shift * a->span;
     a->shift = (a->shift + 1) % a->shifts;
     a->x->b->K->attention(a->q, a->k_pool, a->v_pool, &a->ab, &sh, a->out, a->scratch);
@@ -63,9 +61,10 @@ static int attn_batch(attn_bench *a, uint32_t n, const uint32_t *new_tokens, con
     a->start = calib_upload(x, ctx, n * sizeof *ctx);
     a->pt0 = calib_upload(x, pt0, (n + 1) * sizeof *pt0);
     a->ab = (kern_attn_batch){n, a->row0, a->start, a->pt0, a->pages};
+    if (a->row0 && a->start && a->pt0) calib_plan(x, &a->ab, row0, ctx);
     /* The forward pass's working set between two reads of these pages: every
      * layer's pages of this batch and the layer weights. */
-    uint64_t page_bytes = (uint64_t)ps * x->s.kvd * sizeof(float) * 2;
+    uint64_t page_bytes = (uint64_t)ps * x->s.kvd * kern_dtype_size(x->b->K->kv_dtype) * 2;
     uint64_t want = (uint64_t)pt0[n] * x->s.layers + calib_layer_weight_bytes(&x->s) / page_bytes;
     if (want > a->arena) want = a->arena;
     a->span = pt0[n] ? pt0[n] : 1;
@@ -85,15 +84,15 @@ done:
 static int attn_alloc(attn_bench *a, uint64_t pages, uint32_t rows, uint64_t ctx)
 {
     calib_ctx *x = a->x;
-    uint64_t page_bytes = (uint64_t)x->s.page_size * x->s.kvd * sizeof(float) * 2;
+    uint64_t page_bytes = (uint64_t)x->s.page_size * x->s.kvd * kern_dtype_size(x->b->K->kv_dtype) * 2;
     uint64_t want = pages * x->s.layers + calib_layer_weight_bytes(&x->s) / page_bytes;
     uint64_t cap = KV_ARENA_BUDGET / page_bytes;
     if (want > cap) want = cap;
     if (want < pages) want = pages;
     a->arena = pages = want;
     size_t pool = (size_t)pages * x->s.page_size * x->s.kvd;
-    a->k_pool = calib_random(x, pool, 1.0f);
-    a->v_pool = calib_random(x, pool, 1.0f);
+    a->k_pool = calib_random_as(x, pool, 1.0f, x->b->K->kv_dtype);
+    a->v_pool = calib_random_as(x, pool, 1.0f, x->b->K->kv_dtype);
     a->q = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
     a->out = calib_random(x, (size_t)rows * x->s.qd, 1.0f);
     a->scratch = calib_random(x, ctx + 1, 0.0f);

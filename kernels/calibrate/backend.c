@@ -2,35 +2,38 @@
  *
  * cpu   kern_cpu(): synchronous kernels, GEMMs on OpenBLAS's default thread
  *       count (the setting the engine runs in), no collective.
- * cuda  kern_cuda(), when the binary links the CUDA backend. It is referenced
- *       weakly so this file builds and links without it: a build without
- *       nvcc reports that it has no CUDA backend, a machine without a GPU
- *       gets kern_cuda's own reason. Kernels are asynchronous there, so a
- *       sample ends with a device-to-host copy of one word, which waits for
- *       them. The all-reduce hook stays NULL until the backend offers a
- *       timer for its communicator (calib_backend.allreduce). */
+ * cuda  kern_cuda() on GPU 0, bound to this thread. Kernels are queued on
+ *       the thread's stream, so a sample ends with cuda_sync. All-reduces
+ *       are timed by cuda_allreduce_times over local GPUs, one thread each.
+ *       A build without nvcc, or a machine without a GPU, fails with
+ *       kern_cuda's own reason. */
 #include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/calibrate/calibrate.h"
-
-extern const kern_table *kern_cuda(const char **why) __attribute__((weak));
+#include "kernels/cuda/cuda.h"
 
 const char *calib_backend_names(void)
 {
     return "cpu, cuda";
 }
 
-/* A copy back to the host returns only when the device has finished the
- * work queued before it. */
-static void device_sync(void *ctx)
+static void cuda_wait(void *ctx)
 {
-    const kern_table *K = ctx;
-    static void *word;
-    uint32_t host;
-    if (!word) word = K->alloc(sizeof host);
-    if (word) K->copy_out(&host, word, sizeof host);
+    (void)ctx;
+    cuda_sync(NULL);
+}
+
+/* Medians of 20 timed runs after a warm-up, per size: the backend's own
+ * repetition, since a group of GPUs is set up once for all sizes. */
+static int cuda_allreduce(void *ctx, uint32_t tp, const uint64_t *bytes, size_t n, double *seconds, rh_err *e)
+{
+    (void)ctx;
+    size_t b[64];
+    if (n > sizeof b / sizeof b[0]) return rh_fail(e, "all-reduce: at most 64 sizes");
+    for (size_t i = 0; i < n; i++) b[i] = (size_t)bytes[i];
+    return cuda_allreduce_times(tp, b, n, 20, seconds, e);
 }
 
 int calib_backend_find(const char *name, calib_backend *b, rh_err *e)
@@ -45,16 +48,14 @@ int calib_backend_find(const char *name, calib_backend *b, rh_err *e)
         return 0;
     }
     if (!strcmp(name, "cuda")) {
-        if (!kern_cuda)
-            return rh_fail(e, "--backend cuda: this binary was built without the CUDA backend "
-                              "(nvcc was not found when it was built); use --backend cpu");
         const char *why = NULL;
         const kern_table *K = kern_cuda(&why);
-        if (!K) return rh_fail(e, "--backend cuda: %s", why && *why ? why : "no usable GPU");
+        if (!K) return rh_fail(e, "--backend cuda: %s; use --backend cpu", why && *why ? why : "no usable GPU");
+        if (cuda_use_device(0, e) < 0) return rh_prefix(e, "--backend cuda");
         b->name = "cuda";
         b->K = K;
-        b->ctx = (void *)K;
-        b->sync = device_sync;
+        b->sync = cuda_wait;
+        b->allreduce = cuda_allreduce;
         b->threads = 1;
         return 0;
     }

@@ -136,6 +136,7 @@ static int make_shape(const model_config *c, const calib_opts *o, calib_shape *s
         .page_size = o->page_size,
         .window = c->sliding_window,
         .eps = c->rms_norm_eps,
+        .scale = 1.0f / sqrtf((float)c->head_dim),
         .qkv_bias = c->qkv_bias,
         .o_bias = c->o_bias,
         .mlp_bias = c->mlp_bias,
@@ -234,6 +235,9 @@ json_t *calib_run(const calib_backend *b, const model_config *c, const calib_opt
                NULL;
     calib_ctx x = {.b = b, .o = o, .c = c, .r = r, .rng = 0x9e3779b97f4a7c15ull ^ o->seed};
     if (make_shape(c, o, &x.s, e) < 0) return NULL;
+    kern_attn_shape sh = calib_attn_shape(&x.s);
+    const char *why = b->K->check_shape ? b->K->check_shape(&sh) : NULL;
+    if (why) return rh_fail(e, "calibrate: the %s backend cannot run the attention of %s: %s", b->name, c->name, why), NULL;
     plan *p = calloc(1, sizeof *p);
     if (!p) return rh_fail(e, "calibrate: out of memory"), NULL;
     make_plan(&x, p);
@@ -262,7 +266,8 @@ json_t *calib_run(const calib_backend *b, const model_config *c, const calib_opt
         if (!g.seconds || !g.spread) rc = rh_fail(e, "calibrate: out of memory");
         else rc = run_op(&x, op, &g, e);
         json_object_set_new(op_seconds, info->name, json_real(rh_now() - op_t0));
-        if (rc == 0) {
+        if (rc > 0) rc = 0;   /* skipped, with a note */
+        else if (rc == 0) {
             json_t *o_ = json_object();
             json_object_set_new(o_, info->axes[0], axis_json(a0));
             if (info->dims == 2) json_object_set_new(o_, info->axes[1], axis_json(a1));

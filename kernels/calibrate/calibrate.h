@@ -14,9 +14,12 @@
  * point is repeated until its samples agree (measure.h).
  *
  * Backends plug in through calib_backend: a kernel table, a sync for
- * asynchronous devices, and an optional all-reduce timer. The CPU backend is
- * always there; "cuda" is found when the build links kern_cuda (see
- * backend.c). Tests pass their own backend with a virtual clock. */
+ * asynchronous devices, and an optional all-reduce timer. Memory the kernels
+ * read as weights or KV is filled in the table's weight_dtype and kv_dtype
+ * (bf16 on the GPU), and each attention batch is planned (kern_table.plan) as
+ * the forward pass plans it. "cpu" is always there; "cuda" needs a build with
+ * nvcc and a GPU (backend.c). Tests pass their own backend with a virtual
+ * clock. */
 #ifndef RH_CALIBRATE_H
 #define RH_CALIBRATE_H
 
@@ -36,10 +39,12 @@ typedef struct calib_backend {
     /* Waits until every kernel issued so far has finished; NULL when kernels
      * return finished (the CPU). */
     void (*sync)(void *ctx);
-    /* Times one all-reduce of `bytes` bytes across `tp` ranks (seconds).
-     * NULL: the backend has no collective; a tp > 1 calibration then skips
-     * the all-reduce grid and says so. */
-    int (*allreduce)(void *ctx, uint32_t tp, uint64_t bytes, double *seconds, rh_err *e);
+    /* The time of one all-reduce across `tp` ranks of each of bytes[0..n)
+     * (seconds[i]; the backend repeats and takes its own median, since a
+     * group of devices is set up once for all sizes). NULL, or a failure
+     * (fewer devices than tp): a tp > 1 calibration skips the all-reduce
+     * grid and says why. */
+    int (*allreduce)(void *ctx, uint32_t tp, const uint64_t *bytes, size_t n, double *seconds, rh_err *e);
     /* The clock samples are timed with; NULL: rh_now. */
     double (*clock)(void *ctx);
     uint32_t threads;            /* threads the kernels run on, for the record */

@@ -16,6 +16,7 @@ typedef struct calib_shape {
     uint32_t n_heads, n_kv, hd, qd, kvd;
     uint32_t page_size, window;
     float eps;
+    float scale;                 /* softmax scale, 1/sqrt(head_dim) */
     bool qkv_bias, o_bias, mlp_bias;
 } calib_shape;
 
@@ -44,8 +45,10 @@ void calib_sync(const calib_ctx *x);
 int calib_grid_measure(calib_ctx *x, calib_grid *g, calib_set_fn set, calib_sample_fn fn, void *state, rh_err *e);
 
 /* Backend memory of n floats, uniform in [-scale, scale) from the run's
- * stream; NULL when out of memory. */
+ * stream; NULL when out of memory. calib_random_as stores them as dt
+ * (weights in the table's weight_dtype, KV pools in its kv_dtype). */
 float *calib_random(calib_ctx *x, size_t n, float scale);
+float *calib_random_as(calib_ctx *x, size_t n, float scale, kern_dtype dt);
 /* Backend memory holding a copy of n host words. */
 void *calib_upload(calib_ctx *x, const void *host, size_t bytes);
 void calib_free(calib_ctx *x, void *p);                /* NULL is fine */
@@ -59,9 +62,15 @@ int calib_bench_prefill_attention(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_decode_attention(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_lm_head(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e);
+/* 1 when the backend cannot time all-reduces (a note says why). */
 int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e);
+
+/* The attention shape of one rank. */
+kern_attn_shape calib_attn_shape(const calib_shape *s);
+/* Plans a batch whose row0 and start are host arrays (kern_table.plan). */
+void calib_plan(calib_ctx *x, const kern_attn_batch *b, const uint32_t *h_row0, const uint32_t *h_start);
 
 /* Adds a note to the report (the front prints them). */
 void calib_note(calib_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

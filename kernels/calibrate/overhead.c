@@ -131,6 +131,8 @@ int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
     T.gemm = t_gemm, T.embedding = t_embedding, T.rmsnorm = t_rmsnorm, T.rope_angles = t_rope_angles;
     T.rope = t_rope, T.silu_mul = t_silu_mul, T.kv_write = t_kv_write, T.attention = t_attention;
     T.lm_head = t_lm_head;
+    /* Every kernel call must pass through the wrapper: no recorded graphs. */
+    T.graph_begin = NULL, T.graph_end = NULL, T.graph_launch = NULL, T.graph_free = NULL;
     timed.inner = x->b->K;
     timed.x = x;
 
