@@ -6,10 +6,12 @@
 #include "sim/cli.h"
 #include "sim/cost_cli.h"
 #include "sim/plot.h"
+#include "sim/validate_steps.h"
 #include "engine/model/cli.h"
 #include "engine/replay.h"
 #include "engine/serve/bench.h"
 #include "engine/serve/server.h"
+#include "kernels/calibrate/calibrate.h"
 #include "traces/cli.h"
 
 typedef struct subcommand {
@@ -28,6 +30,8 @@ static const subcommand commands[] = {
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
     {"serve", serve_main, "serve a model over an OpenAI-compatible HTTP API, recording requests and steps"},
     {"replay", replay_main, "serve a trace with the real engine on the wall clock and record the run"},
+    {"calibrate", calibrate_main, "measure a model's kernels on this machine and write a table cost model"},
+    {"validate-steps", validate_steps_main, "compare a cost model's step times with a recorded run's, per step class"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
     {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},
 };

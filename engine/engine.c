@@ -18,6 +18,7 @@ void engine_config_default(engine_config *c)
 {
     memset(c, 0, sizeof *c);
     core_config_default(&c->core);
+    spec_config_default(&c->spec);
     c->mem_fraction = 0.3;
 }
 
@@ -132,13 +133,48 @@ static int warm_up(engine *g, rh_err *e)
     return runner_forward(g->run, &s, 1, &logits, e);
 }
 
+/* Speculation asked for by algorithm gets SGLang's shape when the depth is
+ * not given: 3 draft steps (or draft tokens - 1). Draft slots without a
+ * drafter would reserve pages and record tokens no one computes. */
+static int spec_defaults(engine_config *c, rh_err *e)
+{
+    core_config *k = &c->core;
+    if (c->spec.algorithm != SPEC_NONE && !c->drafter && !k->spec_steps)
+        k->spec_steps = k->spec_draft_tokens > 1 ? k->spec_draft_tokens - 1 : 3;
+    if (k->spec_steps && !c->drafter && c->spec.algorithm == SPEC_NONE)
+        return rh_fail(e, "--speculative-num-steps %u needs --speculative-algorithm NGRAM or DRAFT", k->spec_steps);
+    return spec_config_validate(&c->spec, e);
+}
+
+/* The drafter (the caller's, or one built from cfg.spec with a draft pool
+ * as large as the target's) and the per-step arrays of drafting. */
+static int start_spec(engine *g, rh_err *e)
+{
+    const core_config *k = core_get_config(g->c);
+    if (!k->spec_steps) return 0;
+    g->drafter = g->cfg.drafter;
+    if (!g->drafter) {
+        spec_env env = {g->m, k->page_size, (uint32_t)(k->max_total_tokens / k->page_size), g->cfg.mem_limit,
+                        g->cfg.kernels, g->cfg.weight_seed};
+        if (!(g->spec = spec_drafter_new(&g->cfg.spec, &env, e))) return -1;
+        g->drafter = spec_drafter_seam(g->spec);
+    }
+    uint32_t bins = k->spec_draft_tokens;          /* accepted lengths 0 .. slots */
+    g->spec_stats.hist_n = bins < ENGINE_SPEC_HIST ? bins : ENGINE_SPEC_HIST;
+    g->drafts = calloc(g->cap_seqs, sizeof *g->drafts);
+    g->draft_of = calloc(g->cap_seqs, sizeof *g->draft_of);
+    g->cand = malloc((size_t)g->m->cfg.vocab_size * sizeof *g->cand);
+    if (!g->drafts || !g->draft_of || !g->cand) return rh_fail(e, "engine: out of memory");
+    return 0;
+}
+
 engine *engine_new(const engine_config *cfg, rh_err *e)
 {
     engine *g = calloc(1, sizeof *g);
     if (!g) return rh_fail(e, "engine: out of memory"), NULL;
     g->cfg = *cfg;
     g->t0 = rh_now();
-    if (core_config_validate(&g->cfg.core, e) < 0) goto fail;
+    if (spec_defaults(&g->cfg, e) < 0 || core_config_validate(&g->cfg.core, e) < 0) goto fail;
     if (cfg->m) {
         g->m = cfg->m;
         snprintf(g->weights, sizeof g->weights, "given by the caller");
@@ -166,6 +202,7 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
         rh_fail(e, "engine: out of memory");
         goto fail;
     }
+    if (start_spec(g, e) < 0) goto fail;
     return g;
 fail:
     engine_free(g);
@@ -195,10 +232,15 @@ void engine_free(engine *g)
         free_req(q);
     }
     runner_free(g->run);
+    spec_drafter_free(g->spec);     /* after the core: its states go with it */
     model_free(g->owned);
     free(g->seqs);
     free(g->results);
     free(g->pending_aborts);
+    free(g->drafts);
+    free(g->draft_of);
+    free(g->probs);
+    free(g->cand);
     free(g);
 }
 
@@ -291,7 +333,7 @@ void engine_core_on_event(void *ctx, const core_event *ev)
     if (ev->kind == CORE_EV_TOKENS) out.tokens = q->toks + q->prompt_len + q->n_out - ev->n_tokens;
     if (g->cfg.hooks.on_event) g->cfg.hooks.on_event(g->cfg.hooks.ctx, &out);
     if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) {
-        if (g->cfg.drafter && g->cfg.drafter->forget) g->cfg.drafter->forget(g->cfg.drafter->ctx, q->id);
+        if (g->drafter && g->drafter->forget) g->drafter->forget(g->drafter->ctx, q->id, q->draft_state);
         unlink_req(g, q);
         free_req(q);
     }
@@ -330,5 +372,18 @@ int engine_describe(const engine *g, tr_header *h)
         tr_header_set(h, "weights", g->weights) < 0)
         return -1;
     core_config_foreach(core_get_config(g->c), put_knob, &d);
+    if (g->spec) {
+        spec_config_foreach(&g->cfg.spec, put_knob, &d);
+        if (*spec_drafter_model(g->spec)) put_knob(&d, "speculative-draft-model", spec_drafter_model(g->spec));
+    }
     return d.rc;
+}
+
+const spec_drafter *engine_spec_drafter(const engine *g) { return g->spec; }
+
+void engine_get_spec_stats(const engine *g, engine_spec_stats *s)
+{
+    *s = g->spec_stats;
+    s->accept_rate = s->proposed ? (double)s->accepted / (double)s->proposed : 0;
+    s->mean_accepted_len = s->verifies ? 1.0 + (double)s->accepted / (double)s->verifies : 0;
 }

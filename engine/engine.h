@@ -21,7 +21,9 @@
  *     batch has been committed) but not engine_add or engine_step.
  *   - A request's tokens are the same whatever it is batched with (greedy
  *     and seeded sampling alike, up to float rounding of batched GEMMs):
- *     batching, chunking, prefix reuse and retraction never change results.
+ *     batching, chunking, prefix reuse and retraction never change results;
+ *     nor do drafts, except sampled drafts of a draft model, whose tokens
+ *     keep the target's distribution but not its draws.
  *   - Bad requests (ids outside the vocabulary, longer than the context or
  *     the pool, bad sampling parameters) are refused by engine_add with one
  *     message; engine_step fails only on broken internal state, after which
@@ -34,6 +36,7 @@
 
 #include "engine/core/core.h"
 #include "engine/model/runner.h"
+#include "engine/spec/spec.h"
 #include "traces/trace.h"
 #include "util/err.h"
 
@@ -42,19 +45,60 @@ typedef struct engine engine;
 /* Speculative decoding's seam. Before the forward pass, each decode with
  * draft slots asks the drafter for up to k tokens to follow the request's
  * tokens so far; the step then verifies them in one forward over 1 + k
- * positions: a token is drawn from the target's distribution at each
- * position, and drafts are accepted while they equal the drawn tokens
- * (exact for drafters that propose single tokens, as n-gram lookup and
- * greedy draft models do). Accepted tokens plus the first drawn one that
- * differs are committed. */
+ * positions. Greedy requests accept drafts while each equals the target's
+ * argmax after the one before; sampling requests accept draft x with
+ * probability min(1, p(x)/q(x)) and on rejection draw from
+ * norm(max(0, p - q)) (engine/spec/verify.h), so tokens keep the target's
+ * distribution. A drafter that proposes certain tokens (q = 1: n-gram
+ * lookup, a greedy draft model) hands back no q; the engine then draws each
+ * row's token with the request's stream and accepts while it equals the
+ * draft, which is the same rule and keeps seeded outputs identical to a run
+ * without drafts. Accepted tokens plus the first drawn one that differs (or
+ * a bonus token after k accepted) are committed. engine/spec/spec.h builds
+ * the n-gram and draft-model drafters. */
+typedef struct engine_draft {
+    uint64_t id;
+    void *state;                /* the drafter's per-request pointer: NULL at first; the engine
+                                   keeps what the drafter leaves here and hands it to forget */
+    const int32_t *tokens;      /* prompt then committed outputs */
+    uint32_t n;                 /* how many */
+    uint32_t k;                 /* draft slots: propose at most k */
+    const kern_sampling *sampling;      /* the request's (a draft model samples alike) */
+    int32_t *out;               /* proposals go here ... */
+    uint32_t n_out;             /* ... and how many (set by the drafter) */
+    const float *q;             /* set by the drafter: NULL, each proposal certain; else n_out rows
+                                   of vocab probabilities they were drawn from, valid until the
+                                   step's verification is done */
+} engine_draft;
+
 typedef struct engine_drafter {
     void *ctx;
-    /* Writes up to k proposals following tokens[0..n) (prompt then output)
-     * to out[]; returns how many. Ids outside the vocabulary end the proposal. */
+    /* Simple form: writes up to k proposals following tokens[0..n) to out[];
+     * returns how many. Ids outside the vocabulary end the proposal. Used
+     * when propose_batch is NULL. */
     uint32_t (*propose)(void *ctx, uint64_t id, const int32_t *tokens, uint32_t n, uint32_t k, int32_t *out);
-    /* The request left the engine; drop any state kept for it. May be NULL. */
-    void (*forget)(void *ctx, uint64_t id);
+    /* The request left the engine; drop its state. May be NULL. */
+    void (*forget)(void *ctx, uint64_t id, void *state);
+    /* Batch form: every decode with draft slots in this step at once (a
+     * draft model runs one forward per draft position over all of them).
+     * 0, or -1 with a message (the step fails). May be NULL. */
+    int (*propose_batch)(void *ctx, engine_draft *d, uint32_t n, rh_err *e);
+    /* After verification: `accepted` of d->n_out proposals stood, so a
+     * drafter's own KV rolls back past them. May be NULL. */
+    void (*verified)(void *ctx, const engine_draft *d, uint32_t accepted);
 } engine_drafter;
+
+/* Speculative counters since engine_new, for /metrics and trace headers. A
+ * verify is a decode that had draft slots; hist[j] counts verifies that
+ * accepted j drafts (j >= ENGINE_SPEC_HIST - 1 in the last bin). */
+#define ENGINE_SPEC_HIST 33
+typedef struct engine_spec_stats {
+    uint64_t verifies, proposed, accepted;
+    uint64_t hist[ENGINE_SPEC_HIST];
+    uint32_t hist_n;            /* bins in use: the draft slots per decode + 1; 0 when off */
+    double accept_rate;         /* accepted / proposed (0 when nothing was proposed) */
+    double mean_accepted_len;   /* tokens committed per verify: 1 + accepted / verifies */
+} engine_spec_stats;
 
 /* A core event as the engine's caller sees it: `user` is the caller's
  * pointer, and a TOKENS event carries the committed ids. */
@@ -83,13 +127,15 @@ typedef struct engine_config {
                                    weights) the pool takes when its size is not given (0.3) */
     uint64_t mem_limit;         /* bytes the KV pool may take; 0: what is available */
     const kern_table *kernels;  /* NULL: the CPU backend */
-    const engine_drafter *drafter;      /* NULL: no drafts (draft slots stay empty) */
+    const engine_drafter *drafter;      /* a caller's drafter, or NULL: spec decides */
+    spec_config spec;           /* --speculative-algorithm and its knobs: the engine builds the
+                                   drafter (needs core.spec_steps; 3 when 0) */
     double (*clock)(void *ctx); /* seconds, non-decreasing; NULL: monotonic time since engine_new */
     void *clock_ctx;
     engine_hooks hooks;
 } engine_config;
 
-/* SGLang-like core defaults, no model, mem_fraction 0.3, CPU, no drafter. */
+/* SGLang-like core defaults, no model, mem_fraction 0.3, CPU, no speculation. */
 void engine_config_default(engine_config *c);
 
 /* Loads the model (unless given), sizes the pool, builds core and runner.
@@ -131,8 +177,9 @@ int engine_step(engine *g, rh_err *e);
  * engine_add, engine_abort (applied at end), engine_now, engine_idle and the
  * read-only accessors, concurrently with engine_step_run on another thread;
  * the clock must then be callable from both threads. Hooks run only inside
- * begin and end, on the driving thread; a drafter's propose runs inside
- * engine_step_run and its forget inside hooks, never at the same time. */
+ * begin and end, on the driving thread. A drafter's propose, propose_batch
+ * and verified run inside engine_step_run and its forget inside hooks, so
+ * never at the same time (aborts wait for the batch). */
 int engine_step_begin(engine *g, rh_err *e);
 int engine_step_run(engine *g, rh_err *e);
 int engine_step_end(engine *g, rh_err *e);
@@ -145,6 +192,12 @@ const model_config *engine_model(const engine *g);
 const core *engine_core(const engine *g);
 /* The machine the kernels run on: "cpu: <CPU model name>". */
 const char *engine_hardware(const engine *g);
+/* Speculative counters so far (all zero without drafts). */
+void engine_get_spec_stats(const engine *g, engine_spec_stats *s);
+/* The drafter the engine built from config.spec (draft pool stats and
+ * checks, spec.h), or NULL: no speculation, or the caller's own drafter. */
+const spec_drafter *engine_spec_drafter(const engine *g);
+
 /* Sets a trace header's model, hardware, "weights" (a path, or the dummy
  * seed) and every core knob (the resolved values), so a recording says what
  * produced it. 0, or -1 out of memory. */

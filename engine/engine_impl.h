@@ -19,6 +19,7 @@ typedef struct ereq {
     int32_t eos;                /* -1: none (ignore_eos or the model has none) */
     int32_t *stop;
     uint32_t n_stop;
+    void *draft_state;          /* the drafter's per-request pointer (engine_draft.state) */
     struct ereq *prev, *next;   /* every live request, for engine_free */
 } ereq;
 
@@ -44,6 +45,17 @@ struct engine {
     uint64_t *pending_aborts;
     uint32_t n_pending, cap_pending;
     double sched_time;          /* CPU seconds forming and preparing the batch in flight */
+
+    /* speculative decoding (engine_step.c) */
+    spec_drafter *spec;         /* the drafter built from cfg.spec, when no caller's is given */
+    const engine_drafter *drafter;      /* the one in use, or NULL */
+    engine_draft *drafts;       /* this step's drafting requests, [cap_seqs] */
+    uint32_t *draft_of;         /* per batch sequence: its index in drafts, or UINT32_MAX */
+    uint32_t n_drafts;
+    float *probs;               /* target probability rows for verifying sampled drafts */
+    size_t cap_probs;
+    kern_cand *cand;            /* [vocab] scratch of spec_probs */
+    engine_spec_stats spec_stats;
 };
 
 /* engine.c: the core's hooks, turned into the engine's. */

@@ -4,6 +4,9 @@
 #include <time.h>
 
 #include "engine/engine_impl.h"
+#include "engine/spec/verify.h"
+
+#include <stdlib.h>
 
 /* CPU time of this thread: scheduling cost that does not count the time the
  * thread waited for a core on a busy machine. */
@@ -45,40 +48,94 @@ static int lay_out(const core_seq *s, runner_seq *rs, rh_err *e)
     return 0;
 }
 
-/* Drafts go just past the committed tokens, so the forward reads the last
- * token and its drafts as one run of the request's own array. */
-static void draft(engine *g, const core_seq *s, runner_seq *rs)
+/* Asks the drafter for every decode with draft slots, all at once. Drafts
+ * go just past the committed tokens, so the forward reads the last token
+ * and its drafts as one run of the request's own array. */
+static int draft(engine *g, const core_batch *b, rh_err *e)
 {
-    const engine_drafter *d = g->cfg.drafter;
-    if (!d || !s->n_spec) return;
-    ereq *q = s->user;
-    uint32_t fill = q->prompt_len + q->n_out;
-    uint32_t k = d->propose(d->ctx, q->id, q->toks, fill, s->n_spec, q->toks + fill);
-    if (k > s->n_spec) k = s->n_spec;
+    const engine_drafter *d = g->drafter;
+    g->n_drafts = 0;
+    if (!d) return 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const core_seq *s = &b->seqs[i];
+        g->draft_of[i] = UINT32_MAX;
+        if (s->prefill || !s->n_spec) continue;
+        ereq *q = s->user;
+        uint32_t fill = q->prompt_len + q->n_out;
+        g->draft_of[i] = g->n_drafts;
+        g->drafts[g->n_drafts++] = (engine_draft){.id = q->id, .state = q->draft_state, .tokens = q->toks,
+                                                  .n = fill, .k = s->n_spec, .sampling = &q->sampling,
+                                                  .out = q->toks + fill};
+    }
+    if (!g->n_drafts) return 0;
+    if (d->propose_batch) {
+        if (d->propose_batch(d->ctx, g->drafts, g->n_drafts, e) < 0) return -1;
+    } else {
+        for (uint32_t j = 0; j < g->n_drafts; j++) {
+            engine_draft *x = &g->drafts[j];
+            x->n_out = d->propose(d->ctx, x->id, x->tokens, x->n, x->k, x->out);
+            x->q = NULL;
+        }
+    }
     uint32_t vocab = g->m->cfg.vocab_size;
-    for (uint32_t j = 0; j < k; j++)
-        if (q->toks[fill + j] < 0 || (uint32_t)q->toks[fill + j] >= vocab) k = j;
-    rs->n_new = 1 + k;
-    rs->n_logits = 1 + k;
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (g->draft_of[i] == UINT32_MAX) continue;
+        engine_draft *x = &g->drafts[g->draft_of[i]];
+        ereq *q = b->seqs[i].user;
+        q->draft_state = x->state;
+        uint32_t k = x->n_out < b->seqs[i].n_spec ? x->n_out : b->seqs[i].n_spec;
+        for (uint32_t j = 0; j < k; j++)
+            if (x->out[j] < 0 || (uint32_t)x->out[j] >= vocab) k = j;
+        x->n_out = k;
+        g->seqs[i].n_new = 1 + k;
+        g->seqs[i].n_logits = 1 + k;
+    }
+    return 0;
+}
+
+/* Target probability rows for verifying drafts that came with their own
+ * distribution; grown to the largest verify seen. */
+static float *probs_rows(engine *g, uint32_t rows)
+{
+    size_t need = (size_t)rows * g->m->cfg.vocab_size;
+    if (need > g->cap_probs) {
+        float *p = realloc(g->probs, need * sizeof *p);
+        if (!p) return NULL;
+        g->probs = p;
+        g->cap_probs = need;
+    }
+    return g->probs;
 }
 
 /* Draws this step's tokens for one sampling sequence from its logit rows and
  * writes them after the committed ones. A decode with k drafts has k + 1
- * rows: row j is the distribution after draft j - 1, so drafts are accepted
- * while each equals the token drawn before it. */
-static core_seq_result sample(engine *g, ereq *q, const runner_seq *rs, const float *rows)
+ * rows: row j is the distribution after draft j - 1. Certain drafts (no q)
+ * are accepted while each equals the token drawn before it: for q = 1 on
+ * the draft that is exactly rejection sampling, and it draws from the
+ * request's stream just as a run without drafts does. Drafts with a
+ * distribution q go through spec_verify. */
+static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, const engine_draft *dr,
+                  core_seq_result *out, rh_err *e)
 {
     uint32_t vocab = g->m->cfg.vocab_size;
     uint32_t fill = q->prompt_len + q->n_out;
     uint32_t proposed = rs->n_logits - 1, accepted = 0;
-    for (uint32_t j = 0; j <= proposed; j++) {
-        int32_t t = runner_sample(g->run, rows + (size_t)j * vocab, &q->sampling, &q->rng);
-        if (j < proposed && t == q->toks[fill + j]) {
-            accepted++;
-            continue;
+    if (proposed && dr && dr->q) {
+        float *p = probs_rows(g, proposed + 1);
+        if (!p) return rh_fail(e, "engine: out of memory verifying %u drafts", proposed);
+        for (uint32_t j = 0; j <= proposed; j++)
+            spec_probs(rows + (size_t)j * vocab, vocab, &q->sampling, p + (size_t)j * vocab, g->cand);
+        accepted = spec_verify(p, dr->q, q->toks + fill, proposed, vocab, &q->rng, q->toks + fill);
+    } else {
+        for (uint32_t j = 0; j <= proposed; j++) {
+            int32_t t = runner_sample(g->run, rows + (size_t)j * vocab, &q->sampling, &q->rng);
+            if (j < proposed && t == q->toks[fill + j]) {
+                accepted++;
+                continue;
+            }
+            q->toks[fill + j] = t;
+            break;
         }
-        q->toks[fill + j] = t;
-        break;
     }
     core_seq_result r = {.proposed = proposed, .accepted = accepted, .tokens = q->toks + fill};
     for (uint32_t j = 0; j <= accepted; j++)
@@ -87,7 +144,21 @@ static core_seq_result sample(engine *g, ereq *q, const runner_seq *rs, const fl
             r.stop = true;
             break;
         }
-    return r;
+    *out = r;
+    return 0;
+}
+
+/* A decode that had draft slots: the drafter rolls its state back to the
+ * drafts that stood, and the counters take the verify. */
+static void count_verify(engine *g, const engine_draft *dr, const core_seq_result *r)
+{
+    if (dr && g->drafter->verified) g->drafter->verified(g->drafter->ctx, dr, r->accepted);
+    engine_spec_stats *st = &g->spec_stats;
+    st->verifies++;
+    st->proposed += r->proposed;
+    st->accepted += r->accepted;
+    uint32_t bin = r->accepted < ENGINE_SPEC_HIST - 1 ? r->accepted : ENGINE_SPEC_HIST - 1;
+    st->hist[bin]++;
 }
 
 /* The three parts of a step. Between begin and end a batch is in flight:
@@ -121,8 +192,7 @@ int engine_step_run(engine *g, rh_err *e)
 {
     const core_batch *b = &g->batch;
     uint32_t n = b->n;
-    for (uint32_t i = 0; i < n; i++)
-        if (!b->seqs[i].prefill) draft(g, &b->seqs[i], &g->seqs[i]);
+    if (draft(g, b, e) < 0) return -1;
 
     const float *logits;
     if (runner_forward(g->run, g->seqs, n, &logits, e) < 0) return -1;
@@ -131,7 +201,10 @@ int engine_step_run(engine *g, rh_err *e)
         const runner_seq *rs = &g->seqs[i];
         g->results[i] = (core_seq_result){0};
         if (!rs->n_logits) continue;
-        g->results[i] = sample(g, b->seqs[i].user, rs, logits);
+        const engine_draft *dr = NULL;
+        if (g->drafter && g->draft_of[i] != UINT32_MAX) dr = &g->drafts[g->draft_of[i]];
+        if (sample(g, b->seqs[i].user, rs, logits, dr, &g->results[i], e) < 0) return -1;
+        if (b->seqs[i].n_spec) count_verify(g, dr, &g->results[i]);
         logits += rs->n_logits * vocab;
     }
     g->done_at = engine_now(g);

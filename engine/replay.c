@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "engine/record/recorder.h"
+#include "engine/spec/hist.h"
 #include "traces/prompt.h"
 #include "util/args.h"
 #include "util/progress.h"
@@ -280,6 +281,19 @@ static recorder *open_recording(replay *r, rh_err *e)
     return rec;
 }
 
+/* With speculation on, the accepted-length histogram goes into the
+ * recording's header (engine/spec/hist.h), where `rehearse sim` finds it. The
+ * header was written first, so the finished file is rewritten. */
+static int record_spec_hist(replay *r, rh_err *e)
+{
+    engine_spec_stats st;
+    engine_get_spec_stats(r->g, &st);
+    r->res.spec_proposed = st.proposed;
+    r->res.spec_accepted = st.accepted;
+    if (!st.hist_n) return 0;
+    return spec_trace_set_hist(r->cfg->out_path, st.hist, st.hist_n, e);
+}
+
 static int run_loop(replay *r, rh_err *e)
 {
     uint64_t n = r->trace->n_requests;
@@ -361,6 +375,10 @@ int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh
     recorder *rec = r.rec;
     r.rec = NULL;
     if (rec_close(rec, e) < 0) goto done;
+    if (record_spec_hist(&r, e) < 0) {
+        remove(c->out_path);        /* nothing half-made stays behind a failure */
+        goto done;
+    }
     *out = r.res;
     rc = 0;
 done:
@@ -383,12 +401,13 @@ int replay_config_takes_value(const char *name)
 {
     for (size_t i = 0; i < sizeof replay_flags / sizeof replay_flags[0]; i++)
         if (!strcmp(name, replay_flags[i])) return 1;
-    return -1;
+    return spec_config_is_knob(name) ? 1 : -1;
 }
 
 int replay_config_set(replay_config *c, const char *name, const char *v, rh_err *e)
 {
     if (replay_config_takes_value(name) < 0) return 0;
+    if (spec_config_is_knob(name)) return spec_config_set(&c->engine.spec, name, v, e);
     unsigned long long u;
     double d;
     engine_config *g = &c->engine;

@@ -15,7 +15,9 @@
  * finish) and one step record per engine step (measured duration and
  * sched_time), under a header naming the model, hardware and every knob. A
  * request the engine refuses (longer than the context or the pool) is
- * recorded with finish "error" and a warning. On failure nothing is written. */
+ * recorded with finish "error" and a warning. With speculation on, the
+ * header also carries the accepted-length histogram (engine/spec/hist.h).
+ * On failure nothing is written. */
 #ifndef RH_ENGINE_REPLAY_H
 #define RH_ENGINE_REPLAY_H
 
@@ -44,16 +46,18 @@ typedef struct replay_result {
     uint64_t requests, completed, refused;
     uint64_t steps, retractions;
     uint64_t prompt_tokens, cached_tokens, output_tokens;
+    uint64_t spec_proposed, spec_accepted;      /* draft tokens, with speculation on */
     double wall_s;              /* from the first send to the last token (model loading excluded) */
 } replay_result;
 
 void replay_config_default(replay_config *c);
 /* The replay's own flags by CLI name (model, o/output, weights, weight-seed,
  * max-concurrency, rate-scale, prompt-seed, temperature, top-p, top-k,
- * mem-fraction-static): 1 set, 0 not one of them, -1 bad value. Values are
- * kept by pointer. Scheduler knobs go to core_config_set. */
+ * mem-fraction-static) and the speculative ones (engine/spec/spec.h): 1 set,
+ * 0 not one of them, -1 bad value. Values are kept by pointer. Scheduler
+ * knobs go to core_config_set. */
 int replay_config_set(replay_config *c, const char *name, const char *value, rh_err *e);
-/* 1 for the replay's own flags (all take a value), -1 for any other name. */
+/* 1 for the replay's own and speculative flags (all take a value), -1 for any other name. */
 int replay_config_takes_value(const char *name);
 int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh_err *e);
 

@@ -30,8 +30,10 @@ static void usage(FILE *f)
             "                            is not given (0.3)\n"
             "  --json                    print the summary as JSON (vLLM field names)\n"
             "  --progress                draw the progress bar even when stderr is not a terminal\n"
+            "speculative decoding (the recording's header gets the accepted-length histogram,\n"
+            "key spec_accept_hist, which rehearse sim uses):\n%s"
             "scheduler knobs (--seed also seeds sampling):\n%s",
-            core_config_help());
+            spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -64,6 +66,9 @@ static void print_summary(const replay_config *c, const replay_result *res, int 
            (unsigned long long)res->requests, (unsigned long long)res->refused, res->wall_s,
            (unsigned long long)res->steps, (unsigned long long)res->prompt_tokens,
            (unsigned long long)res->cached_tokens, (unsigned long long)res->output_tokens, tok_s);
+    if (res->spec_proposed)
+        printf("speculative: %llu drafts proposed, %llu accepted (%.1f%%)\n", (unsigned long long)res->spec_proposed,
+               (unsigned long long)res->spec_accepted, 100.0 * (double)res->spec_accepted / (double)res->spec_proposed);
     printf("recorded %s\n", c->out_path);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/spec/hist.h"
 #include "sim/lua_api.h"
 #include "sim/result.h"
 #include "sim/sim.h"
@@ -29,14 +30,22 @@ static void usage(FILE *f)
             sim_config_help(), core_config_help());
 }
 
-/* Closed-loop traces (synthesized with N clients) say so in their header. */
-static void apply_trace_defaults(sim_config *cfg, const tr_trace *t, int concurrency_given)
+/* Closed-loop traces (synthesized with N clients) say so in their header.
+ * A recording made with speculation carries its accepted-length histogram,
+ * which a simulation with speculation on takes unless told otherwise. */
+static int apply_trace_defaults(sim_config *cfg, const tr_trace *t, int concurrency_given, int accept_given,
+                                rh_err *e)
 {
     const char *clients = tr_header_get(&t->header, "clients");
     if (!concurrency_given && clients) {
         long v = atol(clients);
         if (v > 0) cfg->max_concurrency = (uint32_t)v;
     }
+    const char *hist = tr_header_get(&t->header, SPEC_HIST_KEY);
+    if (!accept_given && hist && cfg->core.spec_steps &&
+        sim_config_set(cfg, "speculative-accept-hist", hist, e) < 0)
+        return rh_prefix(e, "the trace's header key %s", SPEC_HIST_KEY);
+    return 0;
 }
 
 int sim_main(int argc, char **argv)
@@ -52,7 +61,7 @@ int sim_main(int argc, char **argv)
     a.i = 1;
     rh_err e = {{0}};
     const char *cost_path = NULL, *result_path = NULL, *name;
-    int json = 0, concurrency_given = 0, per_request = 0;
+    int json = 0, concurrency_given = 0, per_request = 0, accept_given = 0;
     while ((name = rh_args_next(&a))) {
         const char *v;
         if (!strcmp(name, "json")) {
@@ -79,6 +88,8 @@ int sim_main(int argc, char **argv)
                 goto bad;
             }
             if (!strcmp(name, "max-concurrency")) concurrency_given = 1;
+            if (!strncmp(name, "speculative-accept-", 19) || !strncmp(name, "speculative_accept_", 19))
+                accept_given = 1;
         }
     }
     if (a.npos != 1) {
@@ -99,7 +110,11 @@ int sim_main(int argc, char **argv)
         cost_free(cost);
         goto bad;
     }
-    apply_trace_defaults(&cfg, &t, concurrency_given);
+    if (apply_trace_defaults(&cfg, &t, concurrency_given, accept_given, &e) < 0) {
+        tr_trace_free(&t);
+        cost_free(cost);
+        goto bad;
+    }
     sim_result res;
     int rc = sim_run(&cfg, &t, cost, &res, &e);
     tr_trace_free(&t);

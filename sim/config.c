@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/spec/hist.h"
 #include "sim/sim.h"
 #include "util/args.h"
 
@@ -36,6 +37,38 @@ static int parse_hist(sim_accept_model *a, const char *v, rh_err *e)
     if (n == 0 || total <= 0) return rh_fail(e, "--speculative-accept-hist: '%s' holds no counts", v);
     a->hist_n = n;
     return 0;
+}
+
+/* The acceptance of a recorded run: its header's accepted-length histogram
+ * (engine/spec/hist.h, written by `rehearse replay`), else the acceptance
+ * rate of its step records (a recording whose header was written live, as a
+ * server writes it, cannot hold the histogram). */
+static int accept_from_trace(sim_config *c, const char *path, rh_err *e)
+{
+    tr_reader *r = tr_reader_open(path, e);
+    if (!r) return rh_prefix(e, "--speculative-accept-hist-from");
+    const char *hist = tr_header_get(tr_reader_header(r), SPEC_HIST_KEY);
+    if (hist) {
+        int rc = parse_hist(&c->accept, hist, e);
+        tr_reader_close(r);
+        return rc < 0 ? rh_prefix(e, "%s: header key %s", path, SPEC_HIST_KEY) : 1;
+    }
+    uint64_t proposed = 0, accepted = 0;
+    tr_record rec;
+    int got;
+    while ((got = tr_reader_next(r, &rec, e)) > 0)
+        if (rec.kind == TR_STEP) {
+            proposed += rec.step.spec_proposed;
+            accepted += rec.step.spec_accepted;
+        }
+    tr_reader_close(r);
+    if (got < 0) return -1;
+    if (!proposed)
+        return rh_fail(e, "--speculative-accept-hist-from %s: the run recorded no drafts (no %s in its header, "
+                          "no proposed tokens in its steps)", path, SPEC_HIST_KEY);
+    c->accept.alpha = (double)accepted / (double)proposed;
+    c->accept.hist_n = 0;
+    return 1;
 }
 
 static int set_slo(double *slot, const char *flag, const char *v, rh_err *e)
@@ -75,6 +108,8 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         c->accept.hist_n = 0;
     } else if (!strcmp(name, "speculative-accept-hist")) {
         if (parse_hist(&c->accept, v, e) < 0) return -1;
+    } else if (!strcmp(name, "speculative-accept-hist-from")) {
+        return accept_from_trace(c, v, e);
     } else if (!strcmp(name, "slo-ttft")) {
         return set_slo(&c->slo.ttft_ms, "--slo-ttft", v, e);
     } else if (!strcmp(name, "slo-tpot")) {
@@ -107,6 +142,10 @@ const char *sim_config_help(void)
            "  --speculative-algorithm A NGRAM (drafting is free) or DRAFT (drafting runs a draft model)\n"
            "  --speculative-accept-rate P  per-token draft acceptance probability (default 0.7)\n"
            "  --speculative-accept-hist C0,C1,..  accepted-length counts, e.g. from a recorded trace\n"
+           "  --speculative-accept-hist-from RECORDED  the histogram a `rehearse replay` with\n"
+           "                            speculation recorded (header key " SPEC_HIST_KEY "), else the\n"
+           "                            acceptance rate of its steps. Simulating a recording that\n"
+           "                            holds the histogram with speculation on uses it by default\n"
            "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (default: none)\n"
            "  --series-points N         time-series resolution of results (default 2000)\n"
            "  --token-times 0|1         store every token's time in the output file (default 1)\n";

@@ -23,6 +23,7 @@ static const cost_kind kinds[] = {
     {"linear", 1, cost_linear_parse},
     {"fit", 1, cost_linear_parse},
     {"roofline", 1, cost_roofline_parse},
+    {"table", 1, cost_table_parse},
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 

@@ -24,6 +24,7 @@ typedef cost_model *(*cost_parse_fn)(json_t *root, const cost_src *src, rh_err *
 
 cost_model *cost_linear_parse(json_t *root, const cost_src *src, rh_err *e);
 cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e);
+cost_model *cost_table_parse(json_t *root, const cost_src *src, rh_err *e);
 
 /* Summed context of the i-th draft forward (0-based) of a batch: the
  * decodes' mean context times draft_seqs, plus i tokens per sequence. */

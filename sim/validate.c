@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/replay.h"
+#include "engine/spec/hist.h"
 #include "sim/cost_fit.h"
 #include "sim/lua_api.h"
 #include "sim/metrics.h"
@@ -41,8 +43,10 @@ static void usage(FILE *f)
             "  engine flags as for rehearse replay: --model (required), --weights, --weight-seed,\n"
             "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k,\n"
             "  --mem-fraction-static\n"
+            "speculative decoding, as for rehearse replay (the simulator takes the recording's\n"
+            "accepted-length histogram):\n%s"
             "scheduler knobs:\n%s",
-            core_config_help());
+            spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -59,6 +63,7 @@ static const char *compared[] = {
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms",
     "cache_hit_rate", "retractions", "steps", "mean_batch_size", "mean_kv_use", "busy_time",
+    "spec_accept_rate", "mean_accepted_length",
 };
 #define N_COMPARED (sizeof compared / sizeof compared[0])
 
@@ -206,7 +211,14 @@ int validate_main(int argc, char **argv)
         tr_trace rec;
         if (tr_trace_load(recorded, &rec, &e) < 0) goto done;
         for (uint32_t i = 0; i < rec.header.n_kv; i++) set_knob(&sc.core, rec.header.kv[i].key, rec.header.kv[i].value);
+        /* Speculation as the engine ran it: its drafter's kind and the
+         * accepted-length histogram it recorded. */
+        const char *alg = tr_header_get(&rec.header, "speculative-algorithm");
+        const char *hist = tr_header_get(&rec.header, SPEC_HIST_KEY);
+        int bad_spec = (alg && strcasecmp(alg, "none") && sim_config_set(&sc, "speculative-algorithm", alg, &e) < 0) ||
+                       (hist && sim_config_set(&sc, "speculative-accept-hist", hist, &e) < 0);
         tr_trace_free(&rec);
+        if (bad_spec) goto done;
     }
     sc.rate_scale = rc.rate_scale;
     sc.max_concurrency = rc.max_concurrency;
