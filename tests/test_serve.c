@@ -736,6 +736,63 @@ static void test_bench_agrees_with_server_records(void)
     tr_trace_free(&t);
 }
 
+/* ---- speculative decoding through the server ---- */
+static void test_speculative_decoding(void)
+{
+    char path[256];
+    tu_tmp_path("serve-spec.rhtr", path, sizeof path);
+    const model *m = the_model();
+    server_config c = ts_config(m);
+    c.engine.spec.algorithm = SPEC_NGRAM;
+    c.engine.core.spec_steps = 3;
+    c.record_path = path;
+    server *s = ts_start(&c);
+    /* A repeating prompt: the n-gram drafter finds its suffix earlier. */
+    int32_t prompt[48], want[40], got[40];
+    for (uint32_t i = 0; i < 48; i++) prompt[i] = (int32_t)(7 + 13 * (i % 6));
+    for (int k = 0; k < 2; k++) {
+        double temp = k ? 0.8 : 0;
+        CU_ASSERT_FATAL(eh_reference(m, prompt, 48, sampling_of(temp), 5, 40, want) == 40);
+        char *b = body_for(prompt, 48, 40, temp, 5, k == 1, "");
+        if (k == 0) {
+            ts_resp r = ts_post(s, "/v1/completions", b);
+            CU_ASSERT_EQUAL(r.status, 200);
+            CU_ASSERT_EQUAL(eh_mismatches("ngram plain", 0, got, plain_ids(&r, 0, got, 40), want, 40), 0);
+            ts_resp_free(&r);
+        } else {
+            ts_stream st = ts_stream_post(s, "/v1/completions", b, 0);
+            streamed sm;
+            gather(&st, 0, &sm);
+            CU_ASSERT_EQUAL(eh_mismatches("ngram stream", 1, sm.ids, sm.n, want, 40), 0);
+            ts_stream_free(&st);
+        }
+        free(b);
+    }
+    CU_ASSERT(server_wait_idle(s, 5) == 0);
+    ts_resp r = ts_request(s, "GET", "/metrics", NULL, NULL);
+    double drafts = ts_metric(r.body, "vllm:spec_decode_num_drafts_total");
+    double proposed = ts_metric(r.body, "vllm:spec_decode_num_draft_tokens_total");
+    double accepted = ts_metric(r.body, "vllm:spec_decode_num_accepted_tokens_total");
+    double first = ts_metric(r.body, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny-llama\",position=\"0\"}");
+    ts_resp_free(&r);
+    ts_stop(s);
+    CU_ASSERT(drafts > 0 && proposed >= drafts && accepted <= proposed && first <= accepted);
+    /* The recording counts the same drafts, request by request. */
+    tr_trace t;
+    rh_err e;
+    CU_ASSERT_FATAL(tr_trace_load(path, &t, &e) == 0);
+    double rec_proposed = 0, rec_accepted = 0, step_proposed = 0;
+    for (size_t i = 0; i < t.n_requests; i++) {
+        rec_proposed += t.requests[i].spec_proposed;
+        rec_accepted += t.requests[i].spec_accepted;
+    }
+    for (size_t i = 0; i < t.n_steps; i++) step_proposed += t.steps[i].spec_proposed;
+    CU_ASSERT_EQUAL(rec_proposed, proposed);
+    CU_ASSERT_EQUAL(rec_accepted, accepted);
+    CU_ASSERT_EQUAL(step_proposed, proposed);
+    tr_trace_free(&t);
+}
+
 /* ---- the engine in three parts, as the scheduler thread drives it ---- */
 typedef struct captured {
     int32_t out[4][64];
@@ -840,4 +897,6 @@ void register_test_serve(void)
     CU_add_test(s, "a client that hangs up is aborted and its pages freed", test_hang_up_aborts_and_frees_pages);
     CU_add_test(s, "the live recording replays through the simulator", test_recording_replays_in_simulator);
     CU_add_test(s, "rehearse bench TTFTs agree with the server's records", test_bench_agrees_with_server_records);
+    CU_add_test(s, "n-gram speculative decoding: the same tokens, counted in /metrics and the recording",
+                test_speculative_decoding);
 }

@@ -31,9 +31,9 @@
 
 typedef struct prom prom;
 
-/* Speculative decoding's counters, as deltas. The server adds what every
- * step's record and token event says; a drafter with more to tell (its own
- * per-position view, drafts it dropped) adds through prom_spec_add too. */
+/* Speculative decoding's counters, as deltas. The server adds the engine's
+ * (engine_get_spec_stats) after every step; anything with more to tell (a
+ * drafter's own view) adds through prom_spec_add too. */
 typedef struct prom_spec_counters {
     uint64_t drafts;            /* verifications that carried at least one draft token */
     uint64_t draft_tokens;      /* draft tokens proposed */

@@ -44,8 +44,9 @@ static void usage(FILE *f)
             "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
             "  --mem-fraction-static F     KV pool share of free memory without --max-total-tokens (0.3)\n"
             "  --shutdown-timeout S        seconds running requests get to finish at shutdown (30)\n"
+            "speculative decoding:\n%s"
             "scheduler knobs (--seed also seeds requests that give no seed):\n%s",
-            core_config_help());
+            spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -195,6 +196,11 @@ int serve_main(int argc, char **argv)
         int rc = own_flag(&cfg, name, &a, &grace, &e);
         if (rc < 0) return bad(e.msg);
         if (rc > 0) continue;
+        if (spec_config_is_knob(name)) {
+            const char *v = rh_args_value(&a, &e);
+            if (!v || spec_config_set(&cfg.engine.spec, name, v, &e) < 0) return bad(e.msg);
+            continue;
+        }
         int takes = core_config_takes_value(name);
         if (takes < 0) {
             fprintf(stderr, "rehearse serve: unknown flag --%s (see rehearse serve --help)\n", name);

@@ -132,6 +132,7 @@ struct server {
     bool cur_hidden;
     rh_err fail;                /* the engine broke, or the recording failed */
     bool rec_failed;
+    engine_spec_stats spec_seen;/* the speculative counters already in /metrics */
     uint64_t *hashes;           /* scratch for a prompt's block hashes */
     uint32_t cap_hashes;
 

@@ -82,11 +82,6 @@ static void on_event(void *ctx, const engine_event *ee)
         }
         break;
     case CORE_EV_TOKENS:
-        if (ev->spec_proposed) {
-            prom_spec_counters d = {.drafts = 1, .draft_tokens = ev->spec_proposed, .accepted_tokens = ev->spec_accepted};
-            for (uint32_t i = 0; i < ev->spec_accepted && i < PROM_SPEC_POSITIONS; i++) d.accepted_at[i] = 1;
-            prom_spec_add(s->prom, &d);
-        }
         c->spec_proposed += ev->spec_proposed;
         c->spec_accepted += ev->spec_accepted;
         if (c->ended) break;   /* a stop string ended it; the abort is on its way */
@@ -463,11 +458,29 @@ static void engine_broke(server *s, const rh_err *e)
     }
 }
 
+/* The engine's speculative counters since the last look, into /metrics:
+ * a verify that accepted j drafts accepted one at every position below j. */
+static void meter_spec(server *s)
+{
+    engine_spec_stats now;
+    engine_get_spec_stats(s->g, &now);
+    const engine_spec_stats *was = &s->spec_seen;
+    if (now.verifies == was->verifies) return;
+    prom_spec_counters d = {.drafts = now.verifies - was->verifies,
+                            .draft_tokens = now.proposed - was->proposed,
+                            .accepted_tokens = now.accepted - was->accepted};
+    for (uint32_t p = 0; p < PROM_SPEC_POSITIONS; p++)
+        for (uint32_t j = p + 1; j < ENGINE_SPEC_HIST; j++) d.accepted_at[p] += now.hist[j] - was->hist[j];
+    prom_spec_add(s->prom, &d);
+    s->spec_seen = now;
+}
+
 static void publish(server *s)
 {
     core_stats st;
     core_get_stats(engine_core(s->g), &st);
     prom_core(s->prom, &st);
+    meter_spec(s);
     pthread_mutex_lock(&s->mu);
     s->stats = st;
     pthread_cond_broadcast(&s->idle_cv);
