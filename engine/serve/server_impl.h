@@ -1,6 +1,7 @@
 /* server_impl.h — the server's private state, shared by server.c (life
- * cycle, jobs, the watch thread), server_sched.c (the scheduler and runner
- * threads) and http.c (libmicrohttpd). Never include elsewhere.
+ * cycle), server_jobs.c (jobs, the watch thread), server_sched.c (the
+ * scheduler and runner threads), server_deliver.c (engine hooks, tokens to
+ * connections, records) and http.c (libmicrohttpd). Never include elsewhere.
  *
  * A job is one HTTP completion request; each of its prompts is a choice,
  * one engine request. The HTTP side and the scheduler each hold a
@@ -147,6 +148,8 @@ struct server {
 
 /* server.c */
 double sv_clock(const server *s);                   /* s since t0 */
+
+/* server_jobs.c */
 sv_job *sv_job_new(server *s, oa_request *req, double arrival);   /* takes req's contents; refs 1 */
 void sv_job_unref(sv_job *j);
 /* Hands a job to the scheduler with the connection suspended. 0, or -1 with
@@ -158,12 +161,22 @@ void sv_release(sv_job *j);
 void sv_cancel_locked(sv_job *j);
 /* Under j->mu: wake the connection if it is suspended. */
 void sv_wake_locked(sv_job *j);
+/* The watch thread: polls suspended connections for hang-ups. */
+void *sv_watch_main(void *arg);
+
+/* server_deliver.c */
+engine_hooks sv_engine_hooks(server *s);
+void sv_delivery_free(sv_delivery *d);
+void sv_mark_dirty(server *s, sv_choice *c);     /* deliver() visits it next */
+void sv_unqueue(server *s, sv_choice *c);        /* no longer counts as queued */
+void sv_deliver(server *s);                      /* every dirty choice */
+/* A choice that is done and out of the engine; the last of its job lets
+ * the scheduler's reference go. */
+void sv_release_choice(server *s, sv_choice *c);
 
 /* server_sched.c */
-engine_hooks sv_engine_hooks(server *s);
 void *sv_sched_main(void *arg);
 void *sv_runner_main(void *arg);
-void sv_delivery_free(sv_delivery *d);
 
 /* http.c */
 int sv_http_start(server *s, rh_err *e);
