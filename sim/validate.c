@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "  --cost FILE               the cost model to check (required)\n"
             "  -o, --output DIR          where everything goes (reports/validate)\n"
             "  --json                    print the table as JSON\n"
-            "  engine flags as for rehearse replay: --model (required), --weights, --weight-seed,\n"
+            "  engine flags as for rehearse replay: --model (required), --backend, --weights, --weight-seed,\n"
             "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k,\n"
             "  --mem-fraction-static\n"
             "speculative decoding, as for rehearse replay (the simulator takes the recording's\n"
