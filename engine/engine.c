@@ -78,7 +78,8 @@ static void describe_hardware(engine *g, const kern_table *K)
         v++;
         while (*v == ' ' || *v == '\t') v++;
         size_t n = strcspn(v, "\n");
-        snprintf(g->hardware, sizeof g->hardware, "cpu: %.*s", (int)n, v);
+        int t = kern_cpu_threads();
+        snprintf(g->hardware, sizeof g->hardware, "cpu: %.*s, %d thread%s", (int)n, v, t, t == 1 ? "" : "s");
         break;
     }
     fclose(f);

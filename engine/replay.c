@@ -395,7 +395,7 @@ done:
 
 static const char *replay_flags[] = {"model", "o", "output", "weights", "weight-seed", "max-concurrency",
                                      "rate-scale", "prompt-seed", "temperature", "top-p", "top-k",
-                                     "mem-fraction-static"};
+                                     "mem-fraction-static", "backend"};
 
 int replay_config_takes_value(const char *name)
 {
@@ -412,6 +412,17 @@ int replay_config_set(replay_config *c, const char *name, const char *v, rh_err 
     double d;
     engine_config *g = &c->engine;
     if (!strcmp(name, "model")) g->model = v;
+    else if (!strcmp(name, "backend")) {
+        if (!strcmp(v, "cpu")) {
+            g->kernels = kern_cpu();
+        } else if (!strcmp(v, "cuda")) {
+            const char *why = NULL;
+            if (!(g->kernels = kern_cuda(&why)))
+                return rh_fail(e, "--backend cuda: %s", why ? why : "the CUDA backend is not available");
+        } else {
+            return rh_fail(e, "--backend: '%s' is not cpu or cuda", v);
+        }
+    }
     else if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
     else if (!strcmp(name, "weights")) g->weights = v;
     else if (!strcmp(name, "weight-seed")) {

@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "  --model MODEL             preset name, config.json or Hugging Face directory (required)\n"
             "  -o, --output FILE         the recording (required; written only if the run succeeds)\n"
             "  --weights PATH            safetensors weights (default: MODEL's own, else dummy)\n"
+            "  --backend cpu|cuda        the kernels (default cpu; cuda needs a GPU and an nvcc build)\n"
             "  --weight-seed S           seed of dummy weights (0)\n"
             "  --max-concurrency N       closed loop with N clients (default: the trace's clients, else open loop)\n"
             "  --rate-scale X            send at arrival / X (1)\n"

@@ -178,6 +178,8 @@ static inline double kern_rng_uniform(uint64_t *state)
 
 /* The CPU backend (kernels/cpu). */
 const kern_table *kern_cpu(void);
+/* Threads the CPU backend's GEMMs use (OpenBLAS; OPENBLAS_NUM_THREADS sets it). */
+int kern_cpu_threads(void);
 
 /* The CUDA backend (kernels/cuda): bf16 weights and KV, cuBLAS GEMMs, own
  * attention and row kernels, sampling on host logits. NULL, with *why set to

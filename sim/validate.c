@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "  --cost FILE               the cost model to check (required)\n"
             "  -o, --output DIR          where everything goes (reports/validate)\n"
             "  --json                    print the table as JSON\n"
-            "  engine flags as for rehearse replay: --model (required), --weights, --weight-seed,\n"
+            "  engine flags as for rehearse replay: --model (required), --backend, --weights, --weight-seed,\n"
             "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k,\n"
             "  --mem-fraction-static\n"
             "speculative decoding, as for rehearse replay (the simulator takes the recording's\n"
@@ -177,6 +177,18 @@ int validate_main(int argc, char **argv)
     if (core_config_validate(&rc.engine.core, &e) < 0) return bad(e.msg);
     cost_model *cost = cost_load(cost_path, &e);
     if (!cost) return bad(e.msg);
+    {
+        /* A table measured with another BLAS thread count prices other steps. */
+        json_t *cj = json_load_file(cost_path, 0, NULL);
+        json_t *th = cj ? json_object_get(cj, "threads") : NULL;
+        const char *be = cj ? json_string_value(json_object_get(cj, "backend")) : NULL;
+        if (json_is_integer(th) && (!be || !strcmp(be, "cpu")) && (!rc.engine.kernels || rc.engine.kernels == kern_cpu()) &&
+            json_integer_value(th) != kern_cpu_threads())
+            fprintf(stderr, "rehearse validate: warning: %s was calibrated with %lld BLAS threads, the engine runs %d "
+                            "(set OPENBLAS_NUM_THREADS to match)\n",
+                    cost_path, (long long)json_integer_value(th), kern_cpu_threads());
+        json_decref(cj);
+    }
     tr_trace t;
     if (tr_trace_load(a.pos[0], &t, &e) < 0) {
         cost_free(cost);

@@ -43,8 +43,7 @@ int calib_backend_find(const char *name, calib_backend *b, rh_err *e)
     if (!strcmp(name, "cpu")) {
         b->name = "cpu";
         b->K = kern_cpu();
-        int t = openblas_get_num_threads();
-        b->threads = t > 0 ? (uint32_t)t : 1;
+        b->threads = (uint32_t)kern_cpu_threads();
         return 0;
     }
     if (!strcmp(name, "cuda")) {

@@ -1,5 +1,6 @@
 /* backend.c — the CPU backend's dispatch table. Memory is plain host memory,
  * so copies are memcpy and the forward pass skips them (host_memory = 1). */
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,4 +38,10 @@ static const kern_table table = {
 const kern_table *kern_cpu(void)
 {
     return &table;
+}
+
+int kern_cpu_threads(void)
+{
+    int t = openblas_get_num_threads();
+    return t > 0 ? t : 1;
 }
