@@ -39,6 +39,7 @@ static void test_flags(void)
         {"--model tiny-llama --shutdown-timeout -1", "--shutdown-timeout"},
         {"--model tiny-llama --port 0 --max-total-tokens 16384 --record-trace /no/such/dir/t.rhtr", "/no/such/dir"},
         {"--model tiny-llama extra", "positional"},
+        {"--model tiny-llama --backend tpu", "not cpu or cuda"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s serve %s", tu_bin(), bad[i].args);

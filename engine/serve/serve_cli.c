@@ -30,6 +30,7 @@ static void usage(FILE *f)
             "with \"assistant:\" (a Jinja chat_template is not applied); text prompts get the BOS.\n\n"
             "  --model MODEL               preset name, config.json or Hugging Face directory (required)\n"
             "  --weights PATH              safetensors weights (default: MODEL's own, else dummy)\n"
+            "  --backend cpu|cuda          the kernels (default cpu; cuda needs a GPU and an nvcc build)\n"
             "  --weight-seed S             seed of dummy weights (0)\n"
             "  --tokenizer PATH            tokenizer.json or its directory (default: MODEL's, else bytes)\n"
             "  --served-model-name NAME    the model's name in the API (default: the model's)\n"
@@ -72,7 +73,7 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         c->disable_overlap = true;
         return 1;
     }
-    static const char *valued[] = {"model", "weights", "weight-seed", "tokenizer", "served-model-name", "host", "port",
+    static const char *valued[] = {"model", "weights", "backend", "weight-seed", "tokenizer", "served-model-name", "host", "port",
                                    "api-key", "record-trace", "max-queued-requests", "max-connections",
                                    "max-body-bytes", "http-threads", "mem-fraction-static", "shutdown-timeout"};
     size_t i = 0, n = sizeof valued / sizeof valued[0];
@@ -88,7 +89,19 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     engine_config *g = &c->engine;
     if (!strcmp(name, "model")) g->model = v;
     else if (!strcmp(name, "weights")) g->weights = v;
-    else if (!strcmp(name, "tokenizer")) c->tokenizer = v;
+    else if (!strcmp(name, "backend")) {
+        /* The forward runs on the runner (or scheduler) thread; a CUDA
+         * context comes up lazily on each thread that calls a kernel. */
+        if (!strcmp(v, "cpu")) {
+            g->kernels = kern_cpu();
+        } else if (!strcmp(v, "cuda")) {
+            const char *why = NULL;
+            if (!(g->kernels = kern_cuda(&why)))
+                return rh_fail(e, "--backend cuda: %s", why && *why ? why : "the CUDA backend is not available");
+        } else {
+            return rh_fail(e, "--backend: '%s' is not cpu or cuda", v);
+        }
+    } else if (!strcmp(name, "tokenizer")) c->tokenizer = v;
     else if (!strcmp(name, "served-model-name")) c->served_model_name = v;
     else if (!strcmp(name, "host")) c->host = v;
     else if (!strcmp(name, "api-key")) c->api_key = v;
