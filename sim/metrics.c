@@ -147,6 +147,49 @@ static double wpercentile(const metrics_wsample *x, size_t n, uint64_t total, do
     return a + (b - a) * (p - (double)lo);
 }
 
+/* Sorts runs by value: a radix sort on the order-preserving keys for the
+ * millions of runs of a long simulation, qsort for short lists. */
+static void sort_wsamples(metrics_wsample *x, size_t n)
+{
+    if (n < 4096) {
+        qsort(x, n, sizeof *x, cmp_wsample);
+        return;
+    }
+    typedef struct { unsigned long long key; uint64_t count; } kc;
+    kc *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    size_t *cnt = malloc(65536 * sizeof *cnt);
+    if (!a || !b || !cnt) {
+        free(a);
+        free(b);
+        free(cnt);
+        qsort(x, n, sizeof *x, cmp_wsample);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) a[i] = (kc){rh_double_key(x[i].value), x[i].count};
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(cnt, 0, 65536 * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(a[i].key >> shift) & 0xffff]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < 65536; d++) {
+            size_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) b[cnt[(a[i].key >> shift) & 0xffff]++] = a[i];
+        kc *t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        union { unsigned long long u; double d; } v;
+        v.u = (a[i].key >> 63) ? (a[i].key & 0x7fffffffffffffffull) : ~a[i].key;
+        x[i] = (metrics_wsample){v.d, a[i].count};
+    }
+    free(a);
+    free(b);
+    free(cnt);
+}
+
 void metrics_wsummarize(metrics_wsample *x, size_t n, rh_summary *s)
 {
     memset(s, 0, sizeof *s);
@@ -157,7 +200,7 @@ void metrics_wsummarize(metrics_wsample *x, size_t n, rh_summary *s)
         sum += x[i].value * (double)x[i].count;
     }
     if (total == 0) return;
-    qsort(x, n, sizeof *x, cmp_wsample);
+    sort_wsamples(x, n);
     double mean = sum / (double)total, var = 0;
     for (size_t i = 0; i < n; i++) var += (x[i].value - mean) * (x[i].value - mean) * (double)x[i].count;
     s->n = (size_t)total;

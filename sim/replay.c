@@ -47,6 +47,8 @@ typedef struct run {
     step_row *rows;
     size_t n_rows, cap_rows;
     uint64_t rng;
+    double itl_gap;          /* the run of equal inter-token gaps being counted */
+    uint64_t itl_count;
     int failed;              /* an error inside a hook */
     rh_err err;
     rh_progress bar;
@@ -134,8 +136,20 @@ static void on_event(void *ctx, const core_event *ev)
         s->cached = ev->cached_tokens;
         break;
     case CORE_EV_TOKENS:
-        if (s->n_out == 0) s->first = ev->now;
-        else if (metrics_add_itl(r->m, ev->now - s->last, 1) < 0) fail(r, "out of memory");
+        if (s->n_out == 0) {
+            s->first = ev->now;
+        } else {
+            /* The decodes of one step mostly share their gap (the step's
+             * length): count runs here, hand each run to the metrics once. */
+            double gap = ev->now - s->last;
+            if (gap == r->itl_gap) {
+                r->itl_count++;
+            } else {
+                if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) fail(r, "out of memory");
+                r->itl_gap = gap;
+                r->itl_count = 1;
+            }
+        }
         s->last = ev->now;
         s->n_out += ev->n_tokens;
         s->spec_proposed += ev->spec_proposed;
@@ -464,6 +478,10 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
     results = NULL;
     cseqs = NULL;
 
+    if (r.itl_count && metrics_add_itl(r.m, r.itl_gap, r.itl_count) < 0) {
+        rh_fail(e, "out of memory");
+        goto done;
+    }
     if (metrics_summarize(r.m, &out->summary) < 0) {
         rh_fail(e, "out of memory");
         goto done;

@@ -10,13 +10,14 @@
 static void test_weighted_equals_expanded(void)
 {
     srand(7);
-    for (int trial = 0; trial < 50; trial++) {
-        size_t n = 1 + (size_t)(rand() % 40);
-        metrics_wsample w[64];
-        double flat[64 * 10];
+    static metrics_wsample w[6000];
+    static double flat[6000 * 10];
+    for (int trial = 0; trial < 52; trial++) {
+        /* Short lists, and two long enough for the radix path. */
+        size_t n = trial < 50 ? 1 + (size_t)(rand() % 40) : 5000 + (size_t)(rand() % 1000);
         size_t nf = 0;
         for (size_t i = 0; i < n; i++) {
-            w[i].value = (double)(rand() % 20) * 0.25;     /* duplicates on purpose */
+            w[i].value = (double)(rand() % (trial < 50 ? 20 : 3000)) * 0.25;   /* duplicates on purpose */
             w[i].count = (uint64_t)(rand() % 10);          /* zeros too */
             for (uint64_t k = 0; k < w[i].count; k++) flat[nf++] = w[i].value;
         }

@@ -2,6 +2,7 @@
  * walker handles every flag form. */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/args.h"
@@ -23,6 +24,38 @@ static void test_percentiles_match_numpy(void)
     CU_ASSERT_EQUAL(s.max, 10);
     rh_summarize(x, 0, &s);
     CU_ASSERT_EQUAL(s.n, 0);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The radix sort and qsort agree on large arrays with negatives, zeros,
+ * infinities and many duplicates. */
+static void test_radix_sort_equals_qsort(void)
+{
+    enum { N = 50000 };
+    static double a[N], b[N];
+    unsigned long long z = 12345;
+    for (int i = 0; i < N; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        double v = (double)(z >> 11) / 9007199254740992.0;
+        switch (i % 7) {
+        case 0: v = -v * 1e6; break;
+        case 1: v = 0.0; break;
+        case 2: v = (double)(int)(v * 10); break;
+        case 3: v = i % 14 ? INFINITY : -INFINITY; break;
+        default: v = v * 1e-3; break;
+        }
+        a[i] = b[i] = v;
+    }
+    rh_sort_doubles(a, N);
+    qsort(b, N, sizeof *b, cmp_d);
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= a[i] == b[i];
+    CU_ASSERT(same);
 }
 
 static void test_args_forms(void)
@@ -68,4 +101,5 @@ void register_test_util(void)
     CU_pSuite s = CU_add_suite("util", NULL, NULL);
     CU_add_test(s, "percentiles match numpy", test_percentiles_match_numpy);
     CU_add_test(s, "argument forms", test_args_forms);
+    CU_add_test(s, "radix sort equals qsort", test_radix_sort_equals_qsort);
 }

@@ -87,13 +87,17 @@ int keys_fill_prompt(core *c, core_req *r)
     r->cap_keys = (uint32_t)(((uint64_t)r->prompt_len + r->max_new) / ps);
     r->keys = malloc(((size_t)r->cap_keys + 1) * sizeof *r->keys);
     if (!r->keys) return -1;
+    /* The content-keyed pages now; unique keys when a page first needs one
+     * (keys_cache_pages). */
     uint32_t full = r->prompt_len / ps;
+    if (full > r->n_content) full = r->blocks ? r->n_content : 0;
     uint64_t prev = 0;
     for (uint32_t i = 0; i < full; i++) {
-        prev = (r->blocks && i < r->n_content) ? block_key(r, i, ps, prev) : unique_key(c, prev);
+        prev = block_key(r, i, ps, prev);
         r->keys[i] = prev;
     }
     r->n_keys = full;
+    (void)c;
     /* Keys now hold everything the block hashes could say. */
     free(r->blocks);
     r->blocks = NULL;
@@ -121,9 +125,16 @@ void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens)
             }
         }
     }
-    uint32_t full = req_fill(r) / ps;
-    if (full > r->cap_keys) full = r->cap_keys;
-    while (r->n_keys < full) {
+    /* Pages without content get their unique keys only if they ever enter
+     * the tree (keys_cache_pages): most never do, and a simulated run fills
+     * hundreds of millions of them. */
+}
+
+/* Unique keys for the full pages up to `upto` that have none yet. */
+static void keys_extend_unique(core *c, core_req *r, uint32_t upto)
+{
+    if (upto > r->cap_keys) upto = r->cap_keys;
+    while (r->n_keys < upto) {
         r->keys[r->n_keys] = unique_key(c, r->n_keys ? r->keys[r->n_keys - 1] : 0);
         r->n_keys++;
     }
@@ -157,12 +168,13 @@ void keys_cache_pages(core *c, core_req *r, enum keys_cache_scope scope)
 {
     if (!c->radix) return;
     uint32_t upto = r->kv / c->ps;
-    if (upto > r->n_keys) upto = r->n_keys;
     if (upto > r->n_pages) upto = r->n_pages;
     uint32_t limit = scope == KEYS_SHAREABLE ? r->n_content
                    : scope == KEYS_PROMPT   ? (r->prompt_len / c->ps > r->n_content ? r->prompt_len / c->ps : r->n_content)
                                             : UINT32_MAX;
     if (upto > limit) upto = limit;
+    if (upto > r->n_keys && !r->tok) keys_extend_unique(c, r, upto);
+    if (upto > r->n_keys) upto = r->n_keys;
     for (uint32_t i = r->n_tree; i < upto; i++) {
         uint32_t parent = i ? r->pages[i - 1] : KV_NONE;
         uint32_t have = kv_lookup(&c->kv, r->keys[i], parent);
