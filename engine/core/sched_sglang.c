@@ -102,7 +102,11 @@ static bool add_decodes(core *c, double now)
 {
     if (c->n_run == 0) return false;
     bool retracted = false;
-    if (decode_need(c, c->run, c->n_run, c->n_run) > kv_available(&c->kv)) {
+    /* A decode of 1 + k tokens needs at most ceil((1 + k) / page) new pages:
+     * when the pool has that for everyone, skip the exact count. */
+    uint32_t k = c->cfg.spec_steps ? c->cfg.spec_draft_tokens - 1 : 0;
+    uint64_t bound = (uint64_t)c->n_run * ((1 + k + c->ps - 1) / c->ps);
+    if (kv_available(&c->kv) < bound && decode_need(c, c->run, c->n_run, c->n_run) > kv_available(&c->kv)) {
         retract_for_decode(c, now);
         retracted = true;
     } else {
