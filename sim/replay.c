@@ -439,10 +439,11 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
             }
         }
         uint32_t draft_seqs = 0;
+        bool spec = cfg->core.spec_steps > 0;
         for (uint32_t i = 0; i < k; i++) {
             const core_seq *q = &b.seqs[i];
             cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
-            results[i] = (core_seq_result){0};
+            if (spec) results[i] = (core_seq_result){0};
             if (q->n_spec) {
                 results[i].proposed = q->n_spec;
                 results[i].accepted = draw_accepted(&r, q->n_spec);
@@ -462,7 +463,8 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
             goto loop_fail;
         }
         now += dt;
-        if (core_complete(r.c, &b, results, now, e) < 0) goto loop_fail;
+        /* Without drafts every sampling sequence commits one token: no results needed. */
+        if (core_complete(r.c, &b, spec ? results : NULL, now, e) < 0) goto loop_fail;
         if ((++steps & 1023) == 0) {
             snprintf(r.bar.extra, sizeof r.bar.extra, "clock %.1f s", now);
             rh_progress_update(&r.bar, r.done);
