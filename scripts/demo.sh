@@ -33,6 +33,10 @@ fi
 
 step "1/5 calibrating the CPU kernels for tiny-llama"
 mkdir -p "$out/calibrate" "$out/validate"
+# One BLAS thread for the calibration and the engine alike: a table measured
+# with one thread count prices another's steps wrongly, and a single thread
+# keeps small GEMMs steady on a machine shared with other work.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 "$bin" calibrate --backend cpu --model tiny-llama -o "$out/calibrate/cost.json"
 
 step "2/5 recording the CPU engine on a slice of $(basename "$source_trace")"
@@ -41,8 +45,9 @@ step "2/5 recording the CPU engine on a slice of $(basename "$source_trace")"
 
 step "3/5 validating the simulator against the engine"
 "$bin" validate "$out/validate/slice.rhtr" --model tiny-llama --cost "$out/calibrate/cost.json" \
-  --max-total-tokens 65536 -o "$out/validate"
-"$bin" validate-steps "$out/validate/recorded.rhtr" "$out/calibrate/cost.json" -o "$out/calibrate" || true
+  --max-total-tokens 65536 --enable-mixed-chunk -o "$out/validate"
+"$bin" validate-steps "$out/validate/recorded.rhtr" "$out/calibrate/cost.json" -o "$out/calibrate"
+"$bin" run scripts/experiments/calibrate_summary.lua dir="$out/calibrate"
 
 step "4/5 experiments (roofline llama-3-70b on 8 x h200)"
 for e in knob_grid spec_depth prefix_cache ttft_vs_prompt_length concurrency_sweep head_of_line; do
