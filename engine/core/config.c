@@ -49,6 +49,8 @@ static const knob knobs[] = {
      "Lua file defining policy(waiting, state); implies --schedule-policy lua"},
     {"policy-max-instructions", NULL, K_U64, OFF(policy_max_instructions), "N",
      "Lua instructions one policy call may run before it falls back to fcfs (10000000)"},
+    {"policy-max-memory", NULL, K_U64, OFF(policy_max_memory), "BYTES",
+     "memory a --policy-script's Lua state may hold; past it calls fall back to fcfs (67108864)"},
     {"policy-window", NULL, K_U32, OFF(policy_window), "N", "waiting requests shown to a Lua policy (256)"},
 };
 #undef OFF
@@ -72,6 +74,7 @@ void core_config_default(core_config *cfg)
     cfg->evict = CORE_EVICT_LRU;
     cfg->lua_policy_ref = -1;
     cfg->policy_max_instructions = 10000000;
+    cfg->policy_max_memory = 64u << 20;
     cfg->policy_window = 256;
 }
 
@@ -228,6 +231,9 @@ int core_config_validate(const core_config *cfg, rh_err *e)
     if (cfg->policy_max_instructions < 1000 || cfg->policy_max_instructions > (1ull << 50))
         return rh_fail(e, "--policy-max-instructions %llu: must be 1000..2^50",
                        (unsigned long long)cfg->policy_max_instructions);
+    if (cfg->policy_max_memory < (1u << 20) || cfg->policy_max_memory > (1ull << 40))
+        return rh_fail(e, "--policy-max-memory %llu: must be 1 MiB..1 TiB (1048576..1099511627776 bytes)",
+                       (unsigned long long)cfg->policy_max_memory);
     return 0;
 }
 

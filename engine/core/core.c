@@ -345,7 +345,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     c->rng = mix64(cfg->seed ^ 0x9E3779B97F4A7C15ull) | 1;
 
     if (cfg->policy == CORE_POLICY_LUA) {
-        c->lua = c->policy_path ? clua_open_file(c->policy_path, cfg->seed, e)
+        c->lua = c->policy_path ? clua_open_file(c->policy_path, cfg->seed, cfg->policy_max_memory, e)
                                 : clua_wrap(cfg->lua_state, cfg->lua_policy_ref, e);
         if (!c->lua) goto fail;
     }

@@ -76,12 +76,13 @@ typedef struct core_config {
     void *lua_state;                 /* or: a lua_State* owned by the caller ... */
     int lua_policy_ref;              /* ... and a registry reference to the policy function */
     uint64_t policy_max_instructions;/* --policy-max-instructions: Lua VM instructions per call */
+    uint64_t policy_max_memory;      /* --policy-max-memory: bytes a --policy-script's Lua state may hold */
     uint32_t policy_window;          /* --policy-window: waiting requests shown to a Lua policy */
 } core_config;
 
 /* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
- * 256 running, fcfs, lru, conservativeness 1, Lua limits 10M instructions and
- * a window of 256 requests. */
+ * 256 running, fcfs, lru, conservativeness 1, Lua limits 10M instructions,
+ * 64 MiB and a window of 256 requests. */
 void core_config_default(core_config *cfg);
 
 /* Sets one knob by its CLI name without dashes ("chunked-prefill-size"; "_"

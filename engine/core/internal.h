@@ -185,7 +185,8 @@ typedef struct cand_list {
 void policy_order(core *c, double now, cand_list *out);
 
 /* ---- policy_lua.c ---- */
-core_lua *clua_open_file(const char *path, uint64_t seed, rh_err *e);
+/* A script in its own sandboxed state holding at most max_memory bytes. */
+core_lua *clua_open_file(const char *path, uint64_t seed, uint64_t max_memory, rh_err *e);
 core_lua *clua_wrap(void *lua_state, int ref, rh_err *e);
 void clua_close(core_lua *l);
 /* Orders reqs[0..n) (a copy of the first waiting requests, fcfs order) into

@@ -15,9 +15,17 @@
  *          `table.sort(waiting, f); return waiting` works) in the order to
  *          offer them; requests left out wait this step. nil: queue order.
  * Any error — raised, a bad return value, running past the instruction
- * budget — makes the step use fcfs, and the message names the script's
- * file and line. The call runs under a count hook, saved and restored, so a
- * caller-owned state keeps its own hooks. */
+ * budget, running out of the memory cap — makes the step use fcfs, and the
+ * message names the script's file and line. The call runs under a count
+ * hook, saved and restored, so a caller-owned state keeps its own hooks.
+ *
+ * A script file (a server's or a simulation's --policy-script) runs in a
+ * sandbox of its own: a state whose allocator holds at most
+ * policy_max_memory bytes, with only base, table, string, math and utf8, and
+ * without everything that could reach outside the state or run beyond the
+ * count hook's reach (see sandbox() for the list and why). A caller-owned
+ * state (a Lua experiment script's own function) is the caller's: neither
+ * the cap nor the sandbox applies to it. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -29,9 +37,15 @@
 
 #define HOOK_EVERY 1000
 
+/* The bytes an owned state holds, against its cap. */
+typedef struct lua_mem {
+    size_t used, cap;
+} lua_mem;
+
 struct core_lua {
     lua_State *L;
     bool owned;
+    lua_mem mem;
     int ref;
     char where[200];            /* "file:line" where policy() is defined */
     uint8_t *seen;
@@ -53,6 +67,10 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     if (!b) return;
     b->left -= HOOK_EVERY;
     if (b->left >= 0) return;
+    /* From now on every instruction raises again: a policy that catches
+     * the error with pcall gets it back at its next instruction, so the
+     * budget cannot be swallowed. The caller restores the hook. */
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
         lua_pushfstring(L, "%s:%d: policy ran past its budget of %I instructions", ar->short_src, ar->currentline,
                         (lua_Integer)b->limit);
@@ -72,12 +90,167 @@ static void describe_function(core_lua *l)
         snprintf(l->where, sizeof l->where, "policy");
 }
 
-static const luaL_Reg safe_libs[] = {
-    {LUA_GNAME, luaopen_base},     {LUA_TABLIBNAME, luaopen_table}, {LUA_STRLIBNAME, luaopen_string},
-    {LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL},
-};
+/* Lua's allocator with a cap on what the state holds: past it an
+ * allocation fails, Lua raises a memory error, and the step falls back.
+ * (With ptr NULL, osize is the new object's type, not a size.) */
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    lua_mem *m = ud;
+    if (!ptr) osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        m->used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && nsize - osize > m->cap - m->used) return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p) m->used = m->used - osize + nsize;
+    return p;
+}
 
-core_lua *clua_open_file(const char *path, uint64_t seed, rh_err *e)
+/* string.rep with an empty string (and separator) loops n times in C
+ * without allocating, beyond both the count hook and the memory cap; the
+ * answer is "" anyway. Any other call allocates its whole result first, so
+ * the cap bounds its loop. */
+static int sandboxed_rep(lua_State *L)
+{
+    size_t l, lsep;
+    luaL_checklstring(L, 1, &l);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    luaL_optlstring(L, 3, "", &lsep);
+    if (n <= 0 || l + lsep == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    int nargs = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, nargs, 1);
+    return 1;
+}
+
+/* setmetatable without __gc: finalizers run with hooks off, whenever the
+ * collector likes (during the next allocation, or in lua_close), so an
+ * endless finalizer would hang the scheduler past every budget. */
+static int sandboxed_setmetatable(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        int t = lua_rawget(L, 2);
+        lua_pop(L, 1);
+        if (t != LUA_TNIL) return luaL_error(L, "setmetatable: a policy may not set a __gc finalizer");
+    }
+    int nargs = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, nargs, 1);
+    return 1;
+}
+
+/* xpcall whose message handler runs after the error unwound, as a handler
+ * of pcall's result would. Lua calls a real xpcall's handler at the point
+ * of the error, and for the budget's error that point is inside the count
+ * hook, where hooks are off: an endless handler would never be stopped.
+ * (Without the debug library a handler cannot look at the stack anyway.)
+ * Written in C so a budget error raised after it names the script's line. */
+static int sandboxed_xpcall(lua_State *L)
+{
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushboolean(L, 1);
+    lua_pushvalue(L, 1);
+    lua_rotate(L, 3, 2);   /* f, msgh, true, f, args... */
+    int status = lua_pcall(L, n - 2, LUA_MULTRET, 0);
+    if (status == LUA_OK) return lua_gettop(L) - 2;
+    if (status == LUA_ERRRUN) {
+        lua_pushvalue(L, 2);
+        lua_insert(L, -2);
+        lua_call(L, 1, 1);
+    }
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static void drop_field(lua_State *L, const char *name)
+{
+    lua_pushnil(L);
+    lua_setfield(L, -2, name);
+}
+
+static void wrap_field(lua_State *L, const char *name, lua_CFunction f)
+{
+    lua_getfield(L, -1, name);
+    lua_pushcclosure(L, f, 1);
+    lua_setfield(L, -2, name);
+}
+
+/* A policy is a pure function of what it is shown, so it is deterministic,
+ * behaves the same in both clocks, and cannot reach the machine it runs on.
+ * Opened: base, table, string, math, utf8; never io, os, package (require),
+ * debug or coroutine. Then removed or tamed:
+ *   dofile, loadfile, load   run code from files, or from strings and
+ *                            binary chunks (which can crash the VM);
+ *   collectgarbage           the collector belongs to the host;
+ *   string.find, match, gmatch, gsub
+ *                            Lua patterns backtrack inside one C call,
+ *                            exponentially on a crafted pattern, and the
+ *                            count hook only fires between instructions;
+ *   table.move               loops in C over any index range, even of nils;
+ *   string.rep, setmetatable, xpcall
+ *                            see sandboxed_rep, sandboxed_setmetatable and
+ *                            sandboxed_xpcall.
+ * Runs protected: an allocation failure here is an error, not a panic. */
+static int sandbox(lua_State *L)
+{
+    static const luaL_Reg libs[] = {
+        {LUA_GNAME, luaopen_base},       {LUA_TABLIBNAME, luaopen_table}, {LUA_STRLIBNAME, luaopen_string},
+        {LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL},
+    };
+    lua_Integer seed = lua_tointeger(L, 1);
+    for (const luaL_Reg *lib = libs; lib->func; lib++) {
+        luaL_requiref(L, lib->name, lib->func, 1);
+        lua_pop(L, 1);
+    }
+    lua_pushglobaltable(L);
+    drop_field(L, "dofile");
+    drop_field(L, "loadfile");
+    drop_field(L, "load");
+    drop_field(L, "collectgarbage");
+    wrap_field(L, "setmetatable", sandboxed_setmetatable);
+    lua_pushcfunction(L, sandboxed_xpcall);
+    lua_setfield(L, -2, "xpcall");
+    lua_getfield(L, -1, LUA_STRLIBNAME);
+    drop_field(L, "find");
+    drop_field(L, "match");
+    drop_field(L, "gmatch");
+    drop_field(L, "gsub");
+    wrap_field(L, "rep", sandboxed_rep);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, LUA_TABLIBNAME);
+    drop_field(L, "move");
+    lua_pop(L, 2);
+    lua_getglobal(L, LUA_MATHLIBNAME);
+    lua_getfield(L, -1, "randomseed");
+    lua_pushinteger(L, seed);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+/* Takes the script's global policy() into the registry; its reference is
+ * returned on the stack. Protected for the same reason as sandbox(). */
+static int take_policy(lua_State *L)
+{
+    lua_getglobal(L, "policy");
+    if (!lua_isfunction(L, -1)) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    return 1;
+}
+
+core_lua *clua_open_file(const char *path, uint64_t seed, uint64_t max_memory, rh_err *e)
 {
     core_lua *l = calloc(1, sizeof *l);
     if (!l) {
@@ -85,24 +258,22 @@ core_lua *clua_open_file(const char *path, uint64_t seed, rh_err *e)
         return NULL;
     }
     l->owned = true;
-    l->L = luaL_newstate();
+    l->mem.cap = max_memory > SIZE_MAX ? SIZE_MAX : (size_t)max_memory;
+    l->L = lua_newstate(capped_alloc, &l->mem);
     if (!l->L) {
         free(l);
         rh_fail(e, "policy script %s: cannot create a Lua state", path);
         return NULL;
     }
     lua_State *L = l->L;
-    /* No io, os or package: a policy is a pure function of what it is
-     * shown, so it is deterministic and behaves the same in both clocks. */
-    for (const luaL_Reg *lib = safe_libs; lib->func; lib++) {
-        luaL_requiref(L, lib->name, lib->func, 1);
-        lua_pop(L, 1);
-    }
-    lua_getglobal(L, "math");
-    lua_getfield(L, -1, "randomseed");
+    lua_pushcfunction(L, sandbox);
     lua_pushinteger(L, (lua_Integer)seed);
-    lua_pcall(L, 1, 0, 0);
-    lua_settop(L, 0);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        rh_fail(e, "policy script %s: cannot set up its Lua state (--policy-max-memory %llu bytes): %s", path,
+                (unsigned long long)max_memory, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error");
+        clua_close(l);
+        return NULL;
+    }
 
     if (luaL_loadfile(L, path) != LUA_OK) {
         rh_fail(e, "policy script: %s", lua_tostring(L, -1));
@@ -117,17 +288,25 @@ core_lua *clua_open_file(const char *path, uint64_t seed, rh_err *e)
     tl_budget = saved;
     if (rc != LUA_OK) {
         const char *m = lua_tostring(L, -1);
-        rh_fail(e, "policy script %s: %s", path, m ? m : "error object is not a string");
+        if (rc == LUA_ERRMEM)
+            rh_fail(e, "policy script %s: ran past its memory limit of %llu bytes (--policy-max-memory)", path,
+                    (unsigned long long)max_memory);
+        else
+            rh_fail(e, "policy script %s: %s", path, m ? m : "error object is not a string");
         clua_close(l);
         return NULL;
     }
-    lua_getglobal(L, "policy");
-    if (!lua_isfunction(L, -1)) {
-        rh_fail(e, "policy script %s: defines no global function policy(waiting, state)", path);
+    lua_pushcfunction(L, take_policy);
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_isinteger(L, -1)) {
+        if (lua_isboolean(L, -1))
+            rh_fail(e, "policy script %s: defines no global function policy(waiting, state)", path);
+        else
+            rh_fail(e, "policy script %s: out of memory (--policy-max-memory %llu bytes)", path,
+                    (unsigned long long)max_memory);
         clua_close(l);
         return NULL;
     }
-    l->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    l->ref = (int)lua_tointeger(L, -1);
     describe_function(l);
     lua_settop(L, 0);
     return l;
@@ -300,10 +479,15 @@ int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, co
         /* Runtime errors carry "file:line:" already; the others get the
          * line where policy() is defined. */
         const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (rc == LUA_ERRMEM) snprintf(err, errn, "%s: policy ran out of memory", l->where);
+        if (rc == LUA_ERRMEM && l->owned)
+            snprintf(err, errn, "%s: policy ran past its memory limit of %zu bytes", l->where, l->mem.cap);
+        else if (rc == LUA_ERRMEM) snprintf(err, errn, "%s: policy ran out of memory", l->where);
         else if (!m) snprintf(err, errn, "%s: policy raised a %s instead of a message", l->where, luaL_typename(L, -1));
         else snprintf(err, errn, "%s", m);
         lua_settop(L, top);
+        /* What the failed call built is garbage now; an owned state gives
+         * it back at once so the next call starts with its whole cap. */
+        if (l->owned) lua_gc(L, LUA_GCCOLLECT);
         return -1;
     }
     lua_settop(L, top);

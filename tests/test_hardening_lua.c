@@ -1,0 +1,336 @@
+/* test_hardening_lua.c — a --policy-script is untrusted code running inside
+ * the scheduler: it sees no io, os, load, require or debug (calling them
+ * fails cleanly, at load or per step); it cannot outrun the instruction
+ * budget (not by pcall, xpcall or a to-be-closed variable) nor hang the
+ * process where the count hook cannot reach (string patterns, string.rep of
+ * nothing, table.move, __gc finalizers); and it cannot take more memory
+ * than --policy-max-memory. Every failing step falls back to exactly the
+ * batches fcfs forms, with one message naming the script's file and line;
+ * legitimate policies still form the batches they mean to. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/core/core.h"
+#include "test_core_harness.h"
+#include "testutil.h"
+#include "util/progress.h"
+
+static harness H;
+
+#define N_REQ 120
+
+static const char *script(const char *name, const char *text)
+{
+    static char path[8][512];
+    static int k;
+    char *p = path[k++ % 8];
+    tu_tmp_path(name, p, 512);
+    CU_ASSERT_EQUAL(tu_write_file(p, text, strlen(text)), 0);
+    return p;
+}
+
+static core_config base_cfg(void)
+{
+    core_config cfg;
+    core_config_default(&cfg);
+    cfg.max_total_tokens = 128 * 16;
+    cfg.max_running_requests = 8;
+    cfg.chunked_prefill_size = 128;
+    cfg.policy_window = 512;
+    cfg.policy_max_instructions = 50000;
+    cfg.policy_max_memory = 2u << 20;
+    return cfg;
+}
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* N_REQ requests of random sizes arriving over time, run to the end; the
+ * digest of every batch, or 0 when the core could not be made. */
+static uint64_t run(const core_config *cfg)
+{
+    if (!h_new(&H, cfg)) return 0;
+    uint64_t seed = 77, id = 1;
+    double now = 0;
+    for (int step = 0; step < 20000 && (id <= N_REQ || !core_idle(H.c)); step++) {
+        if (id <= N_REQ && mix(&seed) % 2 == 0)
+            for (uint64_t k = 1 + mix(&seed) % 3; k > 0 && id <= N_REQ; k--, id++)
+                h_add(&H, id, 1 + (uint32_t)(mix(&seed) % 300), 1 + (uint32_t)(mix(&seed) % 40), now);
+        h_step(&H, now);
+        now += 0.01;
+    }
+    CU_ASSERT(core_idle(H.c));
+    CU_ASSERT_EQUAL(h_check(&H), 0);
+    for (uint64_t i = 1; i <= N_REQ; i++) CU_ASSERT_EQUAL(H.req[i].finished, 1);
+    return H.digest;
+}
+
+static uint64_t fcfs_digest(void)
+{
+    static uint64_t d;
+    if (!d) {
+        core_config cfg = base_cfg();
+        d = run(&cfg);
+        core_free(H.c);
+        H.c = NULL;
+    }
+    return d;
+}
+
+/* The policy fails at every step that calls it, yet the run forms exactly
+ * the fcfs batches, says so once, and the message holds want1 and want2. */
+static void falls_back(const char *name, const char *text, const char *want1, const char *want2)
+{
+    uint64_t fcfs = fcfs_digest();
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = script(name, text);
+    double t0 = rh_now();
+    uint64_t d = run(&cfg);
+    double took = rh_now() - t0;
+    if (!H.c) return;
+    core_stats st;
+    core_get_stats(H.c, &st);
+    int ok = d == fcfs && H.n_msgs == 1 && st.policy_errors > 20 && strstr(H.msg, want1) &&
+             strstr(H.msg, want2) && strstr(H.msg, "fcfs");
+    if (!ok)
+        printf("\n    %s: %s, %d messages, %llu errors, %.2f s: %s\n", name, d == fcfs ? "fcfs" : "NOT fcfs",
+               H.n_msgs, (unsigned long long)st.policy_errors, took, H.msg);
+    CU_ASSERT(ok);
+    core_free(H.c);
+    H.c = NULL;
+}
+
+/* The policy is accepted and never fails: it forms exactly `want`. */
+static void behaves(const char *name, const char *text, uint64_t want)
+{
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = script(name, text);
+    uint64_t d = run(&cfg);
+    if (!H.c) return;
+    if (d != want || H.n_msgs) printf("\n    %s: %s, message: %s\n", name, d == want ? "same" : "DIFFERENT", H.msg);
+    CU_ASSERT_EQUAL(d, want);
+    CU_ASSERT_EQUAL(H.n_msgs, 0);
+    core_free(H.c);
+    H.c = NULL;
+}
+
+/* The script is refused when loaded, with a message holding want1 and want2. */
+static void refused(const char *name, const char *text, const char *want1, const char *want2)
+{
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = script(name, text);
+    rh_err e = {{0}};
+    core *c = core_new(&cfg, NULL, &e);
+    int ok = !c && strstr(e.msg, want1) && strstr(e.msg, want2);
+    if (!ok) printf("\n    %s: %s\n", name, c ? "accepted" : e.msg);
+    CU_ASSERT(ok);
+    core_free(c);
+}
+
+static void test_no_way_out(void)
+{
+    char marker[256], text[1024];
+    tu_tmp_path("lua-escaped", marker, sizeof marker);
+    /* Called while the script loads: refused, naming the line and what is missing. */
+    snprintf(text, sizeof text, "os.execute('touch %s')\nfunction policy() end\n", marker);
+    refused("os_execute.lua", text, "os_execute.lua:1:", "'os'");
+    snprintf(text, sizeof text, "local f = io.open('%s', 'w')\nfunction policy() end\n", marker);
+    refused("io_open.lua", text, "io_open.lua:1:", "'io'");
+    refused("load.lua", "local f = load('return 1')\nfunction policy() end\n", "load.lua:1:", "'load'");
+    refused("loadstring.lua", "local f = loadstring('return 1')\n", "loadstring.lua:1:", "'loadstring'");
+    refused("dofile.lua", "dofile('/etc/passwd')\n", "dofile.lua:1:", "'dofile'");
+    refused("loadfile.lua", "local f = loadfile('/etc/passwd')\n", "loadfile.lua:1:", "'loadfile'");
+    refused("require.lua", "local os = require('os')\n", "require.lua:1:", "'require'");
+    refused("package.lua", "package.path = '/tmp/?.lua'\n", "package.lua:1:", "'package'");
+    refused("debug.lua", "debug.sethook()\n", "debug.lua:1:", "'debug'");
+    refused("coroutine.lua", "local co = coroutine.create(print)\n", "coroutine.lua:1:", "'coroutine'");
+    refused("collect.lua", "collectgarbage('stop')\n", "collect.lua:1:", "'collectgarbage'");
+    CU_ASSERT(!tu_file_exists(marker));
+    /* Not reachable another way either: the string metatable holds the same,
+     * tamed string table, and nothing else is left in _G. */
+    behaves("globals.lua",
+            "local allowed = {assert=1, error=1, getmetatable=1, ipairs=1, next=1, pairs=1, pcall=1, print=1,\n"
+            "  rawequal=1, rawget=1, rawlen=1, rawset=1, select=1, setmetatable=1, tonumber=1, tostring=1,\n"
+            "  type=1, warn=1, xpcall=1, _G=1, _VERSION=1, table=1, string=1, math=1, utf8=1}\n"
+            "for k in pairs(_G) do assert(allowed[k], 'unexpected global ' .. tostring(k)) end\n"
+            "local s = getmetatable('').__index\n"
+            "assert(s == string and s.find == nil and s.gsub == nil and s.match == nil and s.gmatch == nil)\n"
+            "assert(table.move == nil)\n"
+            "function policy(waiting, state) return nil end\n",
+            fcfs_digest());
+    /* Called inside policy(): that step falls back, the message names the line. */
+    snprintf(text, sizeof text, "function policy(waiting, state)\n  os.execute('touch %s')\nend\n", marker);
+    falls_back("os_in_policy.lua", text, "os_in_policy.lua:2:", "'os'");
+    snprintf(text, sizeof text, "function policy(waiting, state)\n  return io.open('%s', 'w')\nend\n", marker);
+    falls_back("io_in_policy.lua", text, "io_in_policy.lua:2:", "'io'");
+    falls_back("load_in_policy.lua", "function policy(waiting, state)\n  return load('return {1}')()\nend\n",
+               "load_in_policy.lua:2:", "'load'");
+    falls_back("find_in_policy.lua", "function policy(waiting, state)\n  return ('x'):find('x')\nend\n",
+               "find_in_policy.lua:2:", "find");
+    CU_ASSERT(!tu_file_exists(marker));
+}
+
+static void test_budget_cannot_be_swallowed(void)
+{
+    falls_back("pcall_loop.lua",
+               "function policy(waiting, state)\n"
+               "  while true do pcall(function() while true do end end) end\n"
+               "end\n",
+               "pcall_loop.lua:2:", "budget of 50000 instructions");
+    falls_back("xpcall_loop.lua",
+               "local function spin() while true do end end\n"
+               "function policy(waiting, state)\n"
+               "  while true do xpcall(spin, function(m) while true do end end) end\n"
+               "end\n",
+               "xpcall_loop.lua:", "budget of 50000 instructions");
+    falls_back("close_loop.lua",
+               "function policy(waiting, state)\n"
+               "  local guard <close> = setmetatable({}, {__close = function() while true do end end})\n"
+               "  while true do end\n"
+               "end\n",
+               "close_loop.lua:", "budget of 50000 instructions");
+    /* Ordinary errors are still the policy's to catch. */
+    behaves("pcall_ok.lua",
+            "function policy(waiting, state)\n"
+            "  local ok, msg = pcall(error, 'caught')\n"
+            "  assert(not ok and msg == 'caught')\n"
+            "  local ok2, m2 = xpcall(error, function(m) return 'handled: ' .. m end, 'x', 0)\n"
+            "  assert(not ok2 and m2 == 'handled: x')\n"
+            "  local ok3, a, b = xpcall(function(p, q) return p + q, p * q end, print, 3, 4)\n"
+            "  assert(ok3 and a == 7 and b == 12)\n"
+            "  assert(not pcall(xpcall, print, 'not a function'))\n"
+            "  return nil\n"
+            "end\n",
+            fcfs_digest());
+}
+
+static void test_where_the_hook_cannot_reach(void)
+{
+    /* Each of these would spin inside one C call (hours, or for ever): the
+     * step must end at once. Together they stay far below a second. */
+    double t0 = rh_now();
+    falls_back("gc.lua",
+               "function policy(waiting, state)\n"
+               "  setmetatable({}, {__gc = function() while true do end end})\n"
+               "end\n",
+               "gc.lua:2:", "__gc");
+    falls_back("gc_later.lua",
+               "function policy(waiting, state)\n"
+               "  local mt = {__gc = true}\n"
+               "  setmetatable({}, mt)\n"
+               "  mt.__gc = function() while true do end end\n"
+               "end\n",
+               "gc_later.lua:3:", "__gc");
+    falls_back("move.lua",
+               "function policy(waiting, state)\n"
+               "  table.move({}, 1, math.maxinteger - 1, 2)\n"
+               "end\n",
+               "move.lua:2:", "move");
+    /* string.rep of nothing is "" at once; of something, the memory cap. */
+    behaves("rep_empty.lua",
+            "function policy(waiting, state)\n"
+            "  assert(string.rep('', math.maxinteger) == '' and ('x'):rep(3, '') == 'xxx')\n"
+            "  assert(string.rep('', math.maxinteger, '') == '' and ('ab'):rep(2, ',') == 'ab,ab')\n"
+            "end\n",
+            fcfs_digest());
+    falls_back("rep_big.lua", "function policy(waiting, state)\n  return ('x'):rep(1 << 30)\nend\n", "rep_big.lua:",
+               "memory limit of 2097152 bytes");
+    double took = rh_now() - t0;
+    if (took > 20) printf("\n    the tamed calls took %.1f s\n", took);
+    CU_ASSERT(took < 20);   /* a generous bound: a hang would be hours */
+}
+
+static void test_memory_cap(void)
+{
+    /* Garbage that grows within one call, and memory held across calls:
+     * both fail the call with the cap's message. */
+    falls_back("hog.lua",
+               "function policy(waiting, state)\n"
+               "  local t = {}\n"
+               "  while true do t[#t + 1] = ('x'):rep(1000) .. #t end\n"
+               "end\n",
+               "hog.lua:", "memory limit of 2097152 bytes");
+    falls_back("hoard.lua",
+               "kept = {}\n"
+               "function policy(waiting, state)\n"
+               "  for i = 1, 1e9 do kept[#kept + 1] = ('x'):rep(100000) .. i end\n"
+               "end\n",
+               "hoard.lua:", "memory limit of 2097152 bytes");
+    /* At load time: refused with the cap named. */
+    refused("hog_top.lua", "local t = {}\nfor i = 1, 1e9 do t[i] = i end\nfunction policy() end\n", "hog_top.lua",
+            "--policy-max-memory");
+    /* The cap is a knob, with bounds. */
+    core_config cfg;
+    core_config_default(&cfg);
+    rh_err e;
+    CU_ASSERT_EQUAL(cfg.policy_max_memory, 64u << 20);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "policy-max-memory", "1048576", &e), 1);
+    CU_ASSERT_EQUAL(cfg.policy_max_memory, 1u << 20);
+    CU_ASSERT_EQUAL(core_config_validate(&cfg, &e), 0);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "policy_max_memory", "1000", &e), 1);
+    CU_ASSERT_EQUAL(core_config_validate(&cfg, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--policy-max-memory"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(core_config_help(), "--policy-max-memory"));
+}
+
+static void test_real_policies_unchanged(void)
+{
+    /* The sandbox leaves what policies use: sort, string.format, math,
+     * metatables without finalizers, pcall. Shortest-first equals lof
+     * reversed only by its own comparison, so compare against the same
+     * order written two ways. */
+    const char *sjf =
+        "local order_mt = {__index = function(t, k) return 0 end}\n"
+        "function policy(waiting, state)\n"
+        "  local seen = setmetatable({}, order_mt)\n"
+        "  local label = string.format('%d waiting, %.1f%% free', #waiting,\n"
+        "                              100 * state.free_pages / state.total_pages)\n"
+        "  assert(#label > 0 and seen[1] == 0 and math.max(1, 2) == 2 and utf8.char(72) == 'H')\n"
+        "  table.sort(waiting, function(a, b)\n"
+        "    if a.prompt_len ~= b.prompt_len then return a.prompt_len < b.prompt_len end\n"
+        "    return a.index < b.index\n"
+        "  end)\n"
+        "  return waiting\n"
+        "end\n";
+    const char *sjf_positions =
+        "function policy(waiting, state)\n"
+        "  local pos = {}\n"
+        "  for i = 1, #waiting do pos[i] = i end\n"
+        "  table.sort(pos, function(x, y)\n"
+        "    local a, b = waiting[x], waiting[y]\n"
+        "    if a.prompt_len ~= b.prompt_len then return a.prompt_len < b.prompt_len end\n"
+        "    return x < y\n"
+        "  end)\n"
+        "  return pos\n"
+        "end\n";
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = script("sjf_positions.lua", sjf_positions);
+    uint64_t want = run(&cfg);
+    CU_ASSERT_EQUAL(H.n_msgs, 0);
+    core_free(H.c);
+    H.c = NULL;
+    CU_ASSERT_NOT_EQUAL(want, fcfs_digest());   /* the comparison can tell */
+    behaves("sjf.lua", sjf, want);
+}
+
+void register_test_hardening_lua(void)
+{
+    CU_pSuite s = CU_add_suite("hardening_lua", NULL, NULL);
+    CU_add_test(s, "no io, os, load, require, debug: refused at load, fcfs per step", test_no_way_out);
+    CU_add_test(s, "the instruction budget survives pcall, xpcall and to-be-closed variables",
+                test_budget_cannot_be_swallowed);
+    CU_add_test(s, "no hang inside C calls: __gc, table.move, string.rep", test_where_the_hook_cannot_reach);
+    CU_add_test(s, "--policy-max-memory caps the state: growing, hoarding, at load", test_memory_cap);
+    CU_add_test(s, "real policies are unchanged by the sandbox", test_real_policies_unchanged);
+}
