@@ -136,8 +136,12 @@ const char *tr_header_get(const tr_header *h, const char *key);        /* NULL i
  * file readable up to its last flush (tr_reader_truncated then says so). A
  * live writer also flushes by itself when a record arrives more than a
  * second after the last flush; a recorder with idle periods calls
- * tr_writer_flush from its own timer. Records are checked (tr_check_*) and a
- * bad one is refused with a message naming the record and field. */
+ * tr_writer_flush from its own timer. When a live write fails (a full disk)
+ * the partial frame is cut off, every later call fails with that error, and
+ * tr_writer_close keeps the file as it is: readable, cut short. A PATH that
+ * exists and is not a regular file (/dev/full, a FIFO) is written in place,
+ * never renamed over or removed. Records are checked (tr_check_*) and a bad
+ * one is refused with a message naming the record and field. */
 #define TR_WRITE_LIVE 0x1u
 
 typedef struct tr_writer tr_writer;
@@ -147,8 +151,8 @@ int tr_write(tr_writer *w, const tr_record *r, rh_err *e);
 int tr_write_request(tr_writer *w, const tr_request *r, rh_err *e);
 int tr_write_step(tr_writer *w, const tr_step *s, rh_err *e);
 int tr_writer_flush(tr_writer *w, rh_err *e);
-int tr_writer_close(tr_writer *w, rh_err *e);      /* frees w in all cases */
-void tr_writer_abort(tr_writer *w);                /* removes the output, frees w */
+int tr_writer_close(tr_writer *w, rh_err *e);      /* frees w in all cases; live: a failure keeps the file */
+void tr_writer_abort(tr_writer *w);                /* removes the output (a regular file), frees w */
 
 /* ---- streaming reader ----
  * Arrays in a returned record (hashes, token_times) stay valid until the next

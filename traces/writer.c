@@ -3,9 +3,16 @@
  * Records are encoded into a block (traces/codec.h); a full block is fed
  * to one zstd stream, stream by stream, so memory stays constant.
  * In live mode the compressed bytes of the current frame are held until the
- * frame ends and then written with one fwrite + fflush, so the file on disk
+ * frame ends and then written with one unbuffered fwrite, so the file on disk
  * only ever grows by whole frames and a killed recorder leaves a readable
- * file. */
+ * file. A write that fails part way (a full disk, a file-size limit) is cut
+ * off again, the writer stops writing, and the file keeps every frame before
+ * it: closing a live writer that failed leaves that file as it is.
+ *
+ * A PATH that exists and is not a regular file (a device such as /dev/full
+ * or /dev/null, a FIFO) is written in place and never renamed over or
+ * removed: as root, a temporary file renamed onto /dev/null would replace
+ * the device. */
 #include "traces/codec.h"
 #include "traces/trace.h"
 #include "util/progress.h"
@@ -14,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -38,11 +46,40 @@ struct tr_writer {
     tr_codec codec;
     uint64_t n_requests, n_steps;
     double last_flush;
+    int special;                 /* PATH is not a regular file: written in place, never removed */
+    int broken;                  /* live: a write failed; nothing more is written */
+    uint64_t good;               /* live: bytes on disk up to the end of the last whole frame */
+    char broken_why[200];
 };
 
 static int io_fail(tr_writer *w, rh_err *e, const char *what)
 {
     return rh_fail(e, "%s: %s: %s", w->path, what, strerror(errno ? errno : EIO));
+}
+
+/* Live mode: the finished frame to disk, whole or not at all. */
+static int write_frame(tr_writer *w, rh_err *e)
+{
+    if (w->frame_len && fwrite(w->frame, 1, w->frame_len, w->f) != w->frame_len) {
+        int err = errno ? errno : EIO;
+        /* Cut the partial frame off so the file still ends where a frame
+         * does (a reader then says it was cut short); a device has no
+         * length to cut. */
+        if (!w->special && ftruncate(fileno(w->f), (off_t)w->good) != 0) {}
+        w->broken = 1;
+        snprintf(w->broken_why, sizeof w->broken_why, "%s", strerror(err));
+        return rh_fail(e, "%s: write failed: %s; the file keeps the %llu bytes written before", w->path,
+                       w->broken_why, (unsigned long long)w->good);
+    }
+    w->good += w->frame_len;
+    w->frame_len = 0;
+    return 0;
+}
+
+static int broken(const tr_writer *w, rh_err *e)
+{
+    return rh_fail(e, "%s: the recording stopped after a write error (%s); the file keeps the %llu bytes written before",
+                   w->path, w->broken_why, (unsigned long long)w->good);
 }
 
 static int emit(tr_writer *w, const uint8_t *p, size_t n, rh_err *e)
@@ -132,7 +169,9 @@ tr_writer *tr_writer_open(const char *path, const tr_header *h, unsigned flags, 
     ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, LEVEL);
     ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
     const char *target = path;
-    if (!(flags & TR_WRITE_LIVE)) {
+    struct stat st;
+    w->special = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    if (!(flags & TR_WRITE_LIVE) && !w->special) {
         size_t n = strlen(path) + 32;
         w->tmp_path = malloc(n);
         if (!w->tmp_path) {
@@ -150,12 +189,16 @@ tr_writer *tr_writer_open(const char *path, const tr_header *h, unsigned flags, 
         writer_free(w);
         return NULL;
     }
+    /* Live: no stdio buffer, so what a failed write leaves is known (and
+     * cut off), and nothing is left over for fclose to write after it. */
+    if (flags & TR_WRITE_LIVE) setvbuf(w->f, NULL, _IONBF, 0);
     tr_codec_init(&w->codec, h->block_size);
     if (fwrite(TR_MAGIC, 1, TR_MAGIC_LEN, w->f) != TR_MAGIC_LEN) {
         io_fail(w, e, "write failed");
         tr_writer_abort(w);
         return NULL;
     }
+    w->good = TR_MAGIC_LEN;
     if (tr_encode_header(&w->pend, h) < 0) {
         rh_fail(e, "%s: out of memory", path);
         tr_writer_abort(w);
@@ -209,20 +252,31 @@ int tr_write(tr_writer *w, const tr_record *r, rh_err *e)
 
 int tr_writer_flush(tr_writer *w, rh_err *e)
 {
+    if (w->broken) return broken(w, e);
     if (end_block(w, e) < 0 || feed(w, w->pend.p, w->pend.n, ZSTD_e_end, e) < 0) return -1;
     w->pend.n = 0;
-    if (w->flags & TR_WRITE_LIVE) {
-        if (w->frame_len && fwrite(w->frame, 1, w->frame_len, w->f) != w->frame_len)
-            return io_fail(w, e, "write failed");
-        w->frame_len = 0;
-    }
+    if ((w->flags & TR_WRITE_LIVE) && write_frame(w, e) < 0) return -1;
     if (fflush(w->f) != 0) return io_fail(w, e, "write failed");
     w->last_flush = rh_now();
     return 0;
 }
 
+/* A live file that could not be completed keeps what it has: it is
+ * closed, not removed. */
+static int keep_live(tr_writer *w)
+{
+    if (w->f) fclose(w->f);
+    w->f = NULL;
+    writer_free(w);
+    return -1;
+}
+
 int tr_writer_close(tr_writer *w, rh_err *e)
 {
+    if (w->broken) {
+        broken(w, e);
+        return keep_live(w);
+    }
     if (end_block(w, e) < 0) goto fail;
     if (tr_encode_end(&w->pend, w->n_requests, w->n_steps) < 0) {
         rh_fail(e, "%s: out of memory", w->path);
@@ -242,6 +296,7 @@ int tr_writer_close(tr_writer *w, rh_err *e)
     writer_free(w);
     return 0;
 fail:
+    if (w->flags & TR_WRITE_LIVE) return keep_live(w);
     tr_writer_abort(w);
     return -1;
 }
@@ -253,6 +308,7 @@ void tr_writer_abort(tr_writer *w)
         fclose(w->f);
         w->f = NULL;
     }
-    unlink(w->tmp_path ? w->tmp_path : w->path);
+    if (w->tmp_path) unlink(w->tmp_path);
+    else if (!w->special) unlink(w->path);
     writer_free(w);
 }
