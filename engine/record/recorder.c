@@ -38,6 +38,8 @@ struct recorder {
     uint64_t flush_asked, flush_done;
     bool closing, discard, failed;
     rh_err err;                /* the writer thread's first error */
+    void (*on_error)(void *ctx, const char *msg);
+    void *on_error_ctx;
 };
 
 static void item_free(rec_item *it)
@@ -105,6 +107,7 @@ static void *writer_main(void *arg)
         if (rc < 0 && !r->failed) {
             r->failed = true;
             r->err = e;
+            if (r->on_error) r->on_error(r->on_error_ctx, e.msg);
         }
         r->flush_done = asked;
         pthread_cond_broadcast(&r->room);
@@ -163,6 +166,15 @@ recorder *rec_open(const char *path, const tr_header *h, unsigned flags, rh_err 
         return rh_fail(e, "%s: cannot start the writer thread", path), NULL;
     }
     return r;
+}
+
+void rec_on_error(recorder *r, void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+    if (!r->threaded) return;
+    pthread_mutex_lock(&r->mu);
+    r->on_error = fn;
+    r->on_error_ctx = ctx;
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* Hands an item to the writer; takes ownership of its arrays. */

@@ -12,7 +12,9 @@
  *     full it waits for the writer (back-pressure, never unbounded memory).
  * Records are checked (tr_check_*) on the caller's thread, so a bad record
  * is refused at once with a message naming it. A write error in the
- * background thread is reported by the next call. Not thread-safe: one
+ * background thread is reported by the next call, and at once to the
+ * rec_on_error callback if one is set (an idle server would otherwise only
+ * learn of a full disk with its next request). Not thread-safe: one
  * producer thread per recorder. */
 #ifndef RH_RECORDER_H
 #define RH_RECORDER_H
@@ -25,6 +27,10 @@
 typedef struct recorder recorder;
 
 recorder *rec_open(const char *path, const tr_header *h, unsigned flags, rh_err *e);
+/* REC_THREAD: fn(ctx, message) is called once, on the writer thread with
+ * the recorder's lock held (it must not call the recorder), when a
+ * background write fails. Set it right after rec_open. */
+void rec_on_error(recorder *r, void (*fn)(void *ctx, const char *msg), void *ctx);
 /* Copies the record (its hashes and token times too). */
 int rec_request(recorder *r, const tr_request *q, rh_err *e);
 int rec_step(recorder *r, const tr_step *s, rh_err *e);

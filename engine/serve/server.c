@@ -73,6 +73,13 @@ static int open_tokenizer(server *s, rh_err *e)
     return 0;
 }
 
+/* The writer thread's failure (a full disk), said when it happens rather
+ * than with the next request's record; serving goes on. */
+static void recording_stopped(void *ctx, const char *msg)
+{
+    sv_say_recording_stopped(ctx, msg);
+}
+
 static int open_recording(server *s, rh_err *e)
 {
     if (!s->cfg.record_path) return 0;
@@ -90,7 +97,9 @@ static int open_recording(server *s, rh_err *e)
     }
     s->rec = rec_open(s->cfg.record_path, &h, REC_THREAD, e);
     tr_header_free(&h);
-    return s->rec ? 0 : -1;
+    if (!s->rec) return -1;
+    rec_on_error(s->rec, recording_stopped, s);
+    return 0;
 }
 
 static void destroy(server *s)
@@ -154,6 +163,7 @@ server *server_start(const server_config *c, rh_err *e)
     pthread_cond_init(&s->watch_cv, NULL);
     atomic_init(&s->draining, false);
     atomic_init(&s->broken, false);
+    atomic_init(&s->rec_said, false);
     atomic_init(&s->next_id, 1);
     atomic_init(&s->n_jobs, 0);
     atomic_init(&s->n_queued, 0);

@@ -26,8 +26,11 @@
  * shutdown the server stops admitting (503), lets running requests finish
  * or aborts them, and closes the recording cleanly. The recording is live
  * (REC_THREAD): a killed server leaves a trace readable up to its last
- * second. Requests refused before reaching the engine (bad input, full
- * queue) are not recorded. */
+ * second. A recording that cannot be written (a full disk) stops with one
+ * message on stderr when it happens, keeps what it flushed (readable, cut
+ * short), and serving goes on; server_stop then reports it. Requests
+ * refused before reaching the engine (bad input, full queue) are not
+ * recorded. */
 #ifndef RH_SERVER_H
 #define RH_SERVER_H
 

@@ -102,12 +102,17 @@ static void on_event(void *ctx, const engine_event *ee)
     }
 }
 
+void sv_say_recording_stopped(server *s, const char *msg)
+{
+    if (!atomic_exchange(&s->rec_said, true)) fprintf(stderr, "rehearse serve: the recording stopped: %s\n", msg);
+}
+
 static void record_fail(server *s, const rh_err *e)
 {
     if (s->rec_failed) return;
     s->rec_failed = true;
     if (!s->fail.msg[0]) s->fail = *e;
-    fprintf(stderr, "rehearse serve: the recording stopped: %s\n", e->msg);
+    sv_say_recording_stopped(s, e->msg);
 }
 
 static void on_step(void *ctx, const tr_step *st)

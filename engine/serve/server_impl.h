@@ -138,6 +138,7 @@ struct server {
     uint32_t cap_hashes;
 
     atomic_bool draining, broken;
+    atomic_bool rec_said;       /* "the recording stopped" was printed (by whichever thread saw it first) */
     atomic_uint_fast64_t next_id, n_jobs, n_queued, n_conns;
 
     pthread_mutex_t reg_mu;     /* the watch registry */
@@ -170,6 +171,8 @@ void sv_delivery_free(sv_delivery *d);
 void sv_mark_dirty(server *s, sv_choice *c);     /* deliver() visits it next */
 void sv_unqueue(server *s, sv_choice *c);        /* no longer counts as queued */
 void sv_deliver(server *s);                      /* every dirty choice */
+/* Prints "the recording stopped: MSG" once per server, from any thread. */
+void sv_say_recording_stopped(server *s, const char *msg);
 /* A choice that is done and out of the engine; the last of its job lets
  * the scheduler's reference go. */
 void sv_release_choice(server *s, sv_choice *c);

@@ -1,0 +1,164 @@
+/* test_hardening_util.h — shared by the test_hardening*.c suites: `rehearse
+ * serve` as a child process (optionally under a file-size limit, the
+ * portable stand-in for a disk that fills up), its exit status, its stderr
+ * searched, and stderr of this process caught in a file for a while. */
+#ifndef RH_TEST_HARDENING_UTIL_H
+#define RH_TEST_HARDENING_UTIL_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static inline void hu_nap(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* A whole file, NUL-terminated (NULL when it cannot be read). */
+static inline char *hu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap);
+    size_t got;
+    while (b && (got = fread(b + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) free(b);
+            b = nb;
+        }
+    }
+    fclose(f);
+    if (b) b[len] = '\0';
+    if (n) *n = len;
+    return b;
+}
+
+/* Non-overlapping occurrences of needle in a file (0 when unreadable). */
+static inline int hu_count(const char *path, const char *needle)
+{
+    char *s = hu_slurp(path, NULL);
+    int k = 0;
+    for (const char *p = s; p && (p = strstr(p, needle)); p += strlen(needle)) k++;
+    free(s);
+    return k;
+}
+
+typedef struct hu_proc {
+    pid_t pid;
+    char url[128];
+    char out[256], err[256];
+} hu_proc;
+
+/* Starts `rehearse serve --model tiny-llama --port 0 ARGS...` (args ends
+ * with NULL) with stdout and stderr in files under build/tmp named after
+ * `tag`, and waits for its "listening on" line. fsize > 0 limits the size of
+ * every file it writes (RLIMIT_FSIZE, with SIGXFSZ ignored so a write past
+ * it fails with EFBIG as one past a full disk fails with ENOSPC). */
+static inline int hu_spawn(hu_proc *p, const char *tag, const char *const *args, long long fsize)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.out", tag);
+    tu_tmp_path(name, p->out, sizeof p->out);
+    snprintf(name, sizeof name, "%s.err", tag);
+    tu_tmp_path(name, p->err, sizeof p->err);
+    const char *argv[64] = {tu_bin(), "serve", "--model", "tiny-llama", "--port", "0"};
+    int n = 6;
+    for (int i = 0; args && args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int out = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(p->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) return -1;
+    p->pid = fork();
+    if (p->pid == 0) {
+        /* Only async-signal-safe calls between fork and exec. */
+        if (fsize > 0) {
+            struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
+            setrlimit(RLIMIT_FSIZE, &rl);
+            signal(SIGXFSZ, SIG_IGN);   /* stays ignored across exec */
+        }
+        dup2(out, 1);
+        dup2(err, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(out);
+    close(err);
+    if (p->pid < 0) return -1;
+    for (int i = 0; i < 3000; i++) {   /* up to 30 s to load and listen (sanitizer builds are slow) */
+        char *s = hu_slurp(p->out, NULL);
+        const char *l = s ? strstr(s, "listening on ") : NULL;
+        if (l && strchr(l, '\n')) {
+            snprintf(p->url, sizeof p->url, "%.*s", (int)strcspn(l + 13, "\n"), l + 13);
+            free(s);
+            return 0;
+        }
+        free(s);
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) return -1;   /* it gave up */
+        hu_nap(0.01);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    return -1;
+}
+
+/* Exit status, or 128 + the signal that ended it. */
+static inline int hu_exit_status(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) < 0) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Polls a file until it holds needle, up to `seconds`; 1 when it did. */
+static inline int hu_wait_for(const char *path, const char *needle, double seconds)
+{
+    for (double waited = 0; waited < seconds; waited += 0.02) {
+        if (hu_count(path, needle) > 0) return 1;
+        hu_nap(0.02);
+    }
+    return hu_count(path, needle) > 0;
+}
+
+/* This process's stderr into a file, and back. */
+typedef struct hu_stderr {
+    int saved;
+    char path[256];
+} hu_stderr;
+
+static inline void hu_stderr_catch(hu_stderr *c, const char *tag)
+{
+    tu_tmp_path(tag, c->path, sizeof c->path);
+    fflush(stderr);
+    c->saved = dup(2);
+    int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 2);
+        close(fd);
+    }
+}
+
+static inline void hu_stderr_release(hu_stderr *c)
+{
+    fflush(stderr);
+    if (c->saved >= 0) {
+        dup2(c->saved, 2);
+        close(c->saved);
+    }
+    c->saved = -1;
+}
+
+#endif
