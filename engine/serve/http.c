@@ -65,6 +65,9 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const oa_error *e)
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (e->status == 405) MHD_add_response_header(r, "Allow", "POST");
     if (e->status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    /* Too many connections, or shutting down: the connection goes, so a
+     * refused client does not keep holding the slot it was refused for. */
+    if (e->status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)e->status, r);
     MHD_destroy_response(r);
     return ok;

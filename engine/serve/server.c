@@ -152,6 +152,10 @@ server *server_start(const server_config *c, rh_err *e)
     if (c->max_body_bytes < 64) return rh_fail(e, "--max-body-bytes must be at least 64"), NULL;
     if (!c->max_connections) return rh_fail(e, "--max-connections must be at least 1"), NULL;
     if (!c->http_threads || c->http_threads > 256) return rh_fail(e, "--http-threads must be in 1..256"), NULL;
+    /* An empty key would admit anyone who sends "Bearer " (an unset
+     * variable in `--api-key "$KEY"`): refuse it rather than serve open. */
+    if (c->api_key && !*c->api_key)
+        return rh_fail(e, "--api-key is empty: give a key, or leave the flag out to serve without one"), NULL;
     server *s = calloc(1, sizeof *s);
     if (!s) return rh_fail(e, "out of memory"), NULL;
     s->cfg = *c;
