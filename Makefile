@@ -69,6 +69,8 @@ FUZZ_SRCS   = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BUILD  = build-fuzz
 FUZZ_BINS   = $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_SECONDS ?= 10
+# Seconds one input may run before libFuzzer reports it as a hang (a finding).
+FUZZ_TIMEOUT ?= 25
 
 BIN = rehearse
 ifeq ($(SAN),1)
@@ -137,7 +139,7 @@ fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
 	  mkdir -p tests/fuzz/corpus/$$n $(FUZZ_BUILD)/found/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/found/$$n/ \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/found/$$n/ \
 	      $(FUZZ_BUILD)/found/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/$$n.log \
 	    || { tail -n 40 $(FUZZ_BUILD)/$$n.log; exit 1; }; \
 	  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)' $(FUZZ_BUILD)/$$n.log | tail -n 1; done

@@ -271,8 +271,9 @@ static int open_index(model *m, const char *index, rh_err *e)
     json_t *v;
     json_object_foreach(map, key, v) {
         if (!json_is_string(v) || strchr(json_string_value(v), '/')) {
-            json_decref(o);
-            return rh_fail(e, "%s: field 'weight_map.%s': expected a file name in the same directory", index, key);
+            rh_fail(e, "%s: field 'weight_map.%s': expected a file name in the same directory", index, key);
+            json_decref(o);   /* after the message: key lives in o */
+            return -1;
         }
         snprintf(path, sizeof path, "%s/%s", dir, json_string_value(v));
         if (add_file(m, path, e)) {
