@@ -92,6 +92,7 @@ static double metric(const char *url, const char *name)
 
 static void test_sigkill_mid_run(void)
 {
+    hu_watchdog(180);
     char rec[256];
     tu_tmp_path("kill-busy.rhtr", rec, sizeof rec);
     const char *args[] = {"--max-total-tokens", "16384", "--record-trace", rec, NULL};
@@ -153,6 +154,7 @@ static void test_sigkill_mid_run(void)
 /* ---- a disk that fills up ---- */
 static void test_disk_fills_while_recording(void)
 {
+    hu_watchdog(180);
     char rec[256];
     tu_tmp_path("full-disk.rhtr", rec, sizeof rec);
     /* The header and a few requests fit (about 1 KB); thirty requests of 64
@@ -215,6 +217,7 @@ static void test_disk_fills_while_recording(void)
  * so a regression could only ever remove the link. */
 static void test_disk_full_at_start(void)
 {
+    hu_watchdog(180);
     struct stat st;
     if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode)) {
         printf("\n    SKIPPED: no /dev/full\n");
@@ -341,6 +344,7 @@ static void serve_under_policy(const char *name, const char *text, const char *s
 
 static void test_failing_policies_in_the_server(void)
 {
+    hu_watchdog(180);
     serve_under_policy("raise.lua", "function policy(waiting, state)\n  error('no order today')\nend\n",
                        "raise.lua:2: no order today");
     serve_under_policy("spin.lua", "function policy(waiting, state)\n  while true do end\nend\n",
@@ -355,6 +359,7 @@ static void test_failing_policies_in_the_server(void)
 
 static int cleanup(void)
 {
+    hu_watchdog(0);
     model_free(tiny);
     tiny = NULL;
     return 0;

@@ -320,6 +320,7 @@ static void check_wave(server *s, const char *name, const tally *t, const core_s
 
 static void test_thousand_streaming_clients(void)
 {
+    hu_watchdog(300);
     /* Two sockets per client in this process, and some to spare. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4 * CLIENTS + 256) {
@@ -358,9 +359,15 @@ static void test_thousand_streaming_clients(void)
     tiny = NULL;
 }
 
+static int cleanup(void)
+{
+    hu_watchdog(0);
+    return 0;
+}
+
 void register_test_hardening_load(void)
 {
-    CU_pSuite s = CU_add_suite("hardening_load", NULL, NULL);
+    CU_pSuite s = CU_add_suite("hardening_load", NULL, cleanup);
     CU_add_test(s, "1,000 streaming clients: whole streams or clean 429/503, no leaked pages, flat memory",
                 test_thousand_streaming_clients);
 }

@@ -14,6 +14,7 @@
 
 #include "engine/core/core.h"
 #include "test_core_harness.h"
+#include "test_hardening_util.h"
 #include "testutil.h"
 #include "util/progress.h"
 
@@ -139,6 +140,7 @@ static void refused(const char *name, const char *text, const char *want1, const
 
 static void test_no_way_out(void)
 {
+    hu_watchdog(120);
     char marker[256], text[1024];
     tu_tmp_path("lua-escaped", marker, sizeof marker);
     /* Called while the script loads: refused, naming the line and what is missing. */
@@ -178,10 +180,12 @@ static void test_no_way_out(void)
     falls_back("find_in_policy.lua", "function policy(waiting, state)\n  return ('x'):find('x')\nend\n",
                "find_in_policy.lua:2:", "find");
     CU_ASSERT(!tu_file_exists(marker));
+    hu_watchdog(0);
 }
 
 static void test_budget_cannot_be_swallowed(void)
 {
+    hu_watchdog(120);
     falls_back("pcall_loop.lua",
                "function policy(waiting, state)\n"
                "  while true do pcall(function() while true do end end) end\n"
@@ -212,10 +216,12 @@ static void test_budget_cannot_be_swallowed(void)
             "  return nil\n"
             "end\n",
             fcfs_digest());
+    hu_watchdog(0);
 }
 
 static void test_where_the_hook_cannot_reach(void)
 {
+    hu_watchdog(120);
     /* Each of these would spin inside one C call (hours, or for ever): the
      * step must end at once. Together they stay far below a second. */
     double t0 = rh_now();
@@ -248,10 +254,12 @@ static void test_where_the_hook_cannot_reach(void)
     double took = rh_now() - t0;
     if (took > 20) printf("\n    the tamed calls took %.1f s\n", took);
     CU_ASSERT(took < 20);   /* a generous bound: a hang would be hours */
+    hu_watchdog(0);
 }
 
 static void test_memory_cap(void)
 {
+    hu_watchdog(120);
     /* Garbage that grows within one call, and memory held across calls:
      * both fail the call with the cap's message. */
     falls_back("hog.lua",
@@ -281,10 +289,12 @@ static void test_memory_cap(void)
     CU_ASSERT_EQUAL(core_config_validate(&cfg, &e), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--policy-max-memory"));
     CU_ASSERT_PTR_NOT_NULL(strstr(core_config_help(), "--policy-max-memory"));
+    hu_watchdog(0);
 }
 
 static void test_real_policies_unchanged(void)
 {
+    hu_watchdog(120);
     /* The sandbox leaves what policies use: sort, string.format, math,
      * metatables without finalizers, pcall. Shortest-first equals lof
      * reversed only by its own comparison, so compare against the same
@@ -322,6 +332,7 @@ static void test_real_policies_unchanged(void)
     H.c = NULL;
     CU_ASSERT_NOT_EQUAL(want, fcfs_digest());   /* the comparison can tell */
     behaves("sjf.lua", sjf, want);
+    hu_watchdog(0);
 }
 
 void register_test_hardening_lua(void)

@@ -46,6 +46,7 @@ static uint16_t port_of(const char *url)
 
 static void test_binds_loopback_unless_told(void)
 {
+    hu_watchdog(120);
     server_config c;
     server_config_default(&c);
     CU_ASSERT_STRING_EQUAL(c.host, "127.0.0.1");
@@ -94,6 +95,7 @@ static size_t grab_header(char *p, size_t size, size_t n, void *ctx)
 
 static void test_api_key(void)
 {
+    hu_watchdog(120);
     server_config c = ts_config(the_model());
     c.api_key = "k3y-with-entropy";
     server *s = ts_start(&c);
@@ -190,6 +192,7 @@ static void expect_400(server *s, const char *what, const char *body, const char
 
 static void test_limits(void)
 {
+    hu_watchdog(120);
     server_config c = ts_config(the_model());
     server *s = ts_start(&c);
     /* max_tokens: past the context, absurdly large, not an integer. */
@@ -238,6 +241,7 @@ static void test_limits(void)
 
 static int cleanup(void)
 {
+    hu_watchdog(0);
     model_free(tiny);
     tiny = NULL;
     return 0;
