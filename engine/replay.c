@@ -13,9 +13,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/record/outcome.h"
 #include "engine/record/recorder.h"
 #include "engine/spec/hist.h"
 #include "traces/prompt.h"
+#include "traces/sender.h"
 #include "util/args.h"
 #include "util/progress.h"
 
@@ -23,9 +25,7 @@
 
 typedef struct rreq {
     uint32_t index;            /* into the trace */
-    double send, first, last;  /* s on the replay clock */
-    uint32_t n_out, cached, retractions, spec_proposed, spec_accepted;
-    uint8_t finish;
+    rec_outcome o;             /* times in s on the replay clock */
     double *times;             /* each output token's time, [max_tokens] */
 } rreq;
 
@@ -35,10 +35,8 @@ typedef struct replay {
     engine *g;
     recorder *rec;
     rreq *rs;
-    uint32_t *order;           /* trace indices in send order */
-    uint64_t next_send, outstanding, done;
-    double *free_at;           /* closed loop: when each idle client freed up, oldest first */
-    uint32_t free_head, n_free;
+    tr_sender *sender;         /* who is sent when: the simulator's rule */
+    uint64_t outstanding, done;
     int32_t *prompt;           /* scratch for one prompt */
     uint32_t prompt_cap;
     double t0;
@@ -74,39 +72,19 @@ static void warn(replay *r, const char *msg)
     fprintf(stderr, "rehearse replay: warning: %s\n", msg);
 }
 
-static void client_free(replay *r, double t)
-{
-    if (!r->cfg->max_concurrency) return;
-    r->free_at[(r->free_head + r->n_free) % r->cfg->max_concurrency] = t;
-    r->n_free++;
-}
-
 /* A finished, aborted or refused request becomes its measured record. */
 static void emit(replay *r, rreq *s, double now)
 {
-    const tr_request *in = &r->trace->requests[s->index];
-    tr_request out = *in;
-    out.arrival = s->send;
-    out.output_len = s->n_out;
-    out.flags = (in->flags & TR_REQ_FAILED) | TR_REQ_MEASURED;
-    out.ttft = s->n_out ? s->first - s->send : 0;
-    out.e2e = (s->n_out ? s->last : now) - s->send;
-    out.cached_tokens = s->cached;
-    out.spec_proposed = s->spec_proposed;
-    out.spec_accepted = s->spec_accepted;
-    out.retractions = s->retractions;
-    out.finish = s->finish;
-    for (uint32_t k = 0; k < s->n_out; k++) s->times[k] -= s->send;
-    out.n_times = s->times ? s->n_out : 0;
-    out.token_times = out.n_times ? s->times : NULL;
+    tr_request out;
+    rec_outcome_record(&s->o, &r->trace->requests[s->index], now, s->times, &out);
     if (!r->failed && rec_request(r->rec, &out, &r->err) < 0) r->failed = 1;
     free(s->times);
     s->times = NULL;
     r->done++;
     r->outstanding--;
-    r->res.output_tokens += s->n_out;
-    if (s->finish == TR_FINISH_LENGTH || s->finish == TR_FINISH_STOP) r->res.completed++;
-    client_free(r, now);
+    r->res.output_tokens += s->o.n_out;
+    if (s->o.finish == TR_FINISH_LENGTH || s->o.finish == TR_FINISH_STOP) r->res.completed++;
+    tr_sender_done(r->sender, now);
 }
 
 static void on_event(void *ctx, const engine_event *ee)
@@ -114,29 +92,12 @@ static void on_event(void *ctx, const engine_event *ee)
     replay *r = ctx;
     const core_event *ev = &ee->ev;
     rreq *s = ee->user;
-    switch (ev->kind) {
-    case CORE_EV_ADMITTED:
-        s->cached = ev->cached_tokens;
-        break;
-    case CORE_EV_TOKENS:
-        if (s->n_out == 0) s->first = ev->now;
-        for (uint32_t k = 0; k < ev->n_tokens; k++) s->times[s->n_out++] = ev->now;
-        s->last = ev->now;
-        s->spec_proposed += ev->spec_proposed;
-        s->spec_accepted += ev->spec_accepted;
-        break;
-    case CORE_EV_RETRACTED:
-        s->retractions = ev->retractions;
-        break;
-    case CORE_EV_FINISHED:
-    case CORE_EV_ABORTED:
-        s->retractions = ev->retractions;
-        s->finish = ev->kind == CORE_EV_ABORTED ? TR_FINISH_ABORT : ev->finish;
+    if (ev->kind == CORE_EV_TOKENS)
+        for (uint32_t k = 0; k < ev->n_tokens; k++) s->times[s->o.n_out + k] = ev->now;
+    rec_outcome_event(&s->o, ev);
+    if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) {
         if (r->cfg->on_output) r->cfg->on_output(r->cfg->ctx, s->index, ee->output, ev->output_len);
         emit(r, s, ev->now);
-        break;
-    default:
-        break;
     }
 }
 
@@ -170,7 +131,7 @@ static void send(replay *r, uint32_t i, double t)
     const model_config *mc = engine_model(r->g);
     rreq *s = &r->rs[i];
     s->index = i;
-    s->send = t;
+    s->o.send = t;
     r->outstanding++;
     r->res.prompt_tokens += q->input_len;
     uint32_t max_tokens = q->output_len ? q->output_len : 1;
@@ -204,7 +165,7 @@ static void send(replay *r, uint32_t i, double t)
 refuse:
     warn(r, e.msg);
     r->res.refused++;
-    s->finish = TR_FINISH_ERROR;
+    s->o.finish = TR_FINISH_ERROR;
     emit(r, s, t);
     return;
 oom:
@@ -216,34 +177,10 @@ oom:
  * left, or every client is busy). */
 static double send_due(replay *r, double now)
 {
-    uint64_t n = r->trace->n_requests;
-    uint32_t cap = r->cfg->max_concurrency;
-    while (r->next_send < n && !r->failed) {
-        uint32_t i = r->order[r->next_send];
-        double t = r->trace->requests[i].arrival / r->cfg->rate_scale;
-        if (cap) {
-            if (!r->n_free) return INFINITY;
-            double freed = r->free_at[r->free_head];
-            if (freed > t) t = freed;
-        }
-        if (t > now) return t;
-        if (cap) {
-            r->free_head = (r->free_head + 1) % cap;
-            r->n_free--;
-        }
-        r->next_send++;
-        send(r, i, t);
-    }
-    return INFINITY;
-}
-
-static int cmp_arrival(const void *a, const void *b, void *ctx)
-{
-    const tr_trace *t = ctx;
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    double x = t->requests[i].arrival, y = t->requests[j].arrival;
-    if (x != y) return (x > y) - (x < y);
-    return (i > j) - (i < j);
+    uint32_t i;
+    double sent, next;
+    while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) send(r, i, sent);
+    return r->failed ? INFINITY : next;
 }
 
 static void sleep_s(double s)
@@ -296,7 +233,6 @@ static int record_spec_hist(replay *r, rh_err *e)
 
 static int run_loop(replay *r, rh_err *e)
 {
-    uint64_t n = r->trace->n_requests;
     while (!r->failed) {
         double now = replay_clock(r);
         double next = send_due(r, now);
@@ -304,9 +240,9 @@ static int run_loop(replay *r, rh_err *e)
         if (!engine_idle(r->g)) {
             if (engine_step(r->g, e) < 0) return -1;
         } else if (next == INFINITY) {
-            if (r->next_send >= n) break;
+            if (tr_sender_left(r->sender) == 0) break;
             return rh_fail(e, "replay: %llu requests wait but no client is free and nothing runs",
-                           (unsigned long long)(n - r->next_send));
+                           (unsigned long long)tr_sender_left(r->sender));
         } else {
             /* Idle until the next arrival; short naps keep the bar moving. */
             double gap = next - replay_clock(r);
@@ -334,18 +270,13 @@ int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh
     r.cfg = c;
     r.trace = t;
     uint64_t n = t->n_requests;
-    uint32_t cap = c->max_concurrency;
     int rc = -1;
     r.rs = calloc(n ? n : 1, sizeof *r.rs);
-    r.order = malloc((n ? n : 1) * sizeof *r.order);
-    r.free_at = calloc(cap ? cap : 1, sizeof *r.free_at);
-    if (!r.rs || !r.order || !r.free_at) {
+    if (!r.rs) {
         rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
         goto done;
     }
-    r.n_free = cap;            /* every client is free at time 0 */
-    for (uint64_t i = 0; i < n; i++) r.order[i] = (uint32_t)i;
-    qsort_r(r.order, n, sizeof *r.order, cmp_arrival, (void *)t);
+    if (!(r.sender = tr_sender_new(t, c->rate_scale, c->max_concurrency, e))) goto done;
 
     engine_config ec = c->engine;
     ec.clock = replay_clock;
@@ -387,8 +318,7 @@ done:
     if (r.rs)
         for (uint64_t i = 0; i < n; i++) free(r.rs[i].times);
     free(r.rs);
-    free(r.order);
-    free(r.free_at);
+    tr_sender_free(r.sender);
     free(r.prompt);
     return rc;
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The demo (`make demo`): the whole harness on the shared public traces, in
 # minutes on a laptop-class CPU, ending in reports/demo/index.html.
-#   1. calibrate this machine's CPU kernels for tiny-llama (a table cost model)
+#   1. calibrate this machine's CPU kernels for the ~100M-parameter preset
+#      (llama-100m; a table cost model). Its steps take tens of milliseconds,
+#      long enough to time well; tiny-llama's take a fraction of one, where the
+#      operating system's noise is as large as the work.
 #   2. record a small run of the real CPU engine on a slice of a real trace
 #   3. validate the simulator against that recording
 #   4. experiments on a real trace with a roofline preset (a 70B-class model on
@@ -31,21 +34,23 @@ else
   source_trace="$out/synthetic.rhtr"
 fi
 
-step "1/5 calibrating the CPU kernels for tiny-llama"
+model=llama-100m
+step "1/5 calibrating the CPU kernels for $model"
 mkdir -p "$out/calibrate" "$out/validate"
 # One BLAS thread for the calibration and the engine alike: a table measured
 # with one thread count prices another's steps wrongly, and a single thread
 # keeps small GEMMs steady on a machine shared with other work.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-"$bin" calibrate --backend cpu --model tiny-llama -o "$out/calibrate/cost.json"
+"$bin" calibrate --backend cpu --model "$model" --max-tokens 1024 --max-seqs 32 --max-context 2048 \
+  -o "$out/calibrate/cost.json"
 
 step "2/5 recording the CPU engine on a slice of $(basename "$source_trace")"
-# 40 requests, lengths scaled to a tenth (tiny-llama's context is short), at 3x the trace's rate.
-"$bin" trace slice "$source_trace" --first 40 --length-scale 0.1 --rate-scale 3 -o "$out/validate/slice.rhtr"
+# 32 requests, lengths scaled to a tenth, at half the trace's rate: a load this CPU serves.
+"$bin" trace slice "$source_trace" --first 32 --length-scale 0.1 --rate-scale 0.5 -o "$out/validate/slice.rhtr"
 
 step "3/5 validating the simulator against the engine"
-"$bin" validate "$out/validate/slice.rhtr" --model tiny-llama --cost "$out/calibrate/cost.json" \
-  --max-total-tokens 65536 --enable-mixed-chunk -o "$out/validate"
+"$bin" validate "$out/validate/slice.rhtr" --model "$model" --cost "$out/calibrate/cost.json" \
+  --max-total-tokens 32768 --enable-mixed-chunk -o "$out/validate"
 "$bin" validate-steps "$out/validate/recorded.rhtr" "$out/calibrate/cost.json" -o "$out/calibrate"
 "$bin" run scripts/experiments/calibrate_summary.lua dir="$out/calibrate"
 

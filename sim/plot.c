@@ -438,6 +438,22 @@ static int run_gnuplot(const char *gnuplot, const char *script, rh_err *e)
     return rh_fail(e, "gnuplot failed on %s: %s (log: %s)", script, last[0] ? last : "no message", errpath);
 }
 
+/* True when every numeric value of column `x` is a power of two. */
+static int x_all_powers_of_two(const csv_table *t, const char *x)
+{
+    int c = x ? csv_col(t, x) : -1;
+    if (c < 0) return 0;
+    for (size_t r = 0; r < t->nrow; r++) {
+        int ok;
+        double v = csv_num(t, r, c, &ok);
+        if (!ok) continue;
+        if (!(v >= 1) || v != floor(v) || v > 9.007199254740992e15) return 0;
+        unsigned long long u = (unsigned long long)v;
+        if (u & (u - 1)) return 0;
+    }
+    return 1;
+}
+
 int plot_draw(const plot_spec *s, rh_err *e)
 {
     if (!s->csv || !s->out) return rh_fail(e, "a plot needs an input CSV and an output path");
@@ -477,7 +493,11 @@ int plot_draw(const plot_spec *s, rh_err *e)
     fputc('\n', pre);
     fputs("set title ", pre);
     put_str(pre, s->title ? s->title : "");
-    fputs(" noenhanced\nset xlabel ", pre);
+    /* A long title shrinks rather than running off the image. */
+    size_t tl = s->title ? strlen(s->title) : 0;
+    fputs(" noenhanced\n", pre);
+    fprintf(pre, "title_font = \",%d\"\n", tl > 100 ? 10 : tl > 75 ? 12 : 14);
+    fputs("set xlabel ", pre);
     put_str(pre, s->xlabel ? s->xlabel : (s->x ? s->x : ""));
     fputs(" noenhanced\nset ylabel ", pre);
     put_str(pre, s->ylabel ? s->ylabel : (s->kind == PLOT_CDF ? "fraction of requests" : (s->y ? s->y : "")));
@@ -487,7 +507,12 @@ int plot_draw(const plot_spec *s, rh_err *e)
         put_str(pre, s->zlabel ? s->zlabel : (s->z ? s->z : ""));
         fputs(" noenhanced\n", pre);
     }
-    if (s->logx) fputs("set logscale x 2\n", pre);
+    if (s->logx) {
+        /* Powers of two (prompt lengths, concurrency) read best in base 2;
+         * anything else in base 10 with SI prefixes (250k, 1M). */
+        if (x_all_powers_of_two(&t, s->x)) fputs("set logscale x 2\n", pre);
+        else fputs("set logscale x 10\nset format x \"%.0s%c\"\n", pre);
+    }
     if (s->logy) fputs("set logscale y 10\n", pre);
     if (!isnan(s->hline)) {
         fprintf(pre, "set arrow from graph 0, first %.10g to graph 1, first %.10g nohead dt 2 lw 2 lc rgb \"#c00000\"\n",

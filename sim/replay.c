@@ -14,14 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/record/outcome.h"
+#include "traces/sender.h"
 #include "util/progress.h"
 
 /* Per trace request. */
 typedef struct req_state {
     uint32_t index;          /* into the trace */
-    double send, first, last;
-    uint32_t n_out, cached, retractions, spec_proposed, spec_accepted;
-    uint8_t finish, done;
+    rec_outcome o;           /* on the virtual clock */
     rh_dvec times;           /* token times (absolute), only when writing them */
 } req_state;
 
@@ -37,13 +37,8 @@ typedef struct run {
     metrics *m;
     tr_writer *w;
     req_state *rs;
-    uint32_t *order;         /* trace indices by send order (arrival) */
-    uint64_t next_send;      /* index into order */
+    tr_sender *sender;       /* who is sent when: the engine replay's rule */
     uint64_t outstanding, done;
-    /* Closed loop: when each idle client became free, oldest first (clients
-     * free up at step ends, in time order, so a FIFO ring is enough). */
-    double *free_at;
-    uint32_t free_head, free_n;
     step_row *rows;
     size_t n_rows, cap_rows;
     uint64_t rng;
@@ -79,69 +74,39 @@ void sim_config_default(sim_config *c)
     c->token_times = 1;
 }
 
-static double scaled_arrival(const run *r, uint32_t i)
-{
-    return r->trace->requests[i].arrival / r->cfg->rate_scale;
-}
-
 static void fail(run *r, const char *what)
 {
     if (!r->failed) rh_fail(&r->err, "%s", what);
     r->failed = 1;
 }
 
-/* A finished (or rejected) request becomes a measured record. */
+/* A finished request becomes a measured record. */
 static void emit_request(run *r, req_state *s, double now)
 {
-    const tr_request *in = &r->trace->requests[s->index];
-    tr_request out = *in;
-    out.arrival = s->send;
-    out.output_len = s->n_out;
-    out.flags = (in->flags & TR_REQ_FAILED) | TR_REQ_MEASURED;
-    out.ttft = s->n_out ? s->first - s->send : 0;
-    out.e2e = (s->n_out ? s->last : now) - s->send;
-    out.cached_tokens = s->cached;
-    out.spec_proposed = s->spec_proposed;
-    out.spec_accepted = s->spec_accepted;
-    out.retractions = s->retractions;
-    out.finish = s->finish;
-    out.n_times = 0;
-    out.token_times = NULL;
+    tr_request out;
+    rec_outcome_record(&s->o, &r->trace->requests[s->index], now, NULL, &out);
     /* ITLs were fed step by step; the metrics get the record without times. */
     if (metrics_add_request(r->m, &out) < 0) fail(r, "out of memory");
     if (r->w) {
-        if (r->cfg->token_times && s->times.n == s->n_out) {
-            for (size_t k = 0; k < s->times.n; k++) s->times.v[k] -= s->send;
-            out.n_times = (uint32_t)s->times.n;
-            out.token_times = s->times.v;
-        }
+        if (r->cfg->token_times && s->times.n == s->o.n_out)
+            rec_outcome_record(&s->o, &r->trace->requests[s->index], now, s->times.v, &out);
         if (tr_write_request(r->w, &out, &r->err) < 0) r->failed = 1;
     }
     rh_dvec_free(&s->times);
-    s->done = 1;
     r->done++;
     r->outstanding--;
-    if (r->free_at) {
-        uint32_t cap = r->cfg->max_concurrency;
-        r->free_at[(r->free_head + r->free_n++) % cap] = now;
-    }
+    tr_sender_done(r->sender, now);
 }
 
 static void on_event(void *ctx, const core_event *ev)
 {
     run *r = ctx;
     req_state *s = ev->user;
-    switch (ev->kind) {
-    case CORE_EV_ADMITTED:
-        s->cached = ev->cached_tokens;
-        break;
-    case CORE_EV_TOKENS:
-        if (s->n_out == 0) {
-            s->first = ev->now;
-        } else {
+    if (ev->kind == CORE_EV_TOKENS) {
+        if (s->o.n_out) {
             /* The decodes of one step mostly share their gap (the step's
              * length): count runs here, hand each run to the metrics once. */
-            double gap = ev->now - s->last;
+            double gap = ev->now - s->o.last;
             if (gap == r->itl_gap) {
                 r->itl_count++;
             } else {
@@ -150,25 +115,12 @@ static void on_event(void *ctx, const core_event *ev)
                 r->itl_count = 1;
             }
         }
-        s->last = ev->now;
-        s->n_out += ev->n_tokens;
-        s->spec_proposed += ev->spec_proposed;
-        s->spec_accepted += ev->spec_accepted;
         if (r->w && r->cfg->token_times)
             for (uint32_t k = 0; k < ev->n_tokens; k++)
                 if (rh_dvec_push(&s->times, ev->now) < 0) fail(r, "out of memory");
-        break;
-    case CORE_EV_RETRACTED:
-        s->retractions++;
-        break;
-    case CORE_EV_FINISHED:
-    case CORE_EV_ABORTED:
-        s->finish = ev->kind == CORE_EV_ABORTED ? TR_FINISH_ABORT : ev->finish;
-        emit_request(r, s, ev->now);
-        break;
-    default:
-        break;
     }
+    rec_outcome_event(&s->o, ev);
+    if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) emit_request(r, s, ev->now);
 }
 
 static void on_step(void *ctx, const tr_step *st)
@@ -198,15 +150,6 @@ static void on_step(void *ctx, const tr_step *st)
     };
 }
 
-static int cmp_arrival(const void *a, const void *b, void *ctx)
-{
-    const tr_trace *t = ctx;
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    double x = t->requests[i].arrival, y = t->requests[j].arrival;
-    if (x != y) return (x > y) - (x < y);
-    return (i > j) - (i < j);    /* stable: trace order among equal arrivals */
-}
-
 /* Sends request `i`, which reached the server at `sent` (its arrival, or
  * when a client freed up); the core sees it at `now`, the step boundary. */
 static void send_request(run *r, uint32_t i, double sent, double now)
@@ -214,7 +157,7 @@ static void send_request(run *r, uint32_t i, double sent, double now)
     const tr_request *q = &r->trace->requests[i];
     req_state *s = &r->rs[i];
     s->index = i;
-    s->send = sent;
+    s->o.send = sent;
     r->outstanding++;
     core_req_desc d = {
         .id = q->id,
@@ -240,25 +183,10 @@ static void send_request(run *r, uint32_t i, double sent, double now)
  * latencies count from their arrival. */
 static double send_due(run *r, double now)
 {
-    uint64_t n = r->trace->n_requests;
-    uint32_t cap = r->cfg->max_concurrency;
-    while (r->next_send < n) {
-        uint32_t i = r->order[r->next_send];
-        double at = scaled_arrival(r, i);
-        if (cap) {
-            if (r->free_n == 0) return INFINITY;
-            double freed = r->free_at[r->free_head];
-            if (freed > at) at = freed;
-        }
-        if (at > now) return at;
-        if (cap) {
-            r->free_head = (r->free_head + 1) % cap;
-            r->free_n--;
-        }
-        r->next_send++;
-        send_request(r, i, at, now);
-    }
-    return INFINITY;
+    uint32_t i;
+    double sent, next;
+    while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) send_request(r, i, sent, now);
+    return r->failed ? INFINITY : next;
 }
 
 /* Accepted draft tokens for one verify of `k` drafts. */
@@ -382,22 +310,12 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
     uint64_t n = trace->n_requests;
     int rc = -1;
     r.rs = calloc(n ? n : 1, sizeof *r.rs);
-    r.order = malloc((n ? n : 1) * sizeof *r.order);
     r.m = metrics_new(&cfg->slo);
-    if (!r.rs || !r.order || !r.m) {
+    if (!r.rs || !r.m) {
         rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
         goto done;
     }
-    for (uint64_t i = 0; i < n; i++) r.order[i] = (uint32_t)i;
-    if (cfg->max_concurrency) {
-        r.free_at = calloc(cfg->max_concurrency, sizeof *r.free_at);
-        if (!r.free_at) {
-            rh_fail(e, "out of memory");
-            goto done;
-        }
-        r.free_n = cfg->max_concurrency;        /* every client idle from the start */
-    }
-    qsort_r(r.order, n, sizeof *r.order, cmp_arrival, (void *)trace);
+    if (!(r.sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) goto done;
     r.c = core_new(&cfg->core, &hooks, e);
     if (!r.c) goto done;
     if (cfg->out_path && !(r.w = open_output(cfg, trace, cost, e))) goto done;
@@ -416,7 +334,7 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
         uint32_t k = core_schedule(r.c, now, &b);
         if (k == 0) {
             if (next == INFINITY) {
-                if (core_idle(r.c) && r.next_send >= n) break;
+                if (core_idle(r.c) && tr_sender_left(r.sender) == 0) break;
                 if (!core_idle(r.c)) {
                     rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
                                "the KV pool is too small for them (raise --max-total-tokens)", now);
@@ -499,11 +417,11 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
         const req_state *s = &r.rs[i];
         const tr_request *q = &trace->requests[i];
         out->requests[i] = (sim_request_result){
-            .id = q->id, .send = s->send,
-            .ttft = s->n_out ? s->first - s->send : -1,
-            .e2e = s->n_out ? s->last - s->send : -1,
-            .input_len = q->input_len, .output_len = s->n_out,
-            .cached_tokens = s->cached, .retractions = s->retractions,
+            .id = q->id, .send = s->o.send,
+            .ttft = s->o.n_out ? s->o.first - s->o.send : -1,
+            .e2e = s->o.n_out ? s->o.last - s->o.send : -1,
+            .input_len = q->input_len, .output_len = s->o.n_out,
+            .cached_tokens = s->o.cached, .retractions = s->o.retractions,
         };
     }
     if (r.w) {
@@ -525,9 +443,8 @@ done:
     if (r.rs)
         for (uint64_t i = 0; i < n; i++) rh_dvec_free(&r.rs[i].times);
     free(r.rs);
-    free(r.order);
+    tr_sender_free(r.sender);
     free(r.rows);
-    free(r.free_at);
     if (rc < 0) sim_result_free(out);
     return rc;
 }

@@ -386,6 +386,54 @@ static void test_trace_stats_reads_run(void)
     tr_trace_free(&t);
 }
 
+/* `rehearse sim` on bad input: one message naming the problem, exit 1, and
+ * no output file. */
+static void test_cli_bad_input(void)
+{
+    char trace[256], cost[256], badcost[256], out[256], cmd[2048], buf[4096];
+    tu_tmp_path("cli-trace.rhtr", trace, sizeof trace);
+    tu_tmp_path("cli-cost.json", cost, sizeof cost);
+    tu_tmp_path("cli-badcost.json", badcost, sizeof badcost);
+    tu_tmp_path("cli-out.rhtr", out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 20 --rate 5 --seed 2 -o %s", tu_bin(), trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, buf, sizeof buf), 0);
+    const char *lin = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.004, \"per_prefill_token_s\": 2e-5,"
+                      " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 1e-8, \"per_attention_s\": 1e-10}";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cost, lin, strlen(lin)), 0);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(badcost, "{\"kind\": \"linear\", \"version\": 1, \"base_s\": -1", 45), 0);
+    struct { const char *args, *expect; } cases[] = {
+        {"--chunky 5", "unknown flag --chunky"},
+        {"--chunked-prefill-size 0", "chunked-prefill-size"},
+        {"--max-running-requests 0", "max-running-requests"},
+        {"--max-total-tokens 8", "max-total-tokens"},
+        {"--rate-scale -2", "rate-scale"},
+        {"--speculative-accept-rate 1.5", "speculative-accept-rate"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s sim %s --cost %s %s -o %s", tu_bin(), trace, cost, cases[i].args, out);
+        int rc = tu_run(cmd, buf, sizeof buf);
+        if (rc != 1 || !strstr(buf, cases[i].expect)) printf("\n  case '%s': rc %d: %s", cases[i].args, rc, buf);
+        CU_ASSERT_EQUAL(rc, 1);
+        CU_ASSERT(strstr(buf, cases[i].expect) != NULL);
+        CU_ASSERT(!tu_file_exists(out));
+    }
+    snprintf(cmd, sizeof cmd, "%s sim build/tmp/no-such-trace.rhtr --cost %s -o %s", tu_bin(), cost, out);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "no-such-trace.rhtr") != NULL);
+    snprintf(cmd, sizeof cmd, "%s sim %s --cost %s -o %s", tu_bin(), trace, badcost, out);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "cli-badcost.json") != NULL);
+    snprintf(cmd, sizeof cmd, "%s sim %s -o %s", tu_bin(), trace, out);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "--cost") != NULL);
+    CU_ASSERT(!tu_file_exists(out));
+    /* And a good run writes the file and prints the table. */
+    snprintf(cmd, sizeof cmd, "%s sim %s --cost %s -o %s", tu_bin(), trace, cost, out);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 0);
+    CU_ASSERT(strstr(buf, "Successful requests:") != NULL);
+    CU_ASSERT(tu_file_exists(out));
+}
+
 void register_test_sim(void)
 {
     CU_pSuite s = CU_add_suite("sim", NULL, NULL);
@@ -398,4 +446,5 @@ void register_test_sim(void)
     CU_add_test(s, "deterministic output bytes", test_deterministic_output);
     CU_add_test(s, "pool smaller than a request", test_pool_too_small);
     CU_add_test(s, "trace stats reads the run's metrics back", test_trace_stats_reads_run);
+    CU_add_test(s, "bad input: one message, exit 1, nothing written", test_cli_bad_input);
 }

@@ -2,7 +2,8 @@
 # a light grid, a boxed legend, and a colour-blind-safe line palette.
 set grid lc rgb "#d8d8d8" lw 1
 set border lw 1.2
-set title font ",14"
+if (!exists("title_font")) { title_font = ",14" }
+set title font title_font
 set key top left box opaque noenhanced samplen 2 spacing 1.1
 set tics nomirror
 set datafile missing "nan"
