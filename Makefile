@@ -77,7 +77,7 @@ ifeq ($(SAN),1)
 BIN = $(BUILD)/rehearse
 endif
 
-.PHONY: all deps test bench demo fuzz install clean check-deps
+.PHONY: all deps fuzz-deps test bench demo fuzz install clean check-deps
 # Keep intermediate objects (fuzz builds) instead of rebuilding them every run.
 .SECONDARY:
 all: $(BIN)
@@ -128,7 +128,9 @@ demo: $(BIN)
 
 # libFuzzer targets: the library rebuilt with clang and sanitizers.
 FUZZ_CFLAGS = -std=c11 -O1 -g -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-$(FUZZ_BUILD)/obj/%.o: %.c | deps
+fuzz-deps:
+	@scripts/deps.sh --fuzz
+$(FUZZ_BUILD)/obj/%.o: %.c | fuzz-deps
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -c $< -o $@
 FUZZ_CUDA = kernels/cuda/none.c kernels/cuda/rank.c   # fuzzing never needs a GPU

@@ -2,17 +2,27 @@
 # Installs the Debian packages the build needs, when any is missing.
 # As root: apt-get installs them. Otherwise: prints the exact apt-get line and
 # exits 1, so `make` stops before a confusing compiler error.
-# Usage: scripts/deps.sh [--check]   (--check: report only, never install)
+# Usage: scripts/deps.sh [--check] [--fuzz]
+#   --check: report only, never install
+#   --fuzz:  also clang and its libFuzzer runtime (only `make fuzz` needs them)
 set -u
 pkgs=(build-essential pkg-config liblua5.4-dev libzstd-dev zstd libcunit1-dev libopenblas-dev
       libmicrohttpd-dev libjansson-dev libxxhash-dev libcurl4-openssl-dev gnuplot-nox)
+check=0
+for a in "$@"; do
+  case "$a" in
+    --check) check=1 ;;
+    --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    *) echo "deps: unknown option '$a' (use --check, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 line="apt-get install -y --no-install-recommends ${missing[*]}"
-if [ "${1:-}" = "--check" ]; then
+if [ "$check" -eq 1 ]; then
   echo "deps: missing: ${missing[*]}" >&2; exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then
