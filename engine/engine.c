@@ -19,6 +19,7 @@ void engine_config_default(engine_config *c)
     memset(c, 0, sizeof *c);
     core_config_default(&c->core);
     spec_config_default(&c->spec);
+    tp_config_default(&c->tp);
     c->mem_fraction = 0.3;
 }
 
@@ -98,6 +99,8 @@ static int size_pool(engine_config *c, const model_config *mc, rh_err *e)
     }
     if (!(c->mem_fraction > 0 && c->mem_fraction <= 1))
         return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %g)", c->mem_fraction);
+    if (c->tp.nnodes > 1)
+        return rh_fail(e, "--nnodes %u: give --max-total-tokens, so every node sizes the same KV pool", c->tp.nnodes);
     uint64_t avail = c->mem_limit ? c->mem_limit : rh_mem_available();
     uint64_t per_token = model_kv_bytes_per_token(mc);
     uint64_t tokens = (uint64_t)((double)avail * c->mem_fraction) / (per_token ? per_token : 1);
@@ -175,7 +178,14 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     if (!g) return rh_fail(e, "engine: out of memory"), NULL;
     g->cfg = *cfg;
     g->t0 = rh_now();
-    if (spec_defaults(&g->cfg, e) < 0 || core_config_validate(&g->cfg.core, e) < 0) goto fail;
+    if (spec_defaults(&g->cfg, e) < 0 || core_config_validate(&g->cfg.core, e) < 0 ||
+        tp_config_check(&cfg->tp, cfg->kernels, e) < 0)
+        goto fail;
+    if (cfg->tp.node_rank) {
+        rh_fail(e, "--node-rank %u: only node 0 runs the scheduler; the others follow it (engine_follow)",
+                cfg->tp.node_rank);
+        goto fail;
+    }
     if (cfg->m) {
         g->m = cfg->m;
         snprintf(g->weights, sizeof g->weights, "given by the caller");
@@ -190,7 +200,13 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     if (size_pool(&g->cfg, &g->m->cfg, e) < 0) goto fail;
 
     runner_config rc = {k->page_size, (uint32_t)(k->max_total_tokens / k->page_size), cfg->mem_limit, cfg->kernels};
-    if (!(g->run = runner_new(g->m, &rc, e)) || warm_up(g, e) < 0) goto fail;
+    if (tp_config_active(&cfg->tp)) {
+        if (!(g->tp = tp_group_start(g->m, &rc, &cfg->tp, e))) goto fail;
+        g->run = tp_group_leader(g->tp);
+    } else if (!(g->run = runner_new(g->m, &rc, e))) {
+        goto fail;
+    }
+    if (warm_up(g, e) < 0) goto fail;
     describe_hardware(g, cfg->kernels ? cfg->kernels : kern_cpu());
 
     core_hooks hooks = {.ctx = g, .on_step = engine_core_on_step, .on_event = engine_core_on_event,
@@ -208,6 +224,30 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
 fail:
     engine_free(g);
     return NULL;
+}
+
+int engine_follow(const engine_config *cfg, rh_err *e)
+{
+    if (!cfg->tp.node_rank) return rh_fail(e, "engine_follow: node 0 runs the engine itself (engine_new)");
+    if (tp_config_check(&cfg->tp, cfg->kernels, e) < 0) return -1;
+    engine_config c = *cfg;
+    engine g0 = {0};   /* only for open_model's note of where the weights came from */
+    model *owned = NULL;
+    const model *m = c.m;
+    if (!m && !(m = owned = open_model(&g0, &c, e))) return -1;
+    core_config *k = &c.core;
+    uint32_t ctx = m->cfg.max_position;
+    if (!k->context_length || k->context_length > ctx) k->context_length = ctx;
+    int rc = -1;
+    if (core_config_validate(k, e) < 0 || size_pool(&c, &m->cfg, e) < 0) goto done;
+    runner_config run = {k->page_size, (uint32_t)(k->max_total_tokens / k->page_size), c.mem_limit, c.kernels};
+    tp_group *tp = tp_group_start(m, &run, &c.tp, e);
+    if (!tp) goto done;
+    rc = tp_group_join(tp, e);
+    tp_group_free(tp);
+done:
+    model_free(owned);
+    return rc;
 }
 
 static void free_req(ereq *q)
@@ -232,7 +272,8 @@ void engine_free(engine *g)
         n = q->next;
         free_req(q);
     }
-    runner_free(g->run);
+    if (g->tp) tp_group_free(g->tp);   /* lets the other ranks go, then frees rank 0's runner */
+    else runner_free(g->run);
     spec_drafter_free(g->spec);     /* after the core: its states go with it */
     model_free(g->owned);
     free(g->seqs);
@@ -373,6 +414,11 @@ int engine_describe(const engine *g, tr_header *h)
         tr_header_set(h, "weights", g->weights) < 0)
         return -1;
     core_config_foreach(core_get_config(g->c), put_knob, &d);
+    if (g->cfg.tp.tp_size > 1) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", g->cfg.tp.tp_size);
+        put_knob(&d, "tp-size", v);
+    }
     if (g->spec) {
         spec_config_foreach(&g->cfg.spec, put_knob, &d);
         if (*spec_drafter_model(g->spec)) put_knob(&d, "speculative-draft-model", spec_drafter_model(g->spec));

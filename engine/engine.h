@@ -36,6 +36,7 @@
 
 #include "engine/core/core.h"
 #include "engine/model/runner.h"
+#include "engine/model/tp.h"
 #include "engine/spec/spec.h"
 #include "traces/trace.h"
 #include "util/err.h"
@@ -127,6 +128,8 @@ typedef struct engine_config {
                                    weights) the pool takes when its size is not given (0.3) */
     uint64_t mem_limit;         /* bytes the KV pool may take; 0: what is available */
     const kern_table *kernels;  /* NULL: the CPU backend */
+    tp_config tp;               /* --tp-size, --nnodes, --node-rank, --dist-init-addr (see
+                                   engine/model/tp.h); several nodes need core.max_total_tokens */
     const engine_drafter *drafter;      /* a caller's drafter, or NULL: spec decides */
     spec_config spec;           /* --speculative-algorithm and its knobs: the engine builds the
                                    drafter (needs core.spec_steps; 3 when 0) */
@@ -138,11 +141,24 @@ typedef struct engine_config {
 /* SGLang-like core defaults, no model, mem_fraction 0.3, CPU, no speculation. */
 void engine_config_default(engine_config *c);
 
+/* The engine's own flags, shared by every front that runs one (serve,
+ * replay, validate): --model, --weights, --weight-seed, --backend,
+ * --mem-fraction-static and the tensor-parallel ones. engine_flag_takes_value:
+ * 1 for one of them (each takes a value), 0 otherwise. engine_flag_set: 1 set,
+ * 0 not one of them, -1 with a message naming the flag. */
+int engine_flag_takes_value(const char *name);
+int engine_flag_set(engine_config *c, const char *name, const char *value, rh_err *e);
+const char *engine_flags_help(void);
+
 /* Loads the model (unless given), sizes the pool, builds core and runner.
  * The context length is the model's unless core.context_length is smaller. */
 engine *engine_new(const engine_config *c, rh_err *e);
 /* Frees every request still queued or running, without events. */
 void engine_free(engine *g);
+/* A node other than 0 of a multi-node tensor-parallel group (cfg.tp.node_rank
+ * > 0): loads the model, starts this node's ranks and serves node 0's batches
+ * until node 0 stops. 0, or -1 with a message. */
+int engine_follow(const engine_config *c, rh_err *e);
 
 typedef struct engine_request {
     uint64_t id;                /* unique among live requests */

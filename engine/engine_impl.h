@@ -27,7 +27,8 @@ struct engine {
     engine_config cfg;          /* hooks, clock, drafter as given */
     model *owned;               /* the model when the engine loaded it */
     const model *m;
-    runner *run;
+    runner *run;                /* rank 0's, owned by tp when tensor parallel */
+    tp_group *tp;
     core *c;
     double t0;                  /* default clock origin */
     char hardware[160];

@@ -323,42 +323,25 @@ done:
     return rc;
 }
 
-static const char *replay_flags[] = {"model", "o", "output", "weights", "weight-seed", "max-concurrency",
-                                     "rate-scale", "prompt-seed", "temperature", "top-p", "top-k",
-                                     "mem-fraction-static", "backend"};
+static const char *replay_flags[] = {"o", "output", "max-concurrency", "rate-scale", "prompt-seed",
+                                     "temperature", "top-p", "top-k"};
 
 int replay_config_takes_value(const char *name)
 {
     for (size_t i = 0; i < sizeof replay_flags / sizeof replay_flags[0]; i++)
         if (!strcmp(name, replay_flags[i])) return 1;
-    return spec_config_is_knob(name) ? 1 : -1;
+    return engine_flag_takes_value(name) || spec_config_is_knob(name) ? 1 : -1;
 }
 
 int replay_config_set(replay_config *c, const char *name, const char *v, rh_err *e)
 {
     if (replay_config_takes_value(name) < 0) return 0;
     if (spec_config_is_knob(name)) return spec_config_set(&c->engine.spec, name, v, e);
+    if (engine_flag_takes_value(name)) return engine_flag_set(&c->engine, name, v, e);
     unsigned long long u;
     double d;
-    engine_config *g = &c->engine;
-    if (!strcmp(name, "model")) g->model = v;
-    else if (!strcmp(name, "backend")) {
-        if (!strcmp(v, "cpu")) {
-            g->kernels = kern_cpu();
-        } else if (!strcmp(v, "cuda")) {
-            const char *why = NULL;
-            if (!(g->kernels = kern_cuda(&why)))
-                return rh_fail(e, "--backend cuda: %s", why ? why : "the CUDA backend is not available");
-        } else {
-            return rh_fail(e, "--backend: '%s' is not cpu or cuda", v);
-        }
-    }
-    else if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
-    else if (!strcmp(name, "weights")) g->weights = v;
-    else if (!strcmp(name, "weight-seed")) {
-        if (rh_parse_u64(v, "--weight-seed", &u, e) < 0) return -1;
-        g->weight_seed = u;
-    } else if (!strcmp(name, "prompt-seed")) {
+    if (!strcmp(name, "o") || !strcmp(name, "output")) c->out_path = v;
+    else if (!strcmp(name, "prompt-seed")) {
         if (rh_parse_u64(v, "--prompt-seed", &u, e) < 0) return -1;
         c->prompt_seed = u;
     } else if (!strcmp(name, "max-concurrency")) {
@@ -378,9 +361,6 @@ int replay_config_set(replay_config *c, const char *name, const char *v, rh_err 
             c->sampling.temperature = (float)d;
         } else if (!strcmp(name, "top-p")) {
             c->sampling.top_p = (float)d;
-        } else {
-            if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
-            g->mem_fraction = d;
         }
     }
     return 1;

@@ -18,23 +18,18 @@ static void usage(FILE *f)
             "each request's output length, and records every request (TTFT, token times,\n"
             "cached tokens) and every step (measured duration) in RECORDED. Prompt ids come\n"
             "from the trace's block hashes, so shared prefixes hit the prefix cache for real.\n\n"
-            "  --model MODEL             preset name, config.json or Hugging Face directory (required)\n"
             "  -o, --output FILE         the recording (required; written only if the run succeeds)\n"
-            "  --weights PATH            safetensors weights (default: MODEL's own, else dummy)\n"
-            "  --backend cpu|cuda        the kernels (default cpu; cuda needs a GPU and an nvcc build)\n"
-            "  --weight-seed S           seed of dummy weights (0)\n"
             "  --max-concurrency N       closed loop with N clients (default: the trace's clients, else open loop)\n"
             "  --rate-scale X            send at arrival / X (1)\n"
             "  --prompt-seed S           seed of the prompt token ids (0)\n"
             "  --temperature T, --top-p P, --top-k K   sampling (greedy by default)\n"
-            "  --mem-fraction-static F   KV pool share of free memory when --max-total-tokens\n"
-            "                            is not given (0.3)\n"
             "  --json                    print the summary as JSON (vLLM field names)\n"
             "  --progress                draw the progress bar even when stderr is not a terminal\n"
+            "the engine (a node other than 0 of --nnodes follows node 0's batches, then exits):\n%s"
             "speculative decoding (the recording's header gets the accepted-length histogram,\n"
             "key spec_accept_hist, which rehearse sim uses):\n%s"
             "scheduler knobs (--seed also seeds sampling):\n%s",
-            spec_config_help(), core_config_help());
+            engine_flags_help(), spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -113,6 +108,11 @@ int replay_main(int argc, char **argv)
         return bad(e.msg);
     }
     if (!cfg.engine.model) return bad("replay needs --model MODEL (a preset name, config.json or directory)");
+    if (cfg.engine.tp.node_rank) {
+        /* This node holds some ranks only; node 0 reads the trace and records. */
+        if (core_config_validate(&cfg.engine.core, &e) < 0 || engine_follow(&cfg.engine, &e) < 0) return bad(e.msg);
+        return 0;
+    }
     if (!cfg.out_path) return bad("replay needs -o RECORDED (the file to record the run in)");
     if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
     if (runner_sampling_check(&cfg.sampling, &e) < 0) return bad(e.msg);

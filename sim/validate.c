@@ -40,13 +40,13 @@ static void usage(FILE *f)
             "  --cost FILE               the cost model to check (required)\n"
             "  -o, --output DIR          where everything goes (reports/validate)\n"
             "  --json                    print the table as JSON\n"
-            "  engine flags as for rehearse replay: --model (required), --backend, --weights, --weight-seed,\n"
-            "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k,\n"
-            "  --mem-fraction-static\n"
+            "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k\n"
+            "                            as for rehearse replay\n"
+            "the engine (--tp-size also sets the simulator's tensor-parallel size):\n%s"
             "speculative decoding, as for rehearse replay (the simulator takes the recording's\n"
             "accepted-length histogram):\n%s"
             "scheduler knobs:\n%s",
-            spec_config_help(), core_config_help());
+            engine_flags_help(), spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -175,6 +175,7 @@ int validate_main(int argc, char **argv)
     if (!rc.engine.model) return bad("validate needs --model MODEL");
     if (!cost_path) return bad("validate needs --cost COST (the cost model to check)");
     if (core_config_validate(&rc.engine.core, &e) < 0) return bad(e.msg);
+    if (rc.engine.tp.node_rank) return bad("validate runs node 0; run the other nodes with rehearse serve --node-rank");
     cost_model *cost = cost_load(cost_path, &e);
     if (!cost) return bad(e.msg);
     {
@@ -232,6 +233,7 @@ int validate_main(int argc, char **argv)
         tr_trace_free(&rec);
         if (bad_spec) goto done;
     }
+    if (rc.engine.tp.tp_size > 1) sc.tp = rc.engine.tp.tp_size;   /* the cost model prices the group's steps */
     sc.rate_scale = rc.rate_scale;
     sc.max_concurrency = rc.max_concurrency;
     sc.out_path = simulated;

@@ -1,6 +1,6 @@
 /* test_cuda_tp.c — tensor parallel, checked without a GPU: the same model run
  * as 2 and 4 ranks on the CPU backend (one thread per rank, sums through
- * shared memory instead of NCCL) must give the logits of one rank, through
+ * shared memory instead of NCCL: kernels/cpu/group.c) must give the logits of one rank, through
  * prefill, chunked prefill and decode. This exercises everything of tensor
  * parallel except NCCL itself: the shard slicing (rows of Q/K/V/gate/up,
  * columns of O/down, biases on rank 0), the all-reduce placement in the
@@ -13,56 +13,15 @@
 #include <string.h>
 
 #include "engine/model/runner.h"
+#include "kernels/cpu/group.h"
 
 #define MAX_RANKS 4
 
-/* An in-process group: each collective is two barriers around shared pointers. */
-typedef struct host_group {
-    uint32_t size;
-    pthread_barrier_t bar;
-    float *sum_bufs[MAX_RANKS];
-    void *cast_bufs[MAX_RANKS];
-} host_group;
-
 typedef struct host_rank {
-    host_group *g;
-    kern_comm comm;
-    float *tmp;
-    size_t tmp_n;
+    const kern_comm *comm;
     runner *r;
     int follow_rc;
 } host_rank;
-
-static void host_all_reduce(void *ctx, float *x, size_t n)
-{
-    host_rank *hr = ctx;
-    host_group *g = hr->g;
-    if (hr->tmp_n < n) {
-        free(hr->tmp);
-        hr->tmp = malloc(n * sizeof *hr->tmp);
-        hr->tmp_n = n;
-    }
-    g->sum_bufs[hr->comm.rank] = x;
-    pthread_barrier_wait(&g->bar);
-    /* Every rank sums in rank order, so all ranks hold identical bits. */
-    for (size_t i = 0; i < n; i++) {
-        float s = 0;
-        for (uint32_t k = 0; k < g->size; k++) s += g->sum_bufs[k][i];
-        hr->tmp[i] = s;
-    }
-    pthread_barrier_wait(&g->bar);
-    memcpy(x, hr->tmp, n * sizeof *x);
-}
-
-static void host_broadcast(void *ctx, void *buf, size_t bytes)
-{
-    host_rank *hr = ctx;
-    host_group *g = hr->g;
-    g->cast_bufs[hr->comm.rank] = buf;
-    pthread_barrier_wait(&g->bar);
-    if (hr->comm.rank != 0 && bytes) memcpy(buf, g->cast_bufs[0], bytes);
-    pthread_barrier_wait(&g->bar);
-}
 
 static void *follower(void *arg)
 {
@@ -70,7 +29,7 @@ static void *follower(void *arg)
     rh_err e;
     int rc;
     while ((rc = runner_follow(hr->r, &e)) == 1) {}
-    if (rc < 0) printf("\n  follower %u: %s\n", hr->comm.rank, e.msg);
+    if (rc < 0) printf("\n  follower %u: %s\n", hr->comm->rank, e.msg);
     hr->follow_rc = rc;
     return NULL;
 }
@@ -122,16 +81,15 @@ static float *drive(runner *r, uint32_t *n_rows)
 
 static float *run_group(const model *m, uint32_t size, uint32_t *n_rows)
 {
-    host_group g = {.size = size};
-    pthread_barrier_init(&g.bar, NULL, size);
+    rh_err e;
+    cpu_group *g = cpu_group_new(size, &e);
+    CU_ASSERT_FATAL(g != NULL);
     host_rank ranks[MAX_RANKS];
     memset(ranks, 0, sizeof ranks);
     runner_config rc = {4, 16, 0, NULL};
-    rh_err e;
     for (uint32_t k = 0; k < size; k++) {
-        ranks[k].g = &g;
-        ranks[k].comm = (kern_comm){k, size, &ranks[k], host_all_reduce, host_broadcast};
-        ranks[k].r = runner_new_tp(m, &rc, &ranks[k].comm, &e);
+        ranks[k].comm = cpu_group_comm(g, k);
+        ranks[k].r = runner_new_tp(m, &rc, ranks[k].comm, &e);
         if (!ranks[k].r) printf("\n  rank %u: %s\n", k, e.msg);
         CU_ASSERT_FATAL(ranks[k].r != NULL);
     }
@@ -145,11 +103,8 @@ static float *run_group(const model *m, uint32_t size, uint32_t *n_rows)
         pthread_join(th[k], NULL);
         CU_ASSERT_EQUAL(ranks[k].follow_rc, 0);
     }
-    for (uint32_t k = 0; k < size; k++) {
-        runner_free(ranks[k].r);
-        free(ranks[k].tmp);
-    }
-    pthread_barrier_destroy(&g.bar);
+    for (uint32_t k = 0; k < size; k++) runner_free(ranks[k].r);
+    cpu_group_free(g);
     return out;
 }
 
@@ -211,14 +166,15 @@ static void test_tp_shard_shapes_and_refusals(void)
     CU_ASSERT_PTR_NULL(runner_new_tp(m, &rc, &c3, &e));
     CU_ASSERT(strstr(e.msg, "--tp-size 3") != NULL);
     /* A follower cannot drive, rank 0 cannot follow. */
-    host_group g = {.size = 1};
-    host_rank hr = {.g = &g};
-    hr.comm = (kern_comm){0, 1, &hr, host_all_reduce, host_broadcast};
-    runner *r = runner_new_tp(m, &rc, &hr.comm, &e);
+    cpu_group *g = cpu_group_new(1, &e);
+    CU_ASSERT_FATAL(g != NULL);
+    runner *r = runner_new_tp(m, &rc, cpu_group_comm(g, 0), &e);
     CU_ASSERT_FATAL(r != NULL);
     CU_ASSERT_EQUAL(runner_follow(r, &e), -1);
     runner_free(r);
-    free(hr.tmp);
+    cpu_group_free(g);
+    CU_ASSERT_PTR_NULL(cpu_group_new(0, &e));
+    CU_ASSERT_PTR_NULL(cpu_group_new(CPU_GROUP_MAX_RANKS + 1, &e));
     model_free(m);
 }
 

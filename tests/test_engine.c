@@ -254,6 +254,84 @@ static void test_batched_greedy_equals_alone(void)
     model_free(m);
 }
 
+/* Tensor parallel on the CPU backend: the ranks are threads, each with a
+ * slice of the heads and MLP, summing partial products after attention and
+ * the MLP. The tokens must be those of the request alone on one rank. */
+static void test_tensor_parallel_equals_alone(void)
+{
+    model *m = eh_tiny_model();
+    make_prompts(m->cfg.vocab_size);
+    static int32_t ref[NREQ][MAXT];
+    references(m, greedy, ref);
+    for (uint32_t tp = 2; tp <= 4; tp *= 2) {
+        harness h = {.abort_on_token = -1};
+        engine_config c = base_config(m, &h);
+        c.tp.tp_size = tp;
+        start(&h, &c);
+        run_workload(&h, greedy);
+        char what[32];
+        snprintf(what, sizeof what, "tp %u", tp);
+        CU_ASSERT_EQUAL(compare_all(what, &h, ref), 0);
+        check_token_sums(&h, NREQ);
+        tr_header hd;
+        tr_header_init(&hd);
+        CU_ASSERT_EQUAL(engine_describe(h.g, &hd), 0);
+        const char *v = tr_header_get(&hd, "tp-size");
+        CU_ASSERT(v && (uint32_t)atoi(v) == tp);
+        tr_header_free(&hd);
+        engine_free(h.g);
+    }
+    model_free(m);
+}
+
+static void expect_tp_refused(const model *m, tp_config t, const char *words)
+{
+    harness h = {.abort_on_token = -1};
+    engine_config c = base_config(m, &h);
+    c.tp = t;
+    rh_err e = {{0}};
+    engine *g = engine_new(&c, &e);
+    CU_ASSERT_PTR_NULL(g);
+    if (g) engine_free(g);
+    if (!strstr(e.msg, words)) printf("\n    said '%s', wanted '%s'\n", e.msg, words);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, words));
+}
+
+static void test_tensor_parallel_refusals(void)
+{
+    model *m = eh_tiny_model();
+    /* tiny-llama has 4 KV heads: 3 ranks cannot split them. */
+    expect_tp_refused(m, (tp_config){3, 1, 0, NULL}, "--tp-size 3 must divide");
+    expect_tp_refused(m, (tp_config){2, 2, 0, "127.0.0.1:29500"}, "several nodes need --backend cuda");
+    expect_tp_refused(m, (tp_config){4, 3, 0, NULL}, "multiple of --nnodes 3");
+    expect_tp_refused(m, (tp_config){2, 2, 2, NULL}, "--node-rank 2 must be below --nnodes 2");
+    expect_tp_refused(m, (tp_config){0, 1, 0, NULL}, "--tp-size must be at least 1");
+    /* The flags, as every engine front parses them. */
+    engine_config c;
+    engine_config_default(&c);
+    rh_err e;
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "tp-size", "4", &e), 1);
+    CU_ASSERT_EQUAL(c.tp.tp_size, 4);
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "nnodes", "2", &e), 1);
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "node-rank", "1", &e), 1);
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "dist-init-addr", "10.0.0.1:29500", &e), 1);
+    CU_ASSERT_EQUAL(c.tp.nnodes, 2);
+    CU_ASSERT_EQUAL(c.tp.node_rank, 1);
+    CU_ASSERT_STRING_EQUAL(c.tp.dist_init_addr, "10.0.0.1:29500");
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "tp-size", "0", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--tp-size"));
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "dist-init-addr", "nowhere", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "HOST:PORT"));
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "node-rank", "x", &e), -1);
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "backend", "tpu", &e), -1);
+    CU_ASSERT_EQUAL(engine_flag_set(&c, "chunked-prefill-size", "8", &e), 0);
+    /* A node other than 0 follows; it never runs a scheduler of its own. */
+    c.m = m;
+    c.tp = (tp_config){2, 1, 0, NULL};
+    CU_ASSERT_EQUAL(engine_follow(&c, &e), -1);
+    model_free(m);
+}
+
 static void test_sampled_streams_equal_alone(void)
 {
     model *m = eh_tiny_model();
@@ -610,6 +688,8 @@ void register_test_engine(void)
     CU_pSuite s = CU_add_suite("engine", NULL, NULL);
     CU_add_test(s, "batched greedy tokens equal each request alone", test_batched_greedy_equals_alone);
     CU_add_test(s, "seeded sampling streams equal each request alone", test_sampled_streams_equal_alone);
+    CU_add_test(s, "tensor parallel over 2 and 4 CPU ranks: tokens equal alone", test_tensor_parallel_equals_alone);
+    CU_add_test(s, "tensor parallel: bad sizes and flags refused", test_tensor_parallel_refusals);
     CU_add_test(s, "retraction and preemption recompute the same tokens", test_retraction_recomputes_the_same_tokens);
     CU_add_test(s, "a reused prefix keeps the tokens", test_prefix_reuse_keeps_tokens);
     CU_add_test(s, "drafts are verified without changing tokens", test_drafts_verified_without_changing_tokens);

@@ -28,10 +28,6 @@ static void usage(FILE *f)
             "running requests finish (--shutdown-timeout), then close the recording.\n"
             "Chat messages become \"ROLE: CONTENT\" lines after the tokenizer's BOS, ending\n"
             "with \"assistant:\" (a Jinja chat_template is not applied); text prompts get the BOS.\n\n"
-            "  --model MODEL               preset name, config.json or Hugging Face directory (required)\n"
-            "  --weights PATH              safetensors weights (default: MODEL's own, else dummy)\n"
-            "  --backend cpu|cuda          the kernels (default cpu; cuda needs a GPU and an nvcc build)\n"
-            "  --weight-seed S             seed of dummy weights (0)\n"
             "  --tokenizer PATH            tokenizer.json or its directory (default: MODEL's, else bytes)\n"
             "  --served-model-name NAME    the model's name in the API (default: the model's)\n"
             "  --host ADDR                 IPv4 address to bind (127.0.0.1; 0.0.0.0 for every interface)\n"
@@ -43,11 +39,11 @@ static void usage(FILE *f)
             "  --max-body-bytes N          larger request bodies get 413 (33554432)\n"
             "  --http-threads N            HTTP and tokenizer threads (4)\n"
             "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
-            "  --mem-fraction-static F     KV pool share of free memory without --max-total-tokens (0.3)\n"
             "  --shutdown-timeout S        seconds running requests get to finish at shutdown (30)\n"
+            "the engine:\n%s"
             "speculative decoding:\n%s"
             "scheduler knobs (--seed also seeds requests that give no seed):\n%s",
-            spec_config_help(), core_config_help());
+            engine_flags_help(), spec_config_help(), core_config_help());
 }
 
 static int bad(const char *msg)
@@ -73,9 +69,14 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         c->disable_overlap = true;
         return 1;
     }
-    static const char *valued[] = {"model", "weights", "backend", "weight-seed", "tokenizer", "served-model-name", "host", "port",
-                                   "api-key", "record-trace", "max-queued-requests", "max-connections",
-                                   "max-body-bytes", "http-threads", "mem-fraction-static", "shutdown-timeout"};
+    int own = engine_flag_takes_value(name);
+    if (own) {
+        const char *v = rh_args_value(a, e);
+        return v ? engine_flag_set(&c->engine, name, v, e) : -1;
+    }
+    static const char *valued[] = {"tokenizer", "served-model-name", "host", "port", "api-key", "record-trace",
+                                   "max-queued-requests", "max-connections", "max-body-bytes", "http-threads",
+                                   "shutdown-timeout"};
     size_t i = 0, n = sizeof valued / sizeof valued[0];
     while (i < n && strcmp(name, valued[i])) i++;
     if (i == n) return 0;
@@ -84,32 +85,14 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     char flag[64];
     snprintf(flag, sizeof flag, "--%s", name);
     unsigned long long u;
-    uint32_t u32;
+    uint32_t u32 = 0;
     double d;
-    engine_config *g = &c->engine;
-    if (!strcmp(name, "model")) g->model = v;
-    else if (!strcmp(name, "weights")) g->weights = v;
-    else if (!strcmp(name, "backend")) {
-        /* The forward runs on the runner (or scheduler) thread; a CUDA
-         * context comes up lazily on each thread that calls a kernel. */
-        if (!strcmp(v, "cpu")) {
-            g->kernels = kern_cpu();
-        } else if (!strcmp(v, "cuda")) {
-            const char *why = NULL;
-            if (!(g->kernels = kern_cuda(&why)))
-                return rh_fail(e, "--backend cuda: %s", why && *why ? why : "the CUDA backend is not available");
-        } else {
-            return rh_fail(e, "--backend: '%s' is not cpu or cuda", v);
-        }
-    } else if (!strcmp(name, "tokenizer")) c->tokenizer = v;
+    if (!strcmp(name, "tokenizer")) c->tokenizer = v;
     else if (!strcmp(name, "served-model-name")) c->served_model_name = v;
     else if (!strcmp(name, "host")) c->host = v;
     else if (!strcmp(name, "api-key")) c->api_key = v;
     else if (!strcmp(name, "record-trace")) c->record_path = v;
-    else if (!strcmp(name, "weight-seed")) {
-        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
-        g->weight_seed = u;
-    } else if (!strcmp(name, "port")) {
+    else if (!strcmp(name, "port")) {
         if (parse_u32(v, flag, 65535, &u32, e) < 0) return -1;
         c->port = (uint16_t)u32;
     } else if (!strcmp(name, "max-queued-requests")) {
@@ -123,13 +106,8 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         c->max_body_bytes = (size_t)u;
     } else {
         if (rh_parse_double(v, flag, &d, e) < 0) return -1;
-        if (!strcmp(name, "mem-fraction-static")) {
-            if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
-            g->mem_fraction = d;
-        } else {
-            if (!(d >= 0)) return rh_fail(e, "--shutdown-timeout must be >= 0 seconds (got %s)", v);
-            *grace = d;
-        }
+        if (!(d >= 0)) return rh_fail(e, "--shutdown-timeout must be >= 0 seconds (got %s)", v);
+        *grace = d;
     }
     return 1;
 }
@@ -191,6 +169,19 @@ static int run(server_config *cfg, double grace)
     return 0;
 }
 
+/* A node other than 0 serves no HTTP: its ranks follow node 0's batches. */
+static int follow(const engine_config *g)
+{
+    const tp_config *t = &g->tp;
+    uint32_t per = tp_ranks_per_node(t);
+    fprintf(stderr, "rehearse serve: node %u of %u: ranks %u..%u follow node 0 (%s)\n", t->node_rank, t->nnodes,
+            t->node_rank * per, t->node_rank * per + per - 1, t->dist_init_addr ? t->dist_init_addr : "?");
+    rh_err e = {{0}};
+    if (engine_follow(g, &e) < 0) return bad(e.msg);
+    fprintf(stderr, "rehearse serve: node 0 stopped; node %u done\n", t->node_rank);
+    return 0;
+}
+
 int serve_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -229,5 +220,6 @@ int serve_main(int argc, char **argv)
     if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
     if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
     cfg.seed = cfg.engine.core.seed;
+    if (cfg.engine.tp.node_rank) return follow(&cfg.engine);
     return run(&cfg, grace);
 }
