@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh — one prepared run on a machine with a GPU: the CUDA tests,
-# the CUDA benchmark, a memory check of the kernels, all logs and JSON in one
-# folder, and a short summary table printed last.
+# the CUDA benchmark, a calibration of a Llama-3-8B-shaped model, the
+# simulator validated against the engine on the GPU with that calibration,
+# tensor parallel over every GPU when there are several, a memory check of
+# the kernels, all logs and JSON in one folder, and a short summary printed last.
 #
 #   scripts/gpu_check.sh pack     on the build machine: build the test and
 #                                 bench binaries and copy the shared libraries
@@ -14,14 +16,14 @@
 #
 # Without a GPU every test prints why it skipped and the script still ends
 # with its table, so it can be tried anywhere first. Steps have their own time
-# limits so one hung step cannot cost the whole run (about 6 minutes at most).
+# limits so one hung step cannot cost the whole run (under 8 minutes in all).
 set -u
 cd "$(dirname "$0")/.."
 
-BINS="build/run_tests build/bench/bench_cuda"
+BINS="build/run_tests build/bench/bench_cuda rehearse"
 
 if [ "${1:-}" = pack ]; then
-    make -j2 WERROR=1 build/run_tests build/bench/bench_cuda || exit 1
+    make -j2 WERROR=1 build/run_tests build/bench/bench_cuda rehearse || exit 1
     rm -rf .devlibs && mkdir -p .devlibs
     for b in $BINS; do
         ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
@@ -42,6 +44,8 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 t0=$(date +%s)
+# Seconds a step may take: its own cap, or what is left of 460 s if less.
+cap() { local l=$(( 460 - ($(date +%s) - t0) )); [ $l -lt 1 ] && l=1; [ $l -lt "$1" ] && echo $l || echo "$1"; }
 
 # ---- libraries: ours carried in .devlibs, CUDA's from the machine ----------
 [ -d .devlibs ] && export LD_LIBRARY_PATH="$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -52,7 +56,7 @@ find_lib() {   # first directory holding $1 among the usual places
     find / -xdev -name "$1" -not -path '*/proc/*' 2>/dev/null | head -n 1 | xargs -r dirname
 }
 cublas_dir=$(find_lib libcublas.so.13)
-[ -n "$cublas_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cublas_dir"
+[ -n "$cublas_dir" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cublas_dir"
 nccl_dir=$(find_lib libnccl.so.2)
 [ -n "$nccl_dir" ] && export REHEARSE_NCCL="$nccl_dir/libnccl.so.2"
 {
@@ -72,7 +76,7 @@ for b in $BINS; do
 done
 if [ $need_build = 1 ]; then
     note "binaries missing or missing libraries: building"
-    timeout 300 make -j"$(nproc)" build/run_tests build/bench/bench_cuda > "$out/build.log" 2>&1 \
+    timeout 300 make -j"$(nproc)" build/run_tests build/bench/bench_cuda rehearse > "$out/build.log" 2>&1 \
         || note "build failed: see build.log"
 fi
 
@@ -84,7 +88,7 @@ note "cuBLAS: ${cublas_dir:-not found}; NCCL: ${nccl_dir:-not found}"
 note ""
 note "== tests (suites cuda, cuda_tp)"
 ts=$(date +%s)
-timeout 200 build/run_tests cuda > "$out/tests.log" 2>&1
+timeout "$(cap 150)" build/run_tests cuda > "$out/tests.log" 2>&1
 rc=$?
 note "exit $rc after $(( $(date +%s) - ts )) s$( [ $rc = 124 ] && echo ' (timed out)')"
 grep -E "skipped:|rel err|argmax|all-reduce,|FAILED|Failed|tests +[0-9]|asserts +[0-9]" "$out/tests.log" | sed 's/^/  /' | tee -a "$summary"
@@ -93,14 +97,45 @@ grep -E "skipped:|rel err|argmax|all-reduce,|FAILED|Failed|tests +[0-9]|asserts 
 note ""
 note "== bench_cuda"
 ts=$(date +%s)
-timeout 150 build/bench/bench_cuda > "$out/bench.log" 2>&1
+timeout "$(cap 120)" build/bench/bench_cuda > "$out/bench.log" 2>&1
 rc=$?
 note "exit $rc after $(( $(date +%s) - ts )) s$( [ $rc = 124 ] && echo ' (timed out)')"
 [ -f reports/bench/cuda.json ] && cp reports/bench/cuda.json "$out/cuda.json"
 
-# ---- 3. memory check of the kernels (without the 8B-shaped model and NCCL, for time) ----
+# ---- 3. calibrate, then the simulator against the engine on the GPU ----------
+# A Llama-3-8B-shaped model with dummy weights (the shapes are what cost), a
+# grid cut to the trace's shapes for time, and a 64-request synthetic trace
+# through 16 clients: rehearse validate prints measured, simulated and error.
+if [ -n "$gpu" ]; then
+    note ""
+    note "== calibrate --backend cuda (llama-3-8b shape) and validate on the GPU"
+    ts=$(date +%s)
+    timeout "$(cap 90)" ./rehearse calibrate --backend cuda --model llama-3-8b --max-tokens 4096 --max-seqs 32 \
+        --max-context 4096 -o "$out/cost-cuda-8b.json" > "$out/calibrate.log" 2>&1
+    note "calibrate: exit $? after $(( $(date +%s) - ts )) s"
+    ./rehearse trace synth --seed 5 --requests 64 --arrival closed-loop --clients 16 --input-len 1024 \
+        --output-len 128 --block-size 0 -o "$out/gpu-trace.rhtr" > /dev/null 2>&1
+    ts=$(date +%s)
+    [ -f "$out/cost-cuda-8b.json" ] && timeout "$(cap 90)" ./rehearse validate "$out/gpu-trace.rhtr" --backend cuda \
+        --model llama-3-8b --cost "$out/cost-cuda-8b.json" --max-total-tokens 262144 --enable-mixed-chunk \
+        -o "$out/validate" > "$out/validate.log" 2>&1
+    note "validate: exit $? after $(( $(date +%s) - ts )) s"
+    sed -n '/^metric/,/^wrote/p' "$out/validate.log" | sed 's/^/  /' | tee -a "$summary"
+    ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+    if [ "${ngpu:-0}" -ge 2 ]; then
+        note ""
+        note "== tensor parallel: replay over $ngpu GPUs (NCCL)"
+        ts=$(date +%s)
+        timeout "$(cap 45)" ./rehearse replay "$out/gpu-trace.rhtr" --backend cuda --model llama-3-8b --tp-size "$ngpu" \
+            --max-total-tokens 262144 -o "$out/tp-replay.rhtr" > "$out/tp.log" 2>&1
+        note "replay --tp-size $ngpu: exit $? after $(( $(date +%s) - ts )) s"
+        tail -n 3 "$out/tp.log" | sed 's/^/  /' | tee -a "$summary"
+    fi
+fi
+
+# ---- 4. memory check of the kernels (without the 8B-shaped model and NCCL, for time) ----
 if [ -n "$gpu" ] && command -v compute-sanitizer >/dev/null 2>&1; then
-    left=$(( 330 - ($(date +%s) - t0) ))
+    left=$(cap 330)
     if [ $left -gt 40 ]; then
         note ""
         note "== compute-sanitizer memcheck on the cuda suite (${left} s allowed)"

@@ -173,10 +173,11 @@ static int run(server_config *cfg, double grace)
 static int follow(const engine_config *g)
 {
     const tp_config *t = &g->tp;
+    rh_err e = {{0}};
+    if (tp_config_check(t, g->kernels, &e) < 0) return bad(e.msg);
     uint32_t per = tp_ranks_per_node(t);
     fprintf(stderr, "rehearse serve: node %u of %u: ranks %u..%u follow node 0 (%s)\n", t->node_rank, t->nnodes,
-            t->node_rank * per, t->node_rank * per + per - 1, t->dist_init_addr ? t->dist_init_addr : "?");
-    rh_err e = {{0}};
+            t->node_rank * per, t->node_rank * per + per - 1, t->dist_init_addr);
     if (engine_follow(g, &e) < 0) return bad(e.msg);
     fprintf(stderr, "rehearse serve: node 0 stopped; node %u done\n", t->node_rank);
     return 0;
