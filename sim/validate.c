@@ -136,6 +136,42 @@ static int set_knob(void *ctx, const char *k, const char *v)
     return core_config_set(ctx, k, v, &e);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The requests of `t` the engine did not refuse (a refused request is in the
+ * recording with no output and the error finish: longer than the model's
+ * context or the whole pool). The simulator gets these, so both sides serve
+ * the same requests where the simulator would otherwise stop at the first
+ * request it cannot run. *refused: how many were left out (0: out untouched). */
+static int served_only(const tr_trace *t, const tr_trace *rec, tr_trace *out, size_t *refused, rh_err *e)
+{
+    *refused = 0;
+    uint64_t *ids = malloc((rec->n_requests + 1) * sizeof *ids);
+    if (!ids) return rh_fail(e, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < rec->n_requests; i++)
+        if (rec->requests[i].finish == TR_FINISH_ERROR && rec->requests[i].output_len == 0)
+            ids[n++] = rec->requests[i].id;
+    if (!n) {
+        free(ids);
+        return 0;
+    }
+    qsort(ids, n, sizeof *ids, cmp_u64);
+    tr_trace_init(out);
+    int rc = tr_header_copy(&out->header, &t->header) < 0 ? rh_fail(e, "out of memory") : 0;
+    for (size_t i = 0; i < t->n_requests && rc == 0; i++) {
+        if (bsearch(&t->requests[i].id, ids, n, sizeof *ids, cmp_u64)) (*refused)++;
+        else rc = tr_trace_add_request(out, &t->requests[i], e);
+    }
+    free(ids);
+    if (rc < 0) tr_trace_free(out);
+    return rc;
+}
+
 int validate_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -220,9 +256,22 @@ int validate_main(int argc, char **argv)
     sim_config sc;
     sim_config_default(&sc);
     sc.core = rc.engine.core;
+    tr_trace served;
+    const tr_trace *to_sim = &t;
+    size_t refused = 0;
     {
         tr_trace rec;
         if (tr_trace_load(recorded, &rec, &e) < 0) goto done;
+        if (served_only(&t, &rec, &served, &refused, &e) < 0) {
+            tr_trace_free(&rec);
+            goto done;
+        }
+        if (refused) {
+            to_sim = &served;
+            fprintf(stderr, "rehearse validate: the engine refused %zu request%s (longer than the context or the "
+                            "pool); the simulator gets the other %zu\n",
+                    refused, refused == 1 ? "" : "s", served.n_requests);
+        }
         for (uint32_t i = 0; i < rec.header.n_kv; i++) set_knob(&sc.core, rec.header.kv[i].key, rec.header.kv[i].value);
         /* Speculation as the engine ran it: its drafter's kind and the
          * accepted-length histogram it recorded. */
@@ -231,14 +280,19 @@ int validate_main(int argc, char **argv)
         int bad_spec = (alg && strcasecmp(alg, "none") && sim_config_set(&sc, "speculative-algorithm", alg, &e) < 0) ||
                        (hist && sim_config_set(&sc, "speculative-accept-hist", hist, &e) < 0);
         tr_trace_free(&rec);
-        if (bad_spec) goto done;
+        if (bad_spec) {
+            if (refused) tr_trace_free(&served);
+            goto done;
+        }
     }
     if (rc.engine.tp.tp_size > 1) sc.tp = rc.engine.tp.tp_size;   /* the cost model prices the group's steps */
     sc.rate_scale = rc.rate_scale;
     sc.max_concurrency = rc.max_concurrency;
     sc.out_path = simulated;
     sim_result sr;
-    if (sim_run(&sc, &t, cost, &sr, &e) < 0) goto done;
+    int sim_rc = sim_run(&sc, to_sim, cost, &sr, &e);
+    if (refused) tr_trace_free(&served);
+    if (sim_rc < 0) goto done;
     sim_result_free(&sr);
 
     /* 3. Side by side. */
