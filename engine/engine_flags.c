@@ -17,15 +17,6 @@ int engine_flag_takes_value(const char *name)
     return 0;
 }
 
-static int set_u32(const char *flag, const char *v, uint32_t lo, uint32_t hi, uint32_t *out, rh_err *e)
-{
-    unsigned long long u;
-    if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
-    if (u < lo || u > hi) return rh_fail(e, "%s must be %u..%u (got %s)", flag, lo, hi, v);
-    *out = (uint32_t)u;
-    return 0;
-}
-
 int engine_flag_set(engine_config *c, const char *name, const char *v, rh_err *e)
 {
     if (!engine_flag_takes_value(name)) return 0;
@@ -58,11 +49,11 @@ int engine_flag_set(engine_config *c, const char *name, const char *v, rh_err *e
         if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
         c->mem_fraction = d;
     } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp")) {
-        if (set_u32("--tp-size", v, 1, 4096, &c->tp.tp_size, e) < 0) return -1;
+        if (rh_parse_u32(v, "--tp-size", 1, 4096, &c->tp.tp_size, e) < 0) return -1;
     } else if (!strcmp(name, "nnodes")) {
-        if (set_u32("--nnodes", v, 1, 4096, &c->tp.nnodes, e) < 0) return -1;
+        if (rh_parse_u32(v, "--nnodes", 1, 4096, &c->tp.nnodes, e) < 0) return -1;
     } else {
-        if (set_u32("--node-rank", v, 0, 4095, &c->tp.node_rank, e) < 0) return -1;
+        if (rh_parse_u32(v, "--node-rank", 0, 4095, &c->tp.node_rank, e) < 0) return -1;
     }
     return 1;
 }

@@ -11,8 +11,21 @@
 #include <string.h>
 
 #include "engine/core/core.h"
+#include "testutil.h"
 
 #define H_MAX_REQ 4096
+
+/* Writes a policy script to a temporary file; the path stays valid for the
+ * next seven calls. */
+static inline const char *h_script(const char *name, const char *text)
+{
+    static char path[8][512];
+    static int k;
+    char *p = path[k++ % 8];
+    tu_tmp_path(name, p, 512);
+    CU_ASSERT_EQUAL(tu_write_file(p, text, strlen(text)), 0);
+    return p;
+}
 
 typedef struct h_req {
     uint32_t tokens;        /* sum of CORE_EV_TOKENS n_tokens */

@@ -18,16 +18,6 @@ static harness H;
 
 #define N_REQ 300
 
-static const char *write_script(const char *name, const char *text)
-{
-    static char path[8][512];
-    static int k;
-    char *p = path[k++ % 8];
-    tu_tmp_path(name, p, 512);
-    CU_ASSERT_EQUAL(tu_write_file(p, text, strlen(text)), 0);
-    return p;
-}
-
 static core_config lua_cfg(void)
 {
     core_config cfg;
@@ -73,7 +63,7 @@ static void test_identity_equals_fcfs(void)
     core_config cfg = lua_cfg();
     uint64_t fcfs = workload(&cfg, 9);
     core_free(H.c);
-    cfg.lua_policy_path = write_script("identity.lua",
+    cfg.lua_policy_path = h_script("identity.lua",
                                        "function policy(waiting, state)\n"
                                        "  local order = {}\n"
                                        "  for i = 1, #waiting do order[i] = i end\n"
@@ -102,7 +92,7 @@ static void test_sort_equals_lof(void)
     uint64_t lof = workload(&cfg, 4);
     core_free(H.c);
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = write_script("lof.lua",
+    cfg.lua_policy_path = h_script("lof.lua",
                                        "function policy(waiting, state)\n"
                                        "  table.sort(waiting, function(a, b)\n"
                                        "    if a.max_new_tokens ~= b.max_new_tokens then\n"
@@ -131,7 +121,7 @@ static void fallback_case(const char *name, const char *script, const char *want
         core_free(H.c);
     }
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = write_script(name, script);
+    cfg.lua_policy_path = h_script(name, script);
     if (limit) cfg.policy_max_instructions = limit;
     uint64_t lua = workload(&cfg, 21);
     CU_ASSERT_EQUAL(lua, fcfs);
@@ -199,7 +189,7 @@ static void test_hold_back(void)
 {
     core_config cfg = lua_cfg();
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = write_script("one.lua",
+    cfg.lua_policy_path = h_script("one.lua",
                                        "function policy(waiting, state)\n"
                                        "  assert(type(state.free_pages) == 'number' and state.page_size == 16)\n"
                                        "  assert(state.scheduler == 'sglang' and state.max_running_requests == 16)\n"
@@ -263,16 +253,16 @@ static void test_script_load_errors(void)
     cfg.lua_policy_path = "build/tmp/no-such-policy.lua";
     CU_ASSERT_PTR_NULL(core_new(&cfg, NULL, &e));
     CU_ASSERT(strstr(e.msg, "no-such-policy.lua") != NULL);
-    cfg.lua_policy_path = write_script("syntax.lua", "function policy(w, s)\n  return {\nend\n");
+    cfg.lua_policy_path = h_script("syntax.lua", "function policy(w, s)\n  return {\nend\n");
     CU_ASSERT_PTR_NULL(core_new(&cfg, NULL, &e));
     CU_ASSERT(strstr(e.msg, "syntax.lua:3:") != NULL);
-    cfg.lua_policy_path = write_script("nofn.lua", "x = 1\n");
+    cfg.lua_policy_path = h_script("nofn.lua", "x = 1\n");
     CU_ASSERT_PTR_NULL(core_new(&cfg, NULL, &e));
     CU_ASSERT(strstr(e.msg, "nofn.lua") && strstr(e.msg, "policy(waiting, state)"));
-    cfg.lua_policy_path = write_script("toplevel.lua", "while true do end\n");
+    cfg.lua_policy_path = h_script("toplevel.lua", "while true do end\n");
     CU_ASSERT_PTR_NULL(core_new(&cfg, NULL, &e));
     CU_ASSERT(strstr(e.msg, "toplevel.lua:1:") != NULL);
-    cfg.lua_policy_path = write_script("noio.lua", "function policy(w, s) return nil end\nassert(io == nil and os == nil)\n");
+    cfg.lua_policy_path = h_script("noio.lua", "function policy(w, s) return nil end\nassert(io == nil and os == nil)\n");
     core *c = core_new(&cfg, NULL, &e);
     CU_ASSERT_PTR_NOT_NULL(c);
     core_free(c);

@@ -22,16 +22,6 @@ static harness H;
 
 #define N_REQ 120
 
-static const char *script(const char *name, const char *text)
-{
-    static char path[8][512];
-    static int k;
-    char *p = path[k++ % 8];
-    tu_tmp_path(name, p, 512);
-    CU_ASSERT_EQUAL(tu_write_file(p, text, strlen(text)), 0);
-    return p;
-}
-
 static core_config base_cfg(void)
 {
     core_config cfg;
@@ -92,7 +82,7 @@ static void falls_back(const char *name, const char *text, const char *want1, co
     uint64_t fcfs = fcfs_digest();
     core_config cfg = base_cfg();
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = script(name, text);
+    cfg.lua_policy_path = h_script(name, text);
     double t0 = rh_now();
     uint64_t d = run(&cfg);
     double took = rh_now() - t0;
@@ -114,7 +104,7 @@ static void behaves(const char *name, const char *text, uint64_t want)
 {
     core_config cfg = base_cfg();
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = script(name, text);
+    cfg.lua_policy_path = h_script(name, text);
     uint64_t d = run(&cfg);
     if (!H.c) return;
     if (d != want || H.n_msgs) printf("\n    %s: %s, message: %s\n", name, d == want ? "same" : "DIFFERENT", H.msg);
@@ -129,7 +119,7 @@ static void refused(const char *name, const char *text, const char *want1, const
 {
     core_config cfg = base_cfg();
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = script(name, text);
+    cfg.lua_policy_path = h_script(name, text);
     rh_err e = {{0}};
     core *c = core_new(&cfg, NULL, &e);
     int ok = !c && strstr(e.msg, want1) && strstr(e.msg, want2);
@@ -325,7 +315,7 @@ static void test_real_policies_unchanged(void)
         "end\n";
     core_config cfg = base_cfg();
     cfg.policy = CORE_POLICY_LUA;
-    cfg.lua_policy_path = script("sjf_positions.lua", sjf_positions);
+    cfg.lua_policy_path = h_script("sjf_positions.lua", sjf_positions);
     uint64_t want = run(&cfg);
     CU_ASSERT_EQUAL(H.n_msgs, 0);
     core_free(H.c);

@@ -91,6 +91,15 @@ int rh_parse_u64(const char *s, const char *what, unsigned long long *out, rh_er
     return 0;
 }
 
+int rh_parse_u32(const char *s, const char *what, uint32_t lo, uint32_t hi, uint32_t *out, rh_err *e)
+{
+    unsigned long long v = 0;
+    if (rh_parse_u64(s, what, &v, e) < 0) return -1;
+    if (v < lo || v > hi) return rh_fail(e, "%s: %llu is outside [%u, %u]", what, v, lo, hi);
+    *out = (uint32_t)v;
+    return 0;
+}
+
 int rh_wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++) {

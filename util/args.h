@@ -17,6 +17,8 @@
 #ifndef RH_ARGS_H
 #define RH_ARGS_H
 
+#include <stdint.h>
+
 #include "util/err.h"
 
 typedef struct rh_args {
@@ -43,6 +45,8 @@ int rh_args_no_value(rh_args *a, rh_err *e);
 int rh_parse_double(const char *s, const char *what, double *out, rh_err *e);
 int rh_parse_i64(const char *s, const char *what, long long *out, rh_err *e);
 int rh_parse_u64(const char *s, const char *what, unsigned long long *out, rh_err *e);
+/* A whole number in [lo, hi]; out of range: "WHAT: N is outside [lo, hi]". */
+int rh_parse_u32(const char *s, const char *what, uint32_t lo, uint32_t hi, uint32_t *out, rh_err *e);
 
 /* True if argv holds -h or --help. */
 int rh_wants_help(int argc, char **argv);

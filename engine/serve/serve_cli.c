@@ -52,15 +52,6 @@ static int bad(const char *msg)
     return 1;
 }
 
-static int parse_u32(const char *v, const char *flag, uint32_t max, uint32_t *out, rh_err *e)
-{
-    unsigned long long u;
-    if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
-    if (u > max) return rh_fail(e, "%s: %s is more than %u", flag, v, max);
-    *out = (uint32_t)u;
-    return 0;
-}
-
 /* The server's own flags; 1 handled, 0 not one of them, -1 bad value. */
 static int own_flag(server_config *c, const char *name, rh_args *a, double *grace, rh_err *e)
 {
@@ -93,14 +84,14 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     else if (!strcmp(name, "api-key")) c->api_key = v;
     else if (!strcmp(name, "record-trace")) c->record_path = v;
     else if (!strcmp(name, "port")) {
-        if (parse_u32(v, flag, 65535, &u32, e) < 0) return -1;
+        if (rh_parse_u32(v, flag, 0, 65535, &u32, e) < 0) return -1;
         c->port = (uint16_t)u32;
     } else if (!strcmp(name, "max-queued-requests")) {
-        if (parse_u32(v, flag, UINT32_MAX, &c->max_queued_requests, e) < 0) return -1;
+        if (rh_parse_u32(v, flag, 0, UINT32_MAX, &c->max_queued_requests, e) < 0) return -1;
     } else if (!strcmp(name, "max-connections")) {
-        if (parse_u32(v, flag, 1000000, &c->max_connections, e) < 0) return -1;
+        if (rh_parse_u32(v, flag, 0, 1000000, &c->max_connections, e) < 0) return -1;
     } else if (!strcmp(name, "http-threads")) {
-        if (parse_u32(v, flag, 256, &c->http_threads, e) < 0) return -1;
+        if (rh_parse_u32(v, flag, 0, 256, &c->http_threads, e) < 0) return -1;
     } else if (!strcmp(name, "max-body-bytes")) {
         if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
         c->max_body_bytes = (size_t)u;

@@ -41,13 +41,10 @@ int spec_config_is_knob(const char *name_in)
     return 0;
 }
 
+/* 1 set, -1 bad (spec_config_set's convention). */
 static int set_u32(uint32_t *slot, const char *flag, const char *v, uint32_t lo, uint32_t hi, rh_err *e)
 {
-    unsigned long long u;
-    if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
-    if (u < lo || u > hi) return rh_fail(e, "%s must be %u..%u (got %s)", flag, lo, hi, v);
-    *slot = (uint32_t)u;
-    return 1;
+    return rh_parse_u32(v, flag, lo, hi, slot, e) < 0 ? -1 : 1;
 }
 
 int spec_config_set(spec_config *c, const char *name_in, const char *v, rh_err *e)

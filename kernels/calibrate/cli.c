@@ -38,15 +38,6 @@ static int fail(const char *msg)
     return 1;
 }
 
-static int parse_u32(const char *v, const char *flag, uint32_t lo, uint32_t hi, uint32_t *out, rh_err *e)
-{
-    unsigned long long x;
-    if (rh_parse_u64(v, flag, &x, e) < 0) return -1;
-    if (x < lo || x > hi) return rh_fail(e, "%s: %llu is outside [%u, %u]", flag, x, lo, hi);
-    *out = (uint32_t)x;
-    return 0;
-}
-
 /* A few steps priced by the file just written: a check that it loads, and
  * the numbers a person wants to see first. */
 static void show_examples(const char *path)
@@ -104,12 +95,12 @@ int calibrate_main(int argc, char **argv)
         if (!strcmp(n, "model")) model_spec = v;
         else if (!strcmp(n, "o") || !strcmp(n, "output")) out = v;
         else if (!strcmp(n, "backend")) backend = v;
-        else if (!strcmp(n, "tp") || !strcmp(n, "tp-size")) r = parse_u32(v, "--tp", 1, 4096, &o.tp, &e);
-        else if (!strcmp(n, "page-size")) r = parse_u32(v, "--page-size", 1, 1u << 16, &o.page_size, &e);
-        else if (!strcmp(n, "max-tokens")) r = parse_u32(v, "--max-tokens", 2, 1u << 20, &o.max_tokens, &e);
-        else if (!strcmp(n, "max-seqs")) r = parse_u32(v, "--max-seqs", 2, 1u << 16, &o.max_seqs, &e);
-        else if (!strcmp(n, "max-context")) r = parse_u32(v, "--max-context", 32, 1u << 24, &o.max_context, &e);
-        else if (!strcmp(n, "top-k")) r = parse_u32(v, "--top-k", 0, 1u << 30, &top_k, &e);
+        else if (!strcmp(n, "tp") || !strcmp(n, "tp-size")) r = rh_parse_u32(v, "--tp", 1, 4096, &o.tp, &e);
+        else if (!strcmp(n, "page-size")) r = rh_parse_u32(v, "--page-size", 1, 1u << 16, &o.page_size, &e);
+        else if (!strcmp(n, "max-tokens")) r = rh_parse_u32(v, "--max-tokens", 2, 1u << 20, &o.max_tokens, &e);
+        else if (!strcmp(n, "max-seqs")) r = rh_parse_u32(v, "--max-seqs", 2, 1u << 16, &o.max_seqs, &e);
+        else if (!strcmp(n, "max-context")) r = rh_parse_u32(v, "--max-context", 32, 1u << 24, &o.max_context, &e);
+        else if (!strcmp(n, "top-k")) r = rh_parse_u32(v, "--top-k", 0, 1u << 30, &top_k, &e);
         else if (!strcmp(n, "temperature")) r = rh_parse_double(v, "--temperature", &temp, &e);
         else if (!strcmp(n, "top-p")) r = rh_parse_double(v, "--top-p", &top_p, &e);
         else if (!strcmp(n, "tolerance")) {
