@@ -112,6 +112,16 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
  * without allocating, beyond both the count hook and the memory cap; the
  * answer is "" anyway. Any other call allocates its whole result first, so
  * the cap bounds its loop. */
+/* Calls the wrapped original (upvalue 1) with every argument, returns its one result. */
+static int call_original(lua_State *L)
+{
+    int nargs = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, nargs, 1);
+    return 1;
+}
+
 static int sandboxed_rep(lua_State *L)
 {
     size_t l, lsep;
@@ -122,11 +132,7 @@ static int sandboxed_rep(lua_State *L)
         lua_pushliteral(L, "");
         return 1;
     }
-    int nargs = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, nargs, 1);
-    return 1;
+    return call_original(L);
 }
 
 /* setmetatable without __gc: finalizers run with hooks off, whenever the
@@ -140,11 +146,7 @@ static int sandboxed_setmetatable(lua_State *L)
         lua_pop(L, 1);
         if (t != LUA_TNIL) return luaL_error(L, "setmetatable: a policy may not set a __gc finalizer");
     }
-    int nargs = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, nargs, 1);
-    return 1;
+    return call_original(L);
 }
 
 /* xpcall whose message handler runs after the error unwound, as a handler
