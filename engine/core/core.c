@@ -581,7 +581,8 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
                 c->step.spec_accepted += accepted;
             }
         }
-        keys_commit(c, r, accepted + 1, res ? res->tokens : NULL);
+        if (r->tok) keys_commit(c, r, accepted + 1, res ? res->tokens : NULL);
+        else r->out += accepted + 1;   /* keys_commit's whole work when no token chain is kept */
         if (c->hooks.on_event) {
             core_event ev = {.kind = CORE_EV_TOKENS, .id = r->id, .user = r->user, .now = now, .n_tokens = accepted + 1,
                              .output_len = r->out, .cached_tokens = r->cached_tokens,

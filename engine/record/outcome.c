@@ -1,32 +1,6 @@
 /* outcome.c — see outcome.h. */
 #include "engine/record/outcome.h"
 
-void rec_outcome_event(rec_outcome *o, const core_event *ev)
-{
-    switch (ev->kind) {
-    case CORE_EV_ADMITTED:
-        o->cached = ev->cached_tokens;
-        break;
-    case CORE_EV_TOKENS:
-        if (o->n_out == 0) o->first = ev->now;
-        o->last = ev->now;
-        o->n_out += ev->n_tokens;
-        o->spec_proposed += ev->spec_proposed;
-        o->spec_accepted += ev->spec_accepted;
-        break;
-    case CORE_EV_RETRACTED:
-        o->retractions = ev->retractions;
-        break;
-    case CORE_EV_FINISHED:
-    case CORE_EV_ABORTED:
-        o->retractions = ev->retractions;
-        o->finish = ev->kind == CORE_EV_ABORTED ? TR_FINISH_ABORT : ev->finish;
-        break;
-    default:
-        break;
-    }
-}
-
 void rec_outcome_record(const rec_outcome *o, const tr_request *in, double now, double *times, tr_request *out)
 {
     *out = *in;
