@@ -6,7 +6,7 @@
 # the kernels, all logs and JSON in one folder, and a short summary printed last.
 #
 #   scripts/gpu_check.sh pack     on the build machine: build the test and
-#                                 bench binaries and copy the shared libraries
+#                                 bench binaries and rehearse, and copy the shared libraries
 #                                 they need (not glibc, libstdc++ or CUDA's)
 #                                 into .devlibs/, for a GPU machine that lacks
 #                                 them
