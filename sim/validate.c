@@ -162,6 +162,7 @@ static int served_only(const tr_trace *t, const tr_trace *rec, tr_trace *out, si
     }
     qsort(ids, n, sizeof *ids, cmp_u64);
     tr_trace_init(out);
+    tr_header_free(&out->header);   /* tr_header_copy makes the header anew */
     int rc = tr_header_copy(&out->header, &t->header) < 0 ? rh_fail(e, "out of memory") : 0;
     for (size_t i = 0; i < t->n_requests && rc == 0; i++) {
         if (bsearch(&t->requests[i].id, ids, n, sizeof *ids, cmp_u64)) (*refused)++;
