@@ -68,6 +68,6 @@ const char *engine_flags_help(void)
            "  --tp-size N                 tensor parallel over N ranks: heads and MLP split, an all-reduce\n"
            "                              after each (GPUs with NCCL; threads on the CPU backend) (1)\n"
            "  --nnodes M, --node-rank K   N/M ranks on each of M nodes, this one K (1, 0; cuda only;\n"
-           "                              nodes other than 0 follow node 0 and need --max-total-tokens)\n"
+           "                              nodes other than 0 follow node 0; all need --max-total-tokens)\n"
            "  --dist-init-addr HOST:PORT  where the nodes meet (NCCL's bootstrap; needed with --nnodes)\n";
 }
