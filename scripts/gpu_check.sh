@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh — one prepared run on a machine with a GPU: the CUDA tests,
-# the CUDA benchmark, a calibration of a Llama-3-8B-shaped model, the
+# the CUDA benchmark, a calibration of a Llama-3-8B-shaped model (and the
+# roofline's efficiency factors from it), the
 # simulator validated against the engine on the GPU with that calibration,
 # tensor parallel over every GPU when there are several, a memory check of
 # the kernels, all logs and JSON in one folder, and a short summary printed last.
@@ -113,6 +114,10 @@ if [ -n "$gpu" ]; then
     timeout "$(cap 90)" ./rehearse calibrate --backend cuda --model llama-3-8b --max-tokens 4096 --max-seqs 32 \
         --max-context 4096 -o "$out/cost-cuda-8b.json" > "$out/calibrate.log" 2>&1
     note "calibrate: exit $? after $(( $(date +%s) - ts )) s"
+    # The roofline preset's efficiency factors from that calibration.
+    echo '{"kind": "roofline", "version": 1, "model": "llama-3-8b", "gpu": "h200"}' > "$out/roofline-8b.json"
+    [ -f "$out/cost-cuda-8b.json" ] && ./rehearse cost efficiency "$out/cost-cuda-8b.json" \
+        --roofline "$out/roofline-8b.json" -o "$out/roofline-8b-calibrated.json" 2>&1 | sed 's/^/  /' | tee -a "$summary"
     ./rehearse trace synth --seed 5 --requests 64 --arrival closed-loop --clients 16 --input-len 1024 \
         --output-len 128 --block-size 0 -o "$out/gpu-trace.rhtr" > /dev/null 2>&1
     ts=$(date +%s)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/cost_efficiency.h"
 #include "sim/cost_presets.h"
 #include "sim/roofline.h"
 #include "util/args.h"
@@ -123,7 +124,8 @@ static json_t *show_json(const char *spec, const cost_model *m, const cost_batch
 
 static const char *show_help =
     "usage: rehearse cost show COST [--batch SPEC]... [--tp N] [--json]\n"
-    "       rehearse cost presets\n\n"
+    "       rehearse cost presets\n"
+    "       rehearse cost efficiency TABLE --roofline ROOF -o OUT (see its --help)\n\n"
     "Prints the step time a cost model predicts and its terms (for a roofline,\n"
     "each operator's FLOPs, bytes and bound). SPEC is comma-separated:\n"
     "  prefill=N[@CTX]   one prompt chunk of N tokens after CTX cached tokens (repeatable)\n"
@@ -230,6 +232,7 @@ int cost_main(int argc, char **argv)
         fputs(show_help, stderr);
         return 1;
     }
+    if (!strcmp(argv[1], "efficiency")) return cost_efficiency_main(argc, argv);
     if (rh_wants_help(argc, argv)) {
         fputs(show_help, stdout);
         return 0;
@@ -242,6 +245,6 @@ int cost_main(int argc, char **argv)
         }
         return cost_presets();
     }
-    fprintf(stderr, "rehearse: unknown cost command '%s' (show, presets)\n", argv[1]);
+    fprintf(stderr, "rehearse: unknown cost command '%s' (show, presets, efficiency)\n", argv[1]);
     return 1;
 }

@@ -1,0 +1,182 @@
+/* cost_efficiency.c — roofline efficiency factors from a measured table
+ * (see cost_efficiency.h). */
+#include "sim/cost_efficiency.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost_table.h"
+#include "util/args.h"
+
+/* Which roofline operator each measured table operator belongs to. */
+static const struct {
+    const char *table;
+    int op;
+} into[] = {
+    {"embedding", RL_EMBED},      {"rmsnorm", RL_NORM},         {"q_proj", RL_QKV_PROJ},
+    {"kv_proj", RL_QKV_PROJ},     {"prefill_attention", RL_ATTN_PREFILL},
+    {"decode_attention", RL_ATTN_DECODE}, {"o_proj", RL_O_PROJ}, {"gate_up_proj", RL_MLP},
+    {"silu_mul", RL_MLP},         {"down_proj", RL_MLP},        {"lm_head", RL_LM_HEAD},
+    {"allreduce", RL_ALLREDUCE},
+};
+
+static int op_of(const char *table_name)
+{
+    for (size_t i = 0; i < sizeof into / sizeof into[0]; i++)
+        if (!strcmp(into[i].table, table_name)) return into[i].op;
+    return -1;
+}
+
+int cost_efficiency_measure(const cost_model *table, uint32_t hidden, const cost_model *pure,
+                            cost_eff_row rows[RL_N_OPS], rh_err *e)
+{
+    const rl_model *md = roofline_model(pure);
+    if (!md) return rh_fail(e, "%s: not a roofline cost model", pure->path);
+    if (strcmp(table->ops->kind, "table")) return rh_fail(e, "%s: not a table cost model", table->path);
+    if (cost_table_layers(table) != md->layers || hidden != md->hidden)
+        return rh_fail(e, "%s measured %u layers of hidden size %u; the roofline's model '%s' has %u of %u", table->path,
+                       cost_table_layers(table), hidden, md->name, md->layers, md->hidden);
+    bool ep;
+    uint32_t tp = roofline_tp(pure, &ep);
+    if (cost_check_tp(table, tp, e) < 0) return -1;
+    for (int op = 0; op < RL_N_OPS; op++) rows[op] = (cost_eff_row){.op = op};
+
+    static const uint32_t chunks[] = {256, 1024, 2048}, decodes[] = {1, 8, 32, 128};
+    enum { N_PROBES = 7, MAX_SEQS = 128 };
+    cost_seq seqs[MAX_SEQS];
+    for (int p = 0; p < N_PROBES; p++) {
+        cost_batch b = {.seqs = seqs, .tp = tp};
+        if (p < 3) {
+            seqs[0] = (cost_seq){chunks[p], 0, true};
+            b.n = 1;
+        } else {
+            for (uint32_t i = 0; i < decodes[p - 3]; i++) seqs[i] = (cost_seq){1, 1024, false};
+            b.n = decodes[p - 3];
+        }
+        cost_batch_summarize(&b);
+        rl_breakdown bd;
+        if (roofline_breakdown(pure, &b, &bd, e) < 0) return -1;
+        for (int op = 0; op < RL_N_OPS; op++) rows[op].roofline_s += bd.op[op].seconds;
+        cost_term terms[64];
+        int n = cost_breakdown(table, &b, terms, 64);
+        for (int i = 0; i < n; i++) {
+            int op = op_of(terms[i].name);
+            if (op >= 0 && isfinite(terms[i].seconds)) rows[op].measured_s += terms[i].seconds;
+        }
+    }
+    for (int op = 0; op < RL_N_OPS; op++) {
+        cost_eff_row *r = &rows[op];
+        if (r->measured_s > 0 && r->roofline_s > 0) r->efficiency = fmin(1.0, r->roofline_s / r->measured_s);
+    }
+    return 0;
+}
+
+static const char *help =
+    "usage: rehearse cost efficiency TABLE --roofline ROOF -o OUT [--json]\n\n"
+    "Sets a roofline cost model's per-operator efficiency factors from a table\n"
+    "measured by rehearse calibrate (on the GPU: --backend cuda) for the same model:\n"
+    "each factor is the pure roofline's time over the measured time, summed over a\n"
+    "few prefill and decode batches, at most 1. OUT is ROOF with those factors.\n"
+    "  --roofline ROOF   a roofline cost file (its efficiency factors are replaced)\n"
+    "  -o OUT            the roofline cost file to write\n"
+    "  --json            print the factors as JSON\n";
+
+static int bad(const char *msg)
+{
+    fprintf(stderr, "rehearse cost efficiency: %s\n", msg);
+    return 1;
+}
+
+/* Writes through a temporary file, so a failure leaves no half-written OUT. */
+static int save(json_t *o, const char *path, rh_err *e)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) < 0 ||
+        rename(tmp, path) != 0) {
+        remove(tmp);
+        return rh_fail(e, "%s: cannot write", path);
+    }
+    return 0;
+}
+
+int cost_efficiency_main(int argc, char **argv)
+{
+    if (rh_wants_help(argc, argv)) {
+        fputs(help, stdout);
+        return 0;
+    }
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 2;
+    rh_err e = {{0}};
+    const char *roof_path = NULL, *out = NULL, *name;
+    int as_json = 0;
+    while ((name = rh_args_next(&a))) {
+        if (!strcmp(name, "json")) {
+            if (rh_args_no_value(&a, &e) < 0) return bad(e.msg);
+            as_json = 1;
+        } else if (!strcmp(name, "roofline")) {
+            if (!(roof_path = rh_args_value(&a, &e))) return bad(e.msg);
+        } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
+            if (!(out = rh_args_value(&a, &e))) return bad(e.msg);
+        } else {
+            fprintf(stderr, "rehearse cost efficiency: unknown flag --%s\n%s", name, help);
+            return 1;
+        }
+    }
+    if (a.npos != 1 || !roof_path || !out) {
+        fputs(help, stderr);
+        return 1;
+    }
+    const char *table_path = a.pos[0];
+    json_error_t je;
+    json_t *tj = json_load_file(table_path, 0, &je), *rj = json_load_file(roof_path, 0, &je);
+    cost_model *table = NULL, *pure = NULL;
+    char *text = NULL;
+    int rc = 1;
+    if (!tj || !rj) {
+        rh_fail(&e, "%s: line %d: %s", tj ? roof_path : table_path, je.line, je.text);
+        goto done;
+    }
+    if (!(table = cost_load(table_path, &e))) goto done;
+    json_object_del(rj, "efficiency");   /* the pure roofline */
+    if (!(text = json_dumps(rj, 0)) || !(pure = cost_parse(text, roof_path, &e))) goto done;
+    json_t *hid = json_object_get(json_object_get(tj, "model"), "hidden_size");
+    cost_eff_row rows[RL_N_OPS];
+    if (cost_efficiency_measure(table, (uint32_t)json_integer_value(hid), pure, rows, &e) < 0) goto done;
+
+    json_t *eff = json_object();
+    for (int op = 0; op < RL_N_OPS; op++)
+        if (rows[op].efficiency > 0) json_object_set_new(eff, rl_op_name(op), json_real(rows[op].efficiency));
+    json_object_set_new(rj, "efficiency", eff);
+    if (save(rj, out, &e) < 0) goto done;
+    if (as_json) {
+        json_t *o = json_pack("{s:s, s:O}", "written", out, "efficiency", eff);
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        if (s) puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("%-16s %14s %14s %10s\n", "operator", "roofline ms", "measured ms", "efficiency");
+        for (int op = 0; op < RL_N_OPS; op++) {
+            if (!(rows[op].efficiency > 0)) continue;
+            printf("%-16s %14.4f %14.4f %10.4f%s\n", rl_op_name(op), rows[op].roofline_s * 1e3,
+                   rows[op].measured_s * 1e3, rows[op].efficiency,
+                   rows[op].roofline_s > rows[op].measured_s ? "  (faster than the roofline: capped)" : "");
+        }
+        printf("wrote %s\n", out);
+    }
+    rc = 0;
+done:
+    if (rc) bad(e.msg);
+    free(text);
+    cost_free(table);
+    cost_free(pure);
+    json_decref(tj);
+    json_decref(rj);
+    return rc;
+}
