@@ -69,7 +69,8 @@ int cost_efficiency_measure(const cost_model *table, uint32_t hidden, const cost
     }
     for (int op = 0; op < RL_N_OPS; op++) {
         cost_eff_row *r = &rows[op];
-        if (r->measured_s > 0 && r->roofline_s > 0) r->efficiency = fmin(1.0, r->roofline_s / r->measured_s);
+        if (r->measured_s > 0 && r->roofline_s > 0)
+            r->efficiency = fmax(COST_EFF_MIN, fmin(1.0, r->roofline_s / r->measured_s));
     }
     return 0;
 }
@@ -164,9 +165,12 @@ int cost_efficiency_main(int argc, char **argv)
         printf("%-16s %14s %14s %10s\n", "operator", "roofline ms", "measured ms", "efficiency");
         for (int op = 0; op < RL_N_OPS; op++) {
             if (!(rows[op].efficiency > 0)) continue;
-            printf("%-16s %14.4f %14.4f %10.4f%s\n", rl_op_name(op), rows[op].roofline_s * 1e3,
+            double ratio = rows[op].roofline_s / rows[op].measured_s;
+            printf("%-16s %14.4f %14.4f %10.4g%s\n", rl_op_name(op), rows[op].roofline_s * 1e3,
                    rows[op].measured_s * 1e3, rows[op].efficiency,
-                   rows[op].roofline_s > rows[op].measured_s ? "  (faster than the roofline: capped)" : "");
+                   ratio > 1              ? "  (faster than the roofline: capped at 1)"
+                   : ratio < COST_EFF_MIN ? "  (slower than a roofline factor can say: floored)"
+                                          : "");
         }
         printf("wrote %s\n", out);
     }

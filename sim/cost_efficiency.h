@@ -7,7 +7,7 @@
  * (q and kv projections into qkv_proj; gate/up, SiLU·mul and down into mlp;
  * ...) and set against the pure roofline's (every efficiency 1): an
  * operator's efficiency is roofline seconds / measured seconds over all
- * probes, capped at 1. With those factors the roofline prices each operator
+ * probes, kept within a roofline file's range [COST_EFF_MIN, 1]. With those factors the roofline prices each operator
  * on the probes as the table measured it (a collective's fixed latency
  * aside). Work the roofline does not count (RoPE, the KV write, sampling,
  * batch preparation, scheduling) stays out. Both files must describe the
@@ -19,11 +19,14 @@
 #include "sim/roofline.h"
 #include "util/err.h"
 
+/* The smallest factor a roofline file takes (sim/cost_roofline.c). */
+#define COST_EFF_MIN 1e-6
+
 typedef struct cost_eff_row {
     int op;                  /* enum rl_op */
     double roofline_s;       /* pure roofline, summed over the probes */
     double measured_s;       /* the table, summed over the probes */
-    double efficiency;       /* roofline_s / measured_s, at most 1; 0: not measured */
+    double efficiency;       /* roofline_s / measured_s within [COST_EFF_MIN, 1]; 0: not measured */
 } cost_eff_row;
 
 /* rows[op] for every enum rl_op. pure must be a roofline with every
