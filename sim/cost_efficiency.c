@@ -10,6 +10,7 @@
 
 #include "sim/cost_table.h"
 #include "util/args.h"
+#include "util/json_file.h"
 
 /* Which roofline operator each measured table operator belongs to. */
 static const struct {
@@ -91,19 +92,6 @@ static int bad(const char *msg)
     return 1;
 }
 
-/* Writes through a temporary file, so a failure leaves no half-written OUT. */
-static int save(json_t *o, const char *path, rh_err *e)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) < 0 ||
-        rename(tmp, path) != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot write", path);
-    }
-    return 0;
-}
-
 int cost_efficiency_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -154,7 +142,8 @@ int cost_efficiency_main(int argc, char **argv)
     for (int op = 0; op < RL_N_OPS; op++)
         if (rows[op].efficiency > 0) json_object_set_new(eff, rl_op_name(op), json_real(rows[op].efficiency));
     json_object_set_new(rj, "efficiency", eff);
-    if (save(rj, out, &e) < 0) goto done;
+    if (rh_json_save(rj, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), "the cost file", &e) < 0)
+        goto done;
     if (as_json) {
         json_t *o = json_pack("{s:s, s:O}", "written", out, "efficiency", eff);
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));

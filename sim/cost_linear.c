@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sim/cost_impl.h"
+#include "util/json_file.h"
 
 typedef struct linear_tp {
     uint32_t tp;
@@ -244,17 +245,7 @@ int cost_linear_save(const char *path, const cost_linear_coef *c, uint32_t tp_si
     for (int i = 0; i < 5; i++) json_object_set_new(o, coef_keys[i], json_real(v[i]));
     if (draft_ratio != COST_DRAFT_RATIO_DEFAULT) json_object_set_new(o, "draft_ratio", json_real(draft_ratio));
     if (extra) json_object_update(o, (json_t *)extra);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    int rc = rh_json_save(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12), "the cost file", e);
     json_decref(o);
-    if (rc != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot write cost file", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot write cost file (rename failed)", path);
-    }
-    return 0;
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* config.c — presets, config.json reading and writing, and the derived sizes. */
 #include "engine/model/config.h"
+#include "util/json_file.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -320,15 +321,9 @@ int model_config_save(const model_config *c, const char *path, rh_err *e)
     json_object_set_new(o, "eos_token_id", c->eos_token_id >= 0 ? json_integer(c->eos_token_id) : json_null());
     json_object_set_new(o, "torch_dtype", json_string("float32"));
 
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int r = json_dump_file(o, tmp, JSON_INDENT(2));
+    int r = rh_json_save(o, path, JSON_INDENT(2), "the config", e);
     json_decref(o);
-    if (r != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot write the config", path);
-    }
-    return 0;
+    return r;
 }
 
 /* ---- checks and derived sizes ---------------------------------------- */

@@ -17,6 +17,7 @@
 
 #include "kernels/calibrate/internal.h"
 #include "sim/cost_table.h"
+#include "util/json_file.h"
 
 #define AX_MAX 128
 #define DECODE_CONTEXT_MAX 131072u
@@ -307,15 +308,5 @@ json_t *calib_run(const calib_backend *b, const model_config *c, const calib_opt
 
 int calib_save(json_t *table, const char *path, rh_err *e)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return rh_fail(e, "%s: path too long", path);
-    if (json_dump_file(table, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER) < 0) {
-        unlink(tmp);
-        return rh_fail(e, "%s: cannot write the cost file (does its directory exist?)", path);
-    }
-    if (rename(tmp, path) < 0) {
-        unlink(tmp);
-        return rh_fail(e, "%s: cannot move the cost file into place", path);
-    }
-    return 0;
+    return rh_json_save(table, path, JSON_INDENT(1) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER, "the cost file", e);
 }
