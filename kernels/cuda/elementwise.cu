@@ -36,19 +36,7 @@ __global__ void rmsnorm_k(const float *__restrict__ x, const float *__restrict__
 {
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *o = out + (size_t)blockIdx.x * dim;
-    __shared__ float part[32];
-    float ss = 0.f;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    float inv = 1.0f / sqrtf(part[0] / (float)dim + eps);
+    float inv = rms_inv(xr, dim, eps);
     for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * w[i];
 }
 

@@ -146,19 +146,7 @@ __global__ void gather_norm(const float *__restrict__ h, const uint32_t *__restr
 {
     const float *x = h + (size_t)rows[blockIdx.x] * dim;
     float *o = tmp + (size_t)blockIdx.x * dim;
-    __shared__ float part[32];
-    float ss = 0.f;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    float inv = 1.0f / sqrtf(part[0] / (float)dim + eps);
+    float inv = rms_inv(x, dim, eps);
     for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = x[i] * inv * nw[i];
 }
 

@@ -93,6 +93,26 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
+/* 1 / sqrt(mean(x^2) + eps) of one row of dim floats, reduced over the
+ * block (every thread of it calls this, and every one gets the result):
+ * RMSNorm's scale, shared by the layer norms and the LM head's final norm. */
+__device__ __forceinline__ float rms_inv(const float *__restrict__ x, uint32_t dim, float eps)
+{
+    __shared__ float part[32];
+    float ss = 0.f;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    return 1.0f / sqrtf(part[0] / (float)dim + eps);
+}
+
 __device__ __forceinline__ float warp_max(float v)
 {
     for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
