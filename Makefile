@@ -57,8 +57,23 @@ else
 CUDA_OBJS  = $(BUILD)/obj/kernels/cuda/none.o $(BUILD)/obj/kernels/cuda/rank.o
 CUDA_LIBS  =
 endif
+HOST_OBJS := $(LIB_OBJS)
 LIB_OBJS  += $(CUDA_OBJS)
 LIB      = $(BUILD)/librehearse.a
+
+# The CUDA emulator: the same kernels/cuda/*.cu compiled as C++ for the CPU
+# against kernels/cuda/emu (threads as fibers, device memory on the host,
+# cuBLAS through OpenBLAS, NCCL in-process), so `make test` runs the CUDA
+# suites on any machine. The build rewrites the two forms only nvcc takes
+# (`k<<<cfg>>>(args)` launches, `extern __shared__ T x[];`); see emu.h.
+CXX       ?= g++
+EMU_CU    = $(wildcard kernels/cuda/*.cu)
+EMU_OBJS  = $(EMU_CU:%.cu=$(BUILD)/emu/%.o) $(EMU_RUNTIME) $(BUILD)/obj/kernels/cuda/rank.o
+EMU_FLAGS = -std=c++20 $(OPT) -g -Wall -Wextra -Wno-unknown-pragmas -Wno-sign-compare $(if $(WERROR),-Werror) -D_GNU_SOURCE \
+            -Ikernels/cuda/emu/include -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP
+EMU_TEST_BIN = $(BUILD)/run_tests_emu
+EMU_SELFTEST = $(BUILD)/emu_selftest
+EMU_RUNTIME  = $(patsubst %.cc,$(BUILD)/emu/%.o,$(wildcard kernels/cuda/emu/*.cc))
 
 TEST_SRCS   = $(wildcard tests/test_*.c)
 TEST_OBJS   = $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/main.o $(BUILD)/obj/tests/testutil.o
@@ -89,6 +104,18 @@ $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+$(BUILD)/emu/%.cc: %.cu
+	@mkdir -p $(dir $@)
+	@{ echo '#line 1 "$<"'; sed -E \
+	  -e 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>;]*>)?)<<<(.*)>>>\(/rh_emu_launch("\1", \1, \3)(/' \
+	  -e 's/extern __shared__ ([A-Za-z_0-9]+) ([A-Za-z_0-9]+)\[\];/\1 *\2 = (\1 *)rh_emu::dyn_smem();/' $<; } > $@.tmp
+	@mv $@.tmp $@
+$(BUILD)/emu/%.o: $(BUILD)/emu/%.cc | deps
+	$(CXX) $(EMU_FLAGS) -c $< -o $@
+$(BUILD)/emu/kernels/cuda/emu/%.o: kernels/cuda/emu/%.cc | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -c $< -o $@
+
 $(BUILD)/obj/%.o: %.cu | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MF $(@:.o=.d) -c $< -o $@
@@ -111,8 +138,19 @@ $(BUILD)/obj/tests/main.o: CFLAGS_ALL += -I$(BUILD)
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-test: $(TEST_BIN) $(BIN)
+$(EMU_TEST_BIN): $(TEST_OBJS) $(HOST_OBJS) $(EMU_OBJS)
+	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+
+$(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
+	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+
+# The CUDA suites run a second time on the emulator (two emulated devices
+# for the NCCL group; the 8B-shaped model is left to real GPUs).
+EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
+test: $(TEST_BIN) $(BIN) $(EMU_TEST_BIN) $(EMU_SELFTEST)
 	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
+	$(if $(EMU_RUN),$(EMU_SELFTEST))
+	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)

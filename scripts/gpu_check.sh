@@ -144,7 +144,7 @@ if [ -n "$gpu" ] && command -v compute-sanitizer >/dev/null 2>&1; then
     if [ $left -gt 40 ]; then
         note ""
         note "== compute-sanitizer memcheck on the cuda suite (${left} s allowed)"
-        REHEARSE_CUDA_QUICK=1 timeout "$left" compute-sanitizer --tool memcheck --print-limit 20 \
+        REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_NO_NCCL=1 timeout "$left" compute-sanitizer --tool memcheck --print-limit 20 \
             build/run_tests cuda > "$out/memcheck.log" 2>&1
         rc=$?
         note "exit $rc$( [ $rc = 124 ] && echo ' (timed out)')"

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine/model/runner.h"
+#include "engine/model/tp.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/cuda.h"
 #include "util/half.h"
@@ -550,17 +551,21 @@ static void test_tiny_llama_equals_cpu(void)
     check_model("tiny-llama", 0, 1, 40, 8);
 }
 
-/* REHEARSE_CUDA_QUICK=1 (a run under compute-sanitizer) leaves out the
- * slow tests: the 8B-shaped model and NCCL. */
-static int quick(void)
+static int env_set(const char *name)
 {
-    const char *q = getenv("REHEARSE_CUDA_QUICK");
+    const char *q = getenv(name);
     if (q && *q && strcmp(q, "0")) {
-        printf("\n  skipped: REHEARSE_CUDA_QUICK is set\n");
+        printf("\n  skipped: %s is set\n", name);
         return 1;
     }
     return 0;
 }
+
+/* REHEARSE_CUDA_QUICK=1 (the emulator, or a run under compute-sanitizer)
+ * leaves out the 8B-shaped model; REHEARSE_CUDA_NO_NCCL=1 (compute-
+ * sanitizer) the NCCL groups. */
+static int quick(void) { return env_set("REHEARSE_CUDA_QUICK"); }
+static int no_nccl(void) { return env_set("REHEARSE_CUDA_NO_NCCL"); }
 
 static void test_llama3_8b_shape_equals_cpu(void)
 {
@@ -624,7 +629,7 @@ static void test_paged_chunked_graphs(void)
 
 static void test_nccl_one_rank(void)
 {
-    if (!gpu() || quick()) return;
+    if (!gpu() || no_nccl()) return;
     unsigned char id[128];
     rh_err e;
     if (cuda_comm_id(id, NULL, &e)) {
@@ -666,6 +671,48 @@ static void test_nccl_one_rank(void)
     model_free(m);
 }
 
+/* Two GPUs (or two emulated devices): the engine's tensor-parallel group,
+ * NCCL all-reducing between them, gives one GPU's logits up to the order
+ * of the sums (rounded to bf16 between layers, so not bit for bit). */
+static void test_nccl_two_ranks(void)
+{
+    if (!gpu() || no_nccl()) return;
+    if (cuda_device_count() < 2) {
+        printf("\n  skipped: %d CUDA device (tensor parallel needs 2)\n", cuda_device_count());
+        return;
+    }
+    model *m = make_model("tiny-llama", 0, 1);
+    uint32_t V = m->cfg.vocab_size, np = 8;
+    int32_t tok[80];
+    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
+    uint32_t pages[8] = {3, 1, 4, 0, 5, 2, 6, 7};
+    float *a = malloc((size_t)6 * V * 4), *b = malloc((size_t)6 * V * 4);
+    runner *r = make_runner(m, K, 16, np);
+    uint32_t rows = drive(r, tok, 60, 16, 5, pages, np, a);
+    runner_free(r);
+
+    runner_config rc = {16, np, 0, K};
+    tp_config t;
+    tp_config_default(&t);
+    t.tp_size = 2;
+    rh_err e;
+    tp_group *g = tp_group_start(m, &rc, &t, &e);
+    if (!g) printf("\n  %s\n", e.msg);
+    CU_ASSERT_FATAL(g != NULL);
+    CU_ASSERT_EQUAL(drive(tp_group_leader(g), tok, 60, 16, 5, pages, np, b), rows);
+    tp_group_free(g);
+    double err = norm_err(b, a, (size_t)rows * V);
+    printf("\n  tensor parallel over 2 devices (NCCL) vs one: rel err %.2e\n", err);
+    CU_ASSERT(err < 2e-2);
+    uint32_t same = 0;
+    for (uint32_t i = 0; i < rows; i++) same += argmax(a + (size_t)i * V, V) == argmax(b + (size_t)i * V, V);
+    printf("  argmax agrees %u/%u\n", same, rows);
+    CU_ASSERT(same + 1 >= rows);
+    expect_no_cuda_error("nccl, two ranks");
+    free(a), free(b);
+    model_free(m);
+}
+
 void register_test_cuda(void)
 {
     CU_pSuite s = CU_add_suite("cuda", NULL, NULL);
@@ -678,4 +725,5 @@ void register_test_cuda(void)
     CU_add_test(s, "Llama-3-8B shape (2 layers) on CUDA equals the CPU", test_llama3_8b_shape_equals_cpu);
     CU_add_test(s, "paged, chunked and graph decode equal their references", test_paged_chunked_graphs);
     CU_add_test(s, "one-rank NCCL group equals no group; all-reduce timings", test_nccl_one_rank);
+    CU_add_test(s, "two devices through NCCL equal one", test_nccl_two_ranks);
 }

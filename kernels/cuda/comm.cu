@@ -41,6 +41,11 @@ static int nccl_load(rh_err *e)
     pthread_mutex_lock(&nccl_lock);
     if (!nccl.tried) {
         nccl.tried = 1;
+#ifdef RH_NCCL_BUILTIN
+        /* The emulator's in-process NCCL (kernels/cuda/emu/nccl.cc). */
+        nccl = {1, 1, "", ncclGetUniqueId, ncclCommInitRank, ncclCommDestroy, ncclAllReduce, ncclBroadcast,
+                ncclGetErrorString};
+#else
         const char *name = getenv("REHEARSE_NCCL");
         void *h = dlopen(name && *name ? name : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
         if (!h) {
@@ -56,6 +61,7 @@ static int nccl_load(rh_err *e)
                 snprintf(nccl.why, sizeof nccl.why, "NCCL was loaded but lacks its entry points: %s", dlerror());
 #undef SYM
         }
+#endif
     }
     int ok = nccl.ok;
     pthread_mutex_unlock(&nccl_lock);
