@@ -6,9 +6,12 @@
  * walk the split's keys, each group of head_dim/8 lanes holding one key
  * (16-byte loads, four keys per lane group in flight), and the query heads
  * that share the KV head (GQA) are scored together, so K and V are read once
- * per KV head, not once per query head. Each lane group keeps an online
- * softmax (running max, sum, weighted V) in registers; the block merges its
- * groups in shared memory. A long context is cut into splits so that even
+ * per KV head, not once per query head. The block stages the page-table
+ * entries of its keys in shared memory, 512 pages at a time, and issues
+ * each round's K/V loads before computing the previous round (two register
+ * stages), so no load waits on another and loads stay in flight while the
+ * lanes compute. Each lane group keeps an online softmax (running max, sum,
+ * weighted V) in registers; the block merges its groups in shared memory. A long context is cut into splits so that even
  * one sequence fills the GPU; a second kernel merges the splits' partial
  * results. Split sizes come from kern_ctx_bucket of the longest context
  * alone, so a recorded graph stays valid while contexts grow within the
@@ -37,6 +40,7 @@
 #define PRE_KT 32              /* keys per prefill tile: one per lane */
 #define PRE_NQ 64              /* query vectors (rows x group heads) per prefill block */
 #define MIN_SPLIT 256          /* fewest keys a split is given */
+#define PT_CHUNK 512           /* page-table entries a decode block stages at a time */
 
 const char *cu_check_shape(const kern_attn_shape *s)
 {
@@ -101,6 +105,28 @@ struct dec_args {
     float *part;       /* [rows][heads][splits][hd + 2]: weighted V sum, then max and sum */
 };
 
+/* One round's K and V registers: key p = base + (u * DEC_WARPS + warp) *
+ * kpw + ks for each u, its page from the staged entries pts (pages pg0 ..);
+ * keys at or past end load nothing and are marked not ok. */
+__device__ __forceinline__ void dec_load(const dec_args &a, const uint32_t *pts, uint32_t pg0, uint32_t base,
+                                         uint32_t end, uint32_t warp, uint32_t kpw, uint32_t ks, bool dim_ok,
+                                         uint32_t kvh, size_t slot, uint32_t cix, uint4 (&kr)[DEC_UNROLL],
+                                         uint4 (&vr)[DEC_UNROLL], bool (&ok)[DEC_UNROLL])
+{
+#pragma unroll
+    for (int u = 0; u < DEC_UNROLL; u++) {
+        uint32_t p = base + (u * DEC_WARPS + warp) * kpw + ks;
+        ok[u] = p < end;
+        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+        if (ok[u] && dim_ok) {
+            size_t at = ((size_t)pts[p / a.page_size - pg0] * a.page_size + p % a.page_size) * slot +
+                        (size_t)kvh * a.hd + cix * 8;
+            kr[u] = __ldg(reinterpret_cast<const uint4 *>(a.kp + at));
+            vr[u] = __ldg(reinterpret_cast<const uint4 *>(a.vp + at));
+        }
+    }
+}
+
 /* MG: the group size rounded up to 1, 2, 4 or 8, so the per-head register
  * arrays are sized at compile time and no larger than needed. */
 template <int MG>
@@ -137,52 +163,66 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode(dec_args a)
         }
     }
 
-    /* Block-uniform rounds, so every lane runs the shuffles of every round. */
-    const uint32_t per_round = DEC_WARPS * kpw * DEC_UNROLL;
-    for (uint32_t base = k_begin; base < k_end; base += per_round) {
-        uint4 kr[DEC_UNROLL], vr[DEC_UNROLL];
-        bool ok[DEC_UNROLL];
+    /* The split's keys go by in chunks of PT_CHUNK pages: the chunk's page
+     * table entries are staged in shared memory once (one coalesced read),
+     * so a key's address costs a shared-memory read instead of a global load
+     * that the K/V load would wait on. Within a chunk, rounds are pipelined:
+     * round i+1's K/V loads are issued before round i is computed, so the
+     * memory system always has the next round in flight. Rounds are block-
+     * uniform, so every lane runs the shuffles of every round and reaches
+     * every __syncthreads. */
+    __shared__ uint32_t pts[PT_CHUNK];
+    const uint32_t per_round = DEC_WARPS * kpw * DEC_UNROLL, ps = a.page_size;
+    uint4 kr[DEC_UNROLL], vr[DEC_UNROLL], kn[DEC_UNROLL], vn[DEC_UNROLL];
+    bool ok[DEC_UNROLL], okn[DEC_UNROLL];
+    for (uint32_t c_begin = k_begin; c_begin < k_end;) {
+        const uint32_t pg0 = c_begin / ps;
+        const uint32_t c_end = min(k_end, (pg0 + PT_CHUNK) * ps);
+        const uint32_t n_pg = (c_end - 1) / ps - pg0 + 1;
+        __syncthreads();   /* the previous chunk's entries are no longer read */
+        for (uint32_t i = threadIdx.x; i < n_pg; i += blockDim.x) pts[i] = pt[pg0 + i];
+        __syncthreads();
+        dec_load(a, pts, pg0, c_begin, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kr, vr, ok);
+        for (uint32_t base = c_begin; base < c_end; base += per_round) {
+            const uint32_t next = base + per_round;
+            dec_load(a, pts, pg0, next, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kn, vn, okn);
 #pragma unroll
-        for (int u = 0; u < DEC_UNROLL; u++) {
-            uint32_t p = base + (u * DEC_WARPS + warp) * kpw + ks;
-            ok[u] = p < k_end;
-            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-            if (ok[u] && dim_ok) {
-                size_t at = ((size_t)pt[p / a.page_size] * a.page_size + p % a.page_size) * slot + (size_t)kvh * hd +
-                            cix * 8;
-                kr[u] = __ldg(reinterpret_cast<const uint4 *>(a.kp + at));
-                vr[u] = __ldg(reinterpret_cast<const uint4 *>(a.vp + at));
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < DEC_UNROLL; u++) {
-            float kf[8], sc[MG];
-            unpack8(kr[u], kf);
-#pragma unroll
-            for (int g = 0; g < MG; g++) {
-                float s = 0.f;
-#pragma unroll
-                for (int d = 0; d < 8; d++) s += qf[g][d] * kf[d];
-                sc[g] = s;
-            }
-            for (uint32_t o = lpk / 2; o > 0; o /= 2)
-#pragma unroll
-                for (int g = 0; g < MG; g++) sc[g] += __shfl_xor_sync(0xffffffffu, sc[g], o);
-            if (ok[u]) {
-                float vf[8];
-                unpack8(vr[u], vf);
+            for (int u = 0; u < DEC_UNROLL; u++) {
+                float kf[8], sc[MG];
+                unpack8(kr[u], kf);
 #pragma unroll
                 for (int g = 0; g < MG; g++) {
-                    if (g >= G) break;
-                    float mn = fmaxf(m[g], sc[g]);
-                    float corr = __expf(m[g] - mn), p = __expf(sc[g] - mn);
-                    l[g] = l[g] * corr + p;
+                    float s = 0.f;
 #pragma unroll
-                    for (int d = 0; d < 8; d++) acc[g][d] = acc[g][d] * corr + p * vf[d];
-                    m[g] = mn;
+                    for (int d = 0; d < 8; d++) s += qf[g][d] * kf[d];
+                    sc[g] = s;
+                }
+                for (uint32_t o = lpk / 2; o > 0; o /= 2)
+#pragma unroll
+                    for (int g = 0; g < MG; g++) sc[g] += __shfl_xor_sync(0xffffffffu, sc[g], o);
+                if (ok[u]) {
+                    float vf[8];
+                    unpack8(vr[u], vf);
+#pragma unroll
+                    for (int g = 0; g < MG; g++) {
+                        if (g >= G) break;
+                        float mn = fmaxf(m[g], sc[g]);
+                        float corr = __expf(m[g] - mn), p = __expf(sc[g] - mn);
+                        l[g] = l[g] * corr + p;
+#pragma unroll
+                        for (int d = 0; d < 8; d++) acc[g][d] = acc[g][d] * corr + p * vf[d];
+                        m[g] = mn;
+                    }
                 }
             }
+#pragma unroll
+            for (int u = 0; u < DEC_UNROLL; u++) {
+                kr[u] = kn[u];
+                vr[u] = vn[u];
+                ok[u] = okn[u];
+            }
         }
+        c_begin = c_end;
     }
 
     /* Merge the block's lane groups: group gid's state for head g at
