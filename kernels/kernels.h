@@ -82,6 +82,15 @@ typedef struct kern_comm {
     void (*broadcast)(void *ctx, void *buf, size_t bytes);
 } kern_comm;
 
+/* One product of a gemm_group: W [n][k], bias [n] or NULL, y [m][n]. */
+#define KERN_GEMM_GROUP 3
+typedef struct kern_gemm_out {
+    const float *w;
+    const float *bias;
+    float *y;
+    uint32_t n;
+} kern_gemm_out;
+
 typedef struct kern_table {
     const char *name;
     int host_memory;           /* backend pointers are host pointers */
@@ -110,6 +119,11 @@ typedef struct kern_table {
      * accumulate: y += instead of y = (fuses the residual add). */
     void (*gemm)(const float *x, const float *w, const float *bias, float *y,
                  uint32_t m, uint32_t n, uint32_t k, int accumulate);
+    /* Optional: products of one x with up to KERN_GEMM_GROUP matrices in one
+     * call, each as gemm without accumulate (y_i = x W_i^T + bias_i): Q, K and
+     * V, or gate and up. NULL: the forward pass calls gemm for each. A GPU
+     * covers small matrices in one launch and converts x once. */
+    void (*gemm_group)(const float *x, uint32_t m, uint32_t k, uint32_t n_prod, const struct kern_gemm_out *outs);
     /* out[i] = table[ids[i]], rows of dim. */
     void (*embedding)(const float *table, const int32_t *ids, uint32_t n, uint32_t dim, float *out);
     /* out = x / sqrt(mean(x^2) + eps) * w, row by row. */

@@ -171,6 +171,45 @@ static void check_gemm(uint32_t m, uint32_t n, uint32_t k, int path)
     free(x), free(w), free(bias), free(y0), free(want), free(got), free(xr), free(wb);
 }
 
+/* gemm_group: products of different widths, with and without bias, in
+ * one call, against the CPU GEMM of each. */
+static void check_group(uint32_t m, uint32_t k, int path)
+{
+    const uint32_t ns[3] = {96, 24, 40};
+    float *x = malloc((size_t)m * k * 4), *xr = malloc((size_t)m * k * 4);
+    for (size_t i = 0; i < (size_t)m * k; i++) x[i] = frand();
+    int rounds = path == CUDA_GEMM_CUBLAS || m > 4 || k % 8;
+    for (size_t i = 0; i < (size_t)m * k; i++) xr[i] = rounds ? bf(x[i]) : x[i];
+    float *dx = dev(x, (size_t)m * k * 4), *w[3], *bias[3], *want[3];
+    kern_gemm_out outs[3];
+    for (int p = 0; p < 3; p++) {
+        w[p] = malloc((size_t)ns[p] * k * 4);
+        bias[p] = malloc(ns[p] * 4);
+        want[p] = malloc((size_t)m * ns[p] * 4);
+        for (size_t i = 0; i < (size_t)ns[p] * k; i++) w[p][i] = bf(frand());
+        for (uint32_t i = 0; i < ns[p]; i++) bias[p][i] = frand();
+        cpu_gemm(xr, w[p], p == 1 ? NULL : bias[p], want[p], m, ns[p], k, 0);
+        uint16_t *wb = to_bf16(w[p], (size_t)ns[p] * k);
+        outs[p] = (kern_gemm_out){dev(wb, (size_t)ns[p] * k * 2), p == 1 ? NULL : dev(bias[p], ns[p] * 4),
+                                  dev(NULL, (size_t)m * ns[p] * 4), ns[p]};
+        free(wb);
+    }
+    cuda_force_gemm(path);
+    K->gemm_group(dx, m, k, 3, outs);
+    cuda_force_gemm(CUDA_GEMM_AUTO);
+    for (int p = 0; p < 3; p++) {
+        float *got = malloc((size_t)m * ns[p] * 4);
+        K->copy_out(got, outs[p].y, (size_t)m * ns[p] * 4);
+        double err = norm_err(got, want[p], (size_t)m * ns[p]);
+        if (!(err < 1e-5)) printf("\n  gemm_group m %u k %u path %d product %d: rel err %g\n", m, k, path, p, err);
+        CU_ASSERT(err < 1e-5);
+        free(got), free(w[p]), free(bias[p]), free(want[p]);
+    }
+    expect_no_cuda_error("gemm_group");
+    dev_free_all();
+    free(x), free(xr);
+}
+
 static void test_gemm_paths(void)
 {
     if (!gpu()) return;
@@ -180,6 +219,10 @@ static void test_gemm_paths(void)
     check_gemm(1, 64, 96, CUDA_GEMM_CUBLAS);
     check_gemm(37, 300, 136, CUDA_GEMM_CUBLAS);
     check_gemm(5, 64, 13, CUDA_GEMM_AUTO);        /* k % 8 != 0: cuBLAS at any m */
+    check_group(1, 256, CUDA_GEMM_AUTO);          /* one GEMV launch over the three */
+    check_group(3, 72, CUDA_GEMM_GEMV);
+    check_group(37, 64, CUDA_GEMM_AUTO);          /* x converted once, three cuBLAS products */
+    check_group(2, 64, CUDA_GEMM_CUBLAS);
 }
 
 static void test_row_kernels(void)
@@ -718,7 +761,7 @@ void register_test_cuda(void)
     CU_pSuite s = CU_add_suite("cuda", NULL, NULL);
     CU_add_test(s, "kern_cuda: a table on a GPU, a reason without one", test_backend_presence);
     CU_add_test(s, "multi-node rank layout", test_tp_rank_layout);
-    CU_add_test(s, "GEMV and cuBLAS paths equal the CPU GEMM", test_gemm_paths);
+    CU_add_test(s, "GEMV and cuBLAS paths, single and grouped, equal the CPU GEMM", test_gemm_paths);
     CU_add_test(s, "rmsnorm, silu*mul, embedding, rope equal the CPU", test_row_kernels);
     CU_add_test(s, "paged attention equals contiguous, both kernels", test_attention_paged);
     CU_add_test(s, "tiny-llama on CUDA equals the CPU", test_tiny_llama_equals_cpu);

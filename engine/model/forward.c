@@ -3,6 +3,17 @@
 
 #include <math.h>
 
+/* Products of one input: in one call where the backend groups them. */
+static void gemm_group(const kern_table *K, const float *x, uint32_t m, uint32_t k, uint32_t n_prod,
+                       const kern_gemm_out *outs)
+{
+    if (K->gemm_group) {
+        K->gemm_group(x, m, k, n_prod, outs);
+        return;
+    }
+    for (uint32_t i = 0; i < n_prod; i++) K->gemm(x, outs[i].w, outs[i].bias, outs[i].y, m, outs[i].n, k, 0);
+}
+
 void forward_run(const kern_table *K, const model_config *c, const model_weights *w, const float *inv_freq,
                  float *const *k_pools, float *const *v_pools, uint32_t page_size, const fwd_batch *b,
                  fwd_buffers *buf)
@@ -37,9 +48,8 @@ void forward_run_tp(const kern_table *K, const model_config *c, const model_weig
         const model_layer *L = &w->layers[l];
 
         K->rmsnorm(buf->x, L->attn_norm, c->rms_norm_eps, T, d, buf->xn);
-        K->gemm(buf->xn, L->wq, L->bq, buf->q, T, qd, d, 0);
-        K->gemm(buf->xn, L->wk, L->bk, buf->k, T, kvd, d, 0);
-        K->gemm(buf->xn, L->wv, L->bv, buf->v, T, kvd, d, 0);
+        const kern_gemm_out qkv[3] = {{L->wq, L->bq, buf->q, qd}, {L->wk, L->bk, buf->k, kvd}, {L->wv, L->bv, buf->v, kvd}};
+        gemm_group(K, buf->xn, T, d, 3, qkv);
         K->rope(buf->q, buf->cos, buf->sin, T, c->n_heads, c->head_dim, qd);
         K->rope(buf->k, buf->cos, buf->sin, T, c->n_kv_heads, c->head_dim, kvd);
         /* Write first: a chunk's rows then find their own keys in the pages. */
@@ -49,8 +59,8 @@ void forward_run_tp(const kern_table *K, const model_config *c, const model_weig
         if (comm) comm->all_reduce(comm->ctx, buf->x, (size_t)T * d);
 
         K->rmsnorm(buf->x, L->ffn_norm, c->rms_norm_eps, T, d, buf->xn);
-        K->gemm(buf->xn, L->w_gate, L->b_gate, buf->gate, T, f, d, 0);
-        K->gemm(buf->xn, L->w_up, L->b_up, buf->up, T, f, d, 0);
+        const kern_gemm_out gate_up[2] = {{L->w_gate, L->b_gate, buf->gate, f}, {L->w_up, L->b_up, buf->up, f}};
+        gemm_group(K, buf->xn, T, d, 2, gate_up);
         K->silu_mul(buf->gate, buf->up, buf->gate, (size_t)T * f);
         K->gemm(buf->gate, L->w_down, L->b_down, buf->x, T, d, f, lead);
         if (comm) comm->all_reduce(comm->ctx, buf->x, (size_t)T * d);

@@ -252,6 +252,7 @@ static const kern_table table = {
     .copy_in = cu_copy_in,
     .copy_out = cu_copy_out,
     .gemm = cu_gemm,
+    .gemm_group = cu_gemm_group,
     .embedding = cu_embedding,
     .rmsnorm = cu_rmsnorm,
     .rope_angles = cu_rope_angles,

@@ -13,21 +13,40 @@
  *     output: x is rounded to bf16 into scratch first (one cheap pass; the
  *     product is O(k) times more work), bias is written into y first and
  *     the product accumulates onto it with beta = 1, as on the CPU.
- * Shapes the GEMV cannot take (k not a multiple of 8) use cuBLAS at any m. */
+ * Shapes the GEMV cannot take (k not a multiple of 8) use cuBLAS at any m.
+ * gemm_group takes the products of one x together (Q, K and V; gate and
+ * up): one GEMV launch over all their columns, or one bf16 copy of x for
+ * all their cuBLAS calls. */
 #include "kernels/cuda/internal.h"
 
 #define GEMV_MAX_ROWS 4
 #define GEMV_WARPS 4
 #define GEMV_UNROLL 4
 
+/* Up to KERN_GEMM_GROUP products of the same x, their columns numbered one
+ * after another: one launch covers Q, K and V (or gate and up), so the small
+ * K and V products no longer run as grids too small to keep memory busy. */
+struct gemv_set {
+    const bf16 *w[KERN_GEMM_GROUP];
+    const float *bias[KERN_GEMM_GROUP];
+    float *y[KERN_GEMM_GROUP];
+    uint32_t n[KERN_GEMM_GROUP];
+    uint32_t count;
+};
+
 template <int M>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
-    gemv_bf16(const float *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ bias,
-              float *__restrict__ y, uint32_t n, uint32_t k, int accumulate)
+    gemv_bf16(const float *__restrict__ x, gemv_set set, uint32_t k, int accumulate)
 {
     uint32_t col = blockIdx.x * GEMV_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (col >= n) return;   /* whole warps leave together */
-    const uint4 *wr = reinterpret_cast<const uint4 *>(w + (size_t)col * k);
+    /* Which product the warp's column belongs to (warp-uniform). */
+    uint32_t p = 0;
+    while (p < set.count && col >= set.n[p]) col -= set.n[p++];
+    if (p == set.count) return;   /* whole warps leave together */
+    const uint32_t n = set.n[p];
+    const float *bias = set.bias[p];
+    float *y = set.y[p];
+    const uint4 *wr = reinterpret_cast<const uint4 *>(set.w[p] + (size_t)col * k);
     uint32_t k8 = k / 8;
     float acc[M];
 #pragma unroll
@@ -90,43 +109,50 @@ static unsigned grid_for(size_t n, unsigned block)
     return (unsigned)(g < 65535 ? (g ? g : 1) : 65535);
 }
 
-static void gemv(cuda_ctx *c, const float *x, const bf16 *w, const float *bias, float *y, uint32_t m, uint32_t n,
-                 uint32_t k, int acc)
+static void gemv(cuda_ctx *c, const float *x, const gemv_set &set, uint32_t m, uint32_t k, int acc)
 {
-    dim3 grid((n + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
+    uint32_t cols = 0;
+    for (uint32_t i = 0; i < set.count; i++) cols += set.n[i];
+    dim3 grid((cols + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
     switch (m) {
-    case 1: gemv_bf16<1><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
-    case 2: gemv_bf16<2><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
-    case 3: gemv_bf16<3><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
-    default: gemv_bf16<4><<<grid, block, 0, c->stream>>>(x, w, bias, y, n, k, acc); break;
+    case 1: gemv_bf16<1><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    case 2: gemv_bf16<2><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    case 3: gemv_bf16<3><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    default: gemv_bf16<4><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
     }
     CX_LAUNCHED("gemv");
 }
 
-void cu_gemm(const float *x, const float *wf, const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-             int accumulate)
+/* Whether m rows by k go through our GEMV (else cuBLAS). */
+static int use_gemv(const cuda_ctx *c, uint32_t m, uint32_t k)
 {
-    cuda_ctx *c = cx();
-    if (!c || !m || !n) return;
-    const bf16 *w = reinterpret_cast<const bf16 *>(wf);
-    int small = m <= GEMV_MAX_ROWS && k % 8 == 0;
-    if (c->force_gemm == CUDA_GEMM_GEMV && m <= GEMV_MAX_ROWS && k % 8 == 0) small = 1;
-    if (c->force_gemm == CUDA_GEMM_CUBLAS) small = 0;
-    if (!k) {   /* an empty sum: y = bias, y += bias, or y = 0 */
-        if (bias || !accumulate) {
-            set_rows<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(y, bias, m, n, accumulate);
-            CX_LAUNCHED("set_rows");
-        }
-        return;
+    if (c->force_gemm == CUDA_GEMM_CUBLAS || m > GEMV_MAX_ROWS || k % 8) return 0;
+    return 1;
+}
+
+/* y = bias (+ y), or y = 0: an empty sum. */
+static void empty_sum(cuda_ctx *c, const float *bias, float *y, uint32_t m, uint32_t n, int accumulate)
+{
+    if (bias || !accumulate) {
+        set_rows<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(y, bias, m, n, accumulate);
+        CX_LAUNCHED("set_rows");
     }
-    if (small) {
-        gemv(c, x, w, bias, y, m, n, k, accumulate);
-        return;
-    }
+}
+
+/* x rounded to bf16 into scratch, for cuBLAS; NULL (error recorded) when it cannot grow. */
+static const bf16 *x_bf16(cuda_ctx *c, const float *x, uint32_t m, uint32_t k)
+{
     bf16 *xb = (bf16 *)cx_scratch(c, SCR_GEMM_X, (size_t)m * k * sizeof(bf16));
-    if (!xb) return;
+    if (!xb) return NULL;
     to_bf16<<<grid_for((size_t)m * k, 256), 256, 0, c->stream>>>(x, xb, (size_t)m * k);
     CX_LAUNCHED("to_bf16");
+    return xb;
+}
+
+/* y = xb W^T (+ bias) (+ y) through cuBLAS, xb already bf16. */
+static void blas_product(cuda_ctx *c, const bf16 *xb, const bf16 *w, const float *bias, float *y, uint32_t m,
+                         uint32_t n, uint32_t k, int accumulate)
+{
     float beta = accumulate ? 1.f : 0.f, alpha = 1.f;
     if (bias) {
         set_rows<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(y, bias, m, n, accumulate);
@@ -138,6 +164,54 @@ void cu_gemm(const float *x, const float *wf, const float *bias, float *y, uint3
                             xb, CUDA_R_16BF, (int)k, &beta, y, CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
+}
+
+void cu_gemm(const float *x, const float *wf, const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
+             int accumulate)
+{
+    cuda_ctx *c = cx();
+    if (!c || !m || !n) return;
+    const bf16 *w = reinterpret_cast<const bf16 *>(wf);
+    if (!k) return empty_sum(c, bias, y, m, n, accumulate);
+    if (use_gemv(c, m, k)) {
+        gemv_set set = {{w}, {bias}, {y}, {n}, 1};
+        gemv(c, x, set, m, k, accumulate);
+        return;
+    }
+    const bf16 *xb = x_bf16(c, x, m, k);
+    if (xb) blas_product(c, xb, w, bias, y, m, n, k, accumulate);
+}
+
+/* Q, K and V (or gate and up) of one x: one GEMV launch for them all, or x
+ * converted to bf16 once for their cuBLAS products. */
+void cu_gemm_group(const float *x, uint32_t m, uint32_t k, uint32_t n_prod, const kern_gemm_out *outs)
+{
+    cuda_ctx *c = cx();
+    if (!c || !m || !n_prod) return;
+    if (n_prod > KERN_GEMM_GROUP) {
+        cx_record("gemm_group", "more products than a group holds");
+        return;
+    }
+    if (!k) {
+        for (uint32_t i = 0; i < n_prod; i++) empty_sum(c, outs[i].bias, outs[i].y, m, outs[i].n, 0);
+        return;
+    }
+    if (use_gemv(c, m, k)) {
+        gemv_set set = {};
+        for (uint32_t i = 0; i < n_prod; i++) {
+            set.w[i] = reinterpret_cast<const bf16 *>(outs[i].w);
+            set.bias[i] = outs[i].bias;
+            set.y[i] = outs[i].y;
+            set.n[i] = outs[i].n;
+        }
+        set.count = n_prod;
+        gemv(c, x, set, m, k, 0);
+        return;
+    }
+    const bf16 *xb = x_bf16(c, x, m, k);
+    for (uint32_t i = 0; xb && i < n_prod; i++)
+        if (outs[i].n) blas_product(c, xb, reinterpret_cast<const bf16 *>(outs[i].w), outs[i].bias, outs[i].y, m,
+                                    outs[i].n, k, 0);
 }
 
 /* tmp[i] = rmsnorm(h[rows[i]]) * norm_w: the final norm of the rows that want logits. */

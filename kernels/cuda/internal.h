@@ -122,6 +122,7 @@ __device__ __forceinline__ float warp_max(float v)
 /* Entries of the dispatch table, one file each. */
 void cu_gemm(const float *x, const float *w, const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
              int accumulate);
+void cu_gemm_group(const float *x, uint32_t m, uint32_t k, uint32_t n_prod, const kern_gemm_out *outs);
 void cu_lm_head(const float *h, const uint32_t *rows, uint32_t n_rows, const float *norm_w, float eps,
                 const float *w, uint32_t vocab, uint32_t dim, float *tmp, float *logits);
 void cu_embedding(const float *table, const int32_t *ids, uint32_t n, uint32_t dim, float *out);

@@ -11,7 +11,8 @@
  *     cuBLAS underneath) against cuBLAS bf16 in and out on the 8B model's
  *     layer shapes at 512 and 4096 tokens.
  *     Also each decode-sized product alone (one row), our GEMV against
- *     cuBLAS, with W rotated through copies larger than L2.
+ *     cuBLAS, with W rotated through copies larger than L2, and grouped as
+ *     the forward pass issues them (Q+K+V, gate+up: one launch each).
  *  3. Paged decode attention: one layer's attention at 4k and 32k context,
  *     batch 1 and 8, random page tables; the fraction of bandwidth.
  *  4. Prefill attention: a 2048-token chunk, TFLOP/s (no target; context).
@@ -270,6 +271,44 @@ static void bench_gemv(gemv_row *g)
     while (n_owned > mark) K->free(owned[--n_owned]);
 }
 
+/* The same decode products grouped as the forward pass issues them (Q, K
+ * and V in one gemm_group call; gate and up in one): microseconds for the
+ * group, W copies rotating as above. */
+typedef struct group_row {
+    const char *what;
+    uint32_t count, n[3], k;
+    double us;
+} group_row;
+
+static void bench_gemv_group(group_row *g)
+{
+    size_t wbytes = 0;
+    for (uint32_t p = 0; p < g->count; p++) wbytes += (size_t)g->n[p] * g->k * 2;
+    int copies = (int)((512u << 20) / wbytes);
+    if (copies < 2) copies = 2;
+    if (copies > 16) copies = 16;
+    int mark = n_owned;
+    kern_gemm_out outs[16][3];
+    float *x = drandom(g->k, KERN_F32, 1.0f);
+    for (int i = 0; i < copies; i++)
+        for (uint32_t p = 0; p < g->count; p++)
+            outs[i][p] = (kern_gemm_out){drandom((size_t)g->n[p] * g->k, KERN_BF16, 0.05f), NULL,
+                                         i ? outs[0][p].y : dalloc((size_t)g->n[p] * 4), g->n[p]};
+    cuda_timer *t = cuda_timer_new();
+    for (int i = 0; i < copies; i++) K->gemm_group(x, 1, g->k, g->count, outs[i]);   /* warm-up */
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        cuda_timer_start(t);
+        for (int i = 0; i < copies; i++) K->gemm_group(x, 1, g->k, g->count, outs[i]);
+        double sec = cuda_timer_stop(t) / copies;
+        if (sec < best) best = sec;
+    }
+    g->us = best * 1e6;
+    cuda_timer_free(t);
+    check("gemv group");
+    while (n_owned > mark) K->free(owned[--n_owned]);
+}
+
 /* ---- 3, 4. attention ---------------------------------------------------- */
 
 typedef struct attn_row {
@@ -385,6 +424,9 @@ int main(void)
                       {"gate/up 14336x4096", 14336, 4096, 0, 0}, {"down 4096x14336", 4096, 14336, 0, 0},
                       {"lm_head 128256x4096", 128256, 4096, 0, 0}};
     for (int i = 0; i < 5; i++) bench_gemv(&gv[i]);
+    group_row gr[2] = {{"q+k+v 4096+1024+1024", 3, {4096, 1024, 1024}, 4096, 0},
+                       {"gate+up 2x14336", 2, {14336, 14336, 0}, 4096, 0}};
+    for (int i = 0; i < 2; i++) bench_gemv_group(&gr[i]);
     rh_progress_update(&pg, 3);
 
     /* 3, 4. attention */
@@ -455,6 +497,22 @@ int main(void)
                                             "gemv_tbs", bw / 1e12));
     }
     json_object_set_new(root, "decode_gemv", ja);
+
+    /* Grouped as the forward pass runs them, against the same products one by one. */
+    double apart[2] = {gv[0].gemv_us + 2 * gv[1].gemv_us, 2 * gv[2].gemv_us};
+    printf("\ndecode products grouped (one gemm_group call) vs one launch each\n");
+    printf("  %-22s %10s %10s %12s %10s\n", "group", "group us", "apart us", "group % copy", "TB/s");
+    ja = json_array();
+    for (int i = 0; i < 2; i++) {
+        double bytes = 0;
+        for (uint32_t p = 0; p < gr[i].count; p++) bytes += (double)gr[i].n[p] * gr[i].k * 2;
+        double bw = bytes / (gr[i].us * 1e-6);
+        printf("  %-22s %10.2f %10.2f %11.1f%% %10.2f\n", gr[i].what, gr[i].us, apart[i],
+               copy_bw > 0 ? 100 * bw / copy_bw : 0, bw / 1e12);
+        json_array_append_new(ja, json_pack("{s:s,s:f,s:f,s:f}", "group", gr[i].what, "group_us", gr[i].us,
+                                            "apart_us", apart[i], "group_tbs", bw / 1e12));
+    }
+    json_object_set_new(root, "decode_gemv_grouped", ja);
 
     printf("\nattention, Llama-3-8B heads (32/8, head_dim 128), one layer, pages of 16 in random order\n");
     printf("  %-8s %6s %8s %6s %10s %12s %10s %8s\n", "kind", "batch", "context", "new", "ms", "% of 4.8TB/s",
