@@ -223,6 +223,15 @@ static void test_gemm_paths(void)
     check_group(3, 72, CUDA_GEMM_GEMV);
     check_group(37, 64, CUDA_GEMM_AUTO);          /* x converted once, three cuBLAS products */
     check_group(2, 64, CUDA_GEMM_CUBLAS);
+    /* The GEMV's other load depths (cuda_set_variants), partial rounds included. */
+    for (int loads = 8; loads <= 16; loads *= 2) {
+        cuda_set_variants(loads, 0);
+        check_gemm(1, 4096, 4096, CUDA_GEMM_GEMV);
+        check_gemm(3, 1000, 264, CUDA_GEMM_GEMV);
+        check_gemm(4, 77, 8, CUDA_GEMM_GEMV);
+        check_group(2, 72, CUDA_GEMM_AUTO);
+    }
+    cuda_set_variants(0, 0);
 }
 
 static void test_row_kernels(void)
@@ -411,6 +420,12 @@ static void test_attention_paged(void)
     check_attention(32, 8, 128, 16, 0, 2, ls, ln);
     const uint32_t ws[1] = {9000}, wn[1] = {2};
     check_attention(16, 4, 64, 32, 4096, 1, ws, wn);   /* window within a long context */
+    /* Decode attention with its loads in turn instead of pipelined (cuda_set_variants). */
+    cuda_set_variants(0, CUDA_DECODE_IN_TURN);
+    check_attention(32, 8, 128, 16, 0, 5, st, nn);
+    check_attention(8, 4, 32, 8, 24, 5, st, nn);
+    check_attention(32, 8, 128, 16, 0, 2, ls, ln);
+    cuda_set_variants(0, 0);
 }
 
 /* ---- whole models ----------------------------------------------------- */

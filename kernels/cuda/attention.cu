@@ -10,7 +10,8 @@
  * entries of its keys in shared memory, 512 pages at a time, and issues
  * each round's K/V loads before computing the previous round (two register
  * stages), so no load waits on another and loads stay in flight while the
- * lanes compute. Each lane group keeps an online softmax (running max, sum,
+ * lanes compute (cuda_set_variants can turn the second stage off, for
+ * benchmarks to hold the two against each other). Each lane group keeps an online softmax (running max, sum,
  * weighted V) in registers; the block merges its groups in shared memory. A long context is cut into splits so that even
  * one sequence fills the GPU; a second kernel merges the splits' partial
  * results. Split sizes come from kern_ctx_bucket of the longest context
@@ -129,7 +130,7 @@ __device__ __forceinline__ void dec_load(const dec_args &a, const uint32_t *pts,
 
 /* MG: the group size rounded up to 1, 2, 4 or 8, so the per-head register
  * arrays are sized at compile time and no larger than needed. */
-template <int MG>
+template <int MG, bool PIPE>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode(dec_args a)
 {
     extern __shared__ float sm[];
@@ -182,10 +183,10 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode(dec_args a)
         __syncthreads();   /* the previous chunk's entries are no longer read */
         for (uint32_t i = threadIdx.x; i < n_pg; i += blockDim.x) pts[i] = pt[pg0 + i];
         __syncthreads();
-        dec_load(a, pts, pg0, c_begin, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kr, vr, ok);
+        if (PIPE) dec_load(a, pts, pg0, c_begin, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kr, vr, ok);
         for (uint32_t base = c_begin; base < c_end; base += per_round) {
-            const uint32_t next = base + per_round;
-            dec_load(a, pts, pg0, next, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kn, vn, okn);
+            if (PIPE) dec_load(a, pts, pg0, base + per_round, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kn, vn, okn);
+            else dec_load(a, pts, pg0, base, c_end, warp, kpw, ks, dim_ok, kvh, slot, cix, kr, vr, ok);
 #pragma unroll
             for (int u = 0; u < DEC_UNROLL; u++) {
                 float kf[8], sc[MG];
@@ -215,12 +216,13 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode(dec_args a)
                     }
                 }
             }
+            if (PIPE)
 #pragma unroll
-            for (int u = 0; u < DEC_UNROLL; u++) {
-                kr[u] = kn[u];
-                vr[u] = vn[u];
-                ok[u] = okn[u];
-            }
+                for (int u = 0; u < DEC_UNROLL; u++) {
+                    kr[u] = kn[u];
+                    vr[u] = vn[u];
+                    ok[u] = okn[u];
+                }
         }
         c_begin = c_end;
     }
@@ -287,6 +289,14 @@ __global__ void attn_merge(const float *__restrict__ part, uint32_t nsplit, uint
     }
 }
 
+template <bool PIPE> static void decode_launch(cuda_ctx *c, uint32_t G, dim3 grid, size_t smem, const dec_args &a)
+{
+    if (G <= 1) attn_decode<1, PIPE><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
+    else if (G <= 2) attn_decode<2, PIPE><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
+    else if (G <= 4) attn_decode<4, PIPE><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
+    else attn_decode<8, PIPE><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
+}
+
 static void decode(cuda_ctx *c, const float *q, const bf16 *kp, const bf16 *vp, const kern_attn_batch *b,
                    const kern_attn_shape *s, const attn_plan *pl, float *out)
 {
@@ -307,10 +317,8 @@ static void decode(cuda_ctx *c, const float *q, const bf16 *kp, const bf16 *vp, 
         if (!(a.part = (float *)cx_scratch(c, SCR_ATTN, bytes))) return;
     }
     dim3 grid(s->n_kv_heads, nsplit, pl->rows);
-    if (G <= 1) attn_decode<1><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
-    else if (G <= 2) attn_decode<2><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
-    else if (G <= 4) attn_decode<4><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
-    else attn_decode<8><<<grid, DEC_WARPS * 32, smem, c->stream>>>(a);
+    if (c->decode_attn == CUDA_DECODE_IN_TURN) decode_launch<false>(c, G, grid, smem, a);
+    else decode_launch<true>(c, G, grid, smem, a);
     CX_LAUNCHED("attn_decode");
     if (nsplit > 1) {
         attn_merge<<<pl->rows * s->n_heads, 128, 0, c->stream>>>(a.part, nsplit, s->head_dim, out);

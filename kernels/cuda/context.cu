@@ -155,6 +155,12 @@ extern "C" void cuda_force_gemm(int path)
     ctx.force_gemm = path;
 }
 
+extern "C" void cuda_set_variants(int gemv_loads, int decode_attention)
+{
+    ctx.gemv_loads = gemv_loads == 8 || gemv_loads == 16 ? gemv_loads : 0;
+    ctx.decode_attn = decode_attention == CUDA_DECODE_IN_TURN ? CUDA_DECODE_IN_TURN : 0;
+}
+
 /* ---- memory ------------------------------------------------------------- */
 
 static void *cu_alloc(size_t bytes)

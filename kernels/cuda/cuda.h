@@ -50,6 +50,12 @@ enum { CUDA_ATTN_AUTO = 0, CUDA_ATTN_DECODE = 1, CUDA_ATTN_PREFILL = 2 };
 enum { CUDA_GEMM_AUTO = 0, CUDA_GEMM_GEMV = 1, CUDA_GEMM_CUBLAS = 2 };
 void cuda_force_attention(int path);
 void cuda_force_gemm(int path);
+/* Kernel variants, for benchmarks to time side by side and tests to check
+ * alike (0 keeps the default): loads in flight per lane in the decode GEMV
+ * (4, 8 or 16), and whether decode attention issues the next round's K/V
+ * loads before computing the current one (1) or after (2). */
+enum { CUDA_DECODE_PIPELINED = 1, CUDA_DECODE_IN_TURN = 2 };
+void cuda_set_variants(int gemv_loads, int decode_attention);
 
 /* Fills n elements of backend memory with uniform values in [lo, hi), from
  * a counter-based stream (same seed, same values), without a host copy. */

@@ -21,7 +21,7 @@
 
 #define GEMV_MAX_ROWS 4
 #define GEMV_WARPS 4
-#define GEMV_UNROLL 4
+#define GEMV_UNROLL 4   /* 16-byte loads in flight per lane by default (cuda_set_variants: 8, 16) */
 
 /* Up to KERN_GEMM_GROUP products of the same x, their columns numbered one
  * after another: one launch covers Q, K and V (or gate and up), so the small
@@ -34,33 +34,40 @@ struct gemv_set {
     uint32_t count;
 };
 
-template <int M>
+template <int M, int U>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_bf16(const float *__restrict__ x, gemv_set set, uint32_t k, int accumulate)
 {
     uint32_t col = blockIdx.x * GEMV_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    /* Which product the warp's column belongs to (warp-uniform). */
-    uint32_t p = 0;
-    while (p < set.count && col >= set.n[p]) col -= set.n[p++];
-    if (p == set.count) return;   /* whole warps leave together */
-    const uint32_t n = set.n[p];
-    const float *bias = set.bias[p];
-    float *y = set.y[p];
-    const uint4 *wr = reinterpret_cast<const uint4 *>(set.w[p] + (size_t)col * k);
+    /* Which product the warp's column belongs to (warp-uniform). Constant
+     * indices only, so the set stays in parameter space (a dynamic index
+     * would copy it to local memory first). */
+    uint32_t n = 0;
+    const bf16 *w = nullptr;
+    const float *bias = nullptr;
+    float *y = nullptr;
+#pragma unroll
+    for (int i = 0; i < KERN_GEMM_GROUP; i++)
+        if (!w && i < set.count) {
+            if (col < set.n[i]) w = set.w[i], bias = set.bias[i], y = set.y[i], n = set.n[i];
+            else col -= set.n[i];
+        }
+    if (!w) return;   /* whole warps leave together */
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w + (size_t)col * k);
     uint32_t k8 = k / 8;
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; m++) acc[m] = 0.f;
-    for (uint32_t i = lane; i < k8; i += 32 * GEMV_UNROLL) {
-        uint4 wv[GEMV_UNROLL];
-        /* All loads first: GEMV_UNROLL independent 16-byte reads in flight. */
+    for (uint32_t i = lane; i < k8; i += 32 * U) {
+        uint4 wv[U];
+        /* All loads first: U independent 16-byte reads in flight. */
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
             uint32_t j = i + u * 32;
             wv[u] = j < k8 ? __ldcs(wr + j) : make_uint4(0, 0, 0, 0);   /* W is read once: stream it */
         }
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
             uint32_t j = i + u * 32;
             if (j >= k8) break;
             float wf[8];
@@ -109,16 +116,27 @@ static unsigned grid_for(size_t n, unsigned block)
     return (unsigned)(g < 65535 ? (g ? g : 1) : 65535);
 }
 
+template <int U>
+static void gemv_rows(cuda_ctx *c, const float *x, const gemv_set &set, uint32_t m, uint32_t k, int acc, dim3 grid,
+                      dim3 block)
+{
+    switch (m) {
+    case 1: gemv_bf16<1, U><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    case 2: gemv_bf16<2, U><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    case 3: gemv_bf16<3, U><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    default: gemv_bf16<4, U><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    }
+}
+
 static void gemv(cuda_ctx *c, const float *x, const gemv_set &set, uint32_t m, uint32_t k, int acc)
 {
     uint32_t cols = 0;
     for (uint32_t i = 0; i < set.count; i++) cols += set.n[i];
     dim3 grid((cols + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
-    switch (m) {
-    case 1: gemv_bf16<1><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
-    case 2: gemv_bf16<2><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
-    case 3: gemv_bf16<3><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
-    default: gemv_bf16<4><<<grid, block, 0, c->stream>>>(x, set, k, acc); break;
+    switch (c->gemv_loads) {
+    case 8: gemv_rows<8>(c, x, set, m, k, acc, grid, block); break;
+    case 16: gemv_rows<16>(c, x, set, m, k, acc, grid, block); break;
+    default: gemv_rows<GEMV_UNROLL>(c, x, set, m, k, acc, grid, block); break;
     }
     CX_LAUNCHED("gemv");
 }

@@ -44,6 +44,7 @@ struct cuda_ctx {
     size_t scratch_cap[4];
     attn_plan plan;
     int force_attn, force_gemm;
+    int gemv_loads, decode_attn;   /* cuda_set_variants; 0: the default */
     char err[256];
 };
 

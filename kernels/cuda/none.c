@@ -29,6 +29,7 @@ const char *cuda_error(void) { return absent; }
 void cuda_clear_error(void) {}
 void cuda_force_attention(int path) { (void)path; }
 void cuda_force_gemm(int path) { (void)path; }
+void cuda_set_variants(int gemv_loads, int decode_attention) { (void)gemv_loads, (void)decode_attention; }
 
 void cuda_fill_uniform(void *dst, size_t n, kern_dtype dt, uint64_t seed, float lo, float hi)
 {

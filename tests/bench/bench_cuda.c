@@ -18,6 +18,8 @@
  *  4. Prefill attention: a 2048-token chunk, TFLOP/s (no target; context).
  *  5. All-reduce times over message sizes on this machine's GPUs (1 GPU: a
  *     group of one), as `rehearse calibrate` will measure them.
+ *  6. Kernel variants (cuda_set_variants): the decode token and the 32k
+ *     decode attention under each, so one GPU run picks the defaults.
  * Prints a table; writes reports/bench/cuda.json. Without a GPU it says so
  * and writes a JSON that says so. */
 #include <jansson.h>
@@ -405,6 +407,25 @@ int main(void)
     decode_row dec[2] = {{512, 0, 0, 0}, {8192, 0, 0, 0}};
     dmodel_init(m, 8192 + 16);
     for (int i = 0; i < 2; i++) bench_decode(m, &dec[i], 30);
+    /* The same token under each kernel variant (cuda_set_variants), so one
+     * run on a GPU says which to make the default. */
+    struct {
+        const char *what;
+        int loads, attn;
+        decode_row token;
+        attn_row a32k;
+    } var[5] = {{"GEMV 4 loads, attention pipelined", 0, 0, {512, 0, 0, 0}, {"decode", 1, 32768, 1, 0, 0, 0}},
+                {"GEMV 8 loads, attention pipelined", 8, 0, {512, 0, 0, 0}, {"decode", 1, 32768, 1, 0, 0, 0}},
+                {"GEMV 16 loads, attention pipelined", 16, 0, {512, 0, 0, 0}, {"decode", 1, 32768, 1, 0, 0, 0}},
+                {"GEMV 4 loads, attention in turn", 0, CUDA_DECODE_IN_TURN, {512, 0, 0, 0},
+                 {"decode", 1, 32768, 1, 0, 0, 0}},
+                {"GEMV 16 loads, attention in turn", 16, CUDA_DECODE_IN_TURN, {512, 0, 0, 0},
+                 {"decode", 1, 32768, 1, 0, 0, 0}}};
+    for (int i = 0; i < 5; i++) {
+        cuda_set_variants(var[i].loads, var[i].attn);
+        bench_decode(m, &var[i].token, 20);
+    }
+    cuda_set_variants(0, 0);
     rh_progress_update(&pg, 2);
     while (n_owned > 0) K->free(owned[--n_owned]);
     free(m);
@@ -434,6 +455,11 @@ int main(void)
                       {"decode", 8, 32768, 1, 0, 0, 0}, {"decode", 64, 4096, 1, 0, 0, 0},
                       {"prefill", 1, 0, 2048, 0, 0, 0}};
     for (int i = 0; i < 5; i++) bench_attention(&at[i]);
+    for (int i = 0; i < 5; i++) {
+        cuda_set_variants(var[i].loads, var[i].attn);
+        bench_attention(&var[i].a32k);
+    }
+    cuda_set_variants(0, 0);
     rh_progress_update(&pg, 4);
 
     /* 5. all-reduce */
@@ -530,6 +556,23 @@ int main(void)
                                             at[i].flops / (at[i].ms * 1e-3) / 1e12));
     }
     json_object_set_new(root, "attention", ja);
+
+    printf("\nkernel variants: decode token (context 512) and decode attention (batch 1, 32k)\n");
+    printf("  %-36s %10s %12s %10s %12s\n", "variant", "token ms", "% of 4.8TB/s", "attn ms", "% of 4.8TB/s");
+    ja = json_array();
+    for (int i = 0; i < 5; i++) {
+        const decode_row *t = &var[i].token;
+        double tok = t->graph_ms > 0 && t->graph_ms < t->eager_ms ? t->graph_ms : t->eager_ms;
+        double tbw = t->bytes / (tok * 1e-3), abw = var[i].a32k.bytes / (var[i].a32k.ms * 1e-3);
+        printf("  %-36s %10.3f %11.1f%% %10.3f %11.1f%%\n", var[i].what, tok, 100 * tbw / DATASHEET_BW,
+               var[i].a32k.ms, 100 * abw / DATASHEET_BW);
+        json_array_append_new(ja, json_pack("{s:s,s:i,s:i,s:f,s:f,s:f,s:f}", "variant", var[i].what, "gemv_loads",
+                                            var[i].loads ? var[i].loads : 4, "decode_attention", var[i].attn,
+                                            "token_ms", tok, "token_frac_of_datasheet_bw", tbw / DATASHEET_BW,
+                                            "attn_32k_ms", var[i].a32k.ms, "attn_frac_of_datasheet_bw",
+                                            abw / DATASHEET_BW));
+    }
+    json_object_set_new(root, "variants", ja);
 
     ja = json_array();
     if (ar_ok) {
