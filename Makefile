@@ -141,16 +141,22 @@ $(TEST_BIN): $(TEST_OBJS) $(LIB)
 $(EMU_TEST_BIN): $(TEST_OBJS) $(HOST_OBJS) $(EMU_OBJS)
 	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
+# `rehearse` with the emulator as its CUDA backend: --backend cuda on any machine.
+$(BUILD)/rehearse-emu: $(BUILD)/obj/rehearse.o $(HOST_OBJS) $(EMU_OBJS)
+	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+
 $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
 # The CUDA suites run a second time on the emulator (two emulated devices
-# for the NCCL group; the 8B-shaped model is left to real GPUs).
+# for the NCCL group; the 8B-shaped model is left to real GPUs), then the
+# emulator checks itself and the engine runs end to end on --backend cuda.
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
-test: $(TEST_BIN) $(BIN) $(EMU_TEST_BIN) $(EMU_SELFTEST)
+test: $(TEST_BIN) $(BIN) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu
 	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
+	$(if $(EMU_RUN),tests/emu/engine.sh $(BUILD)/rehearse-emu)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
