@@ -95,6 +95,19 @@ thread_local uint3 block_idx;
 thread_local dim3 block_dim, grid_dim;
 static thread_local block_runner *run_state;
 
+/* Frees a host thread's runner and fiber stacks when the thread ends. */
+struct runner_owner {
+    ~runner_owner()
+    {
+        if (!run_state) return;
+        for (fiber &f : run_state->fibers)
+            if (f.stack) munmap(f.stack, STACK);
+        delete run_state;
+        run_state = nullptr;
+    }
+};
+static thread_local runner_owner run_owner;
+
 const uint3 &thread_idx() { return cur->idx; }
 void *dyn_smem() { return run_state->smem; }
 unsigned lane_id() { return cur->lane; }
@@ -287,6 +300,7 @@ static void fiber_start(fiber *f)
 static block_runner *runner_for_thread()
 {
     if (!run_state) {
+        (void)&run_owner;   /* constructs the owner, so the thread's exit frees what follows */
         run_state = new block_runner;
         run_state->fibers.resize(MAX_THREADS);
     }
