@@ -1,5 +1,6 @@
 /* blocks.cc — the emulator's execution of a grid: each block's threads are
- * fibers on the launching host thread, scheduled cooperatively.
+ * fibers on one host thread, scheduled cooperatively; the blocks of a grid
+ * are shared among the launching thread and a pool of workers.
  *
  * A fiber runs until it finishes or reaches a barrier, then hands over to
  * the next ready fiber directly (one switch, not two through a scheduler).
@@ -15,8 +16,9 @@
  * passed the next barrier, and by then every lane has read it.
  *
  * Switching is a few instructions of assembly on x86-64 (no system call,
- * unlike swapcontext) and ucontext elsewhere; AddressSanitizer is told of
- * every switch so it checks fiber stacks as stacks. */
+ * unlike swapcontext) and ucontext elsewhere (not exercised by CI, which is
+ * x86-64); AddressSanitizer is told of every switch so it checks fiber
+ * stacks as stacks. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,10 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-#if !defined(__x86_64__)
+/* -DRH_EMU_UCONTEXT takes the portable path on x86-64 too (to test it). */
+#if defined(__x86_64__) && !defined(RH_EMU_UCONTEXT)
+#define RH_EMU_ASM_SWITCH 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -59,7 +64,7 @@ static const size_t STACK = 128u << 10;
 
 struct fiber {
     void *sp;                  /* saved stack pointer while switched out */
-#if !defined(__x86_64__)
+#if !defined(RH_EMU_ASM_SWITCH)
     ucontext_t uc;
 #endif
     char *stack;
@@ -74,7 +79,7 @@ struct fiber {
 struct block_runner {
     std::vector<fiber> fibers;
     void *sched_sp;
-#if !defined(__x86_64__)
+#if !defined(RH_EMU_ASM_SWITCH)
     ucontext_t sched_uc;
 #endif
     const void *sched_stack_lo = nullptr;
@@ -116,13 +121,12 @@ unsigned lane_id() { return cur->lane; }
 
 using namespace rh_emu;
 
-#if defined(__x86_64__)
+#if defined(RH_EMU_ASM_SWITCH)
 /* rh_emu_swap(save, to): pushes the callee-saved registers, stores the
  * stack pointer in *save, and resumes the fiber whose stack pointer is `to`
  * the same way in reverse. The SSE and x87 control words are not switched:
- * no kernel changes rounding modes, and saving them made a switch several
- * times slower. rh_emu_entry is where a new fiber's first switch returns
- * to: it calls fiber_main(r12). */
+ * no kernel changes rounding modes. rh_emu_entry is where a new fiber's
+ * first switch returns to: it calls fiber_main(r12). */
 extern "C" void rh_emu_swap(void **save, void *to);
 extern "C" void rh_emu_entry(void);
 asm(R"(
@@ -173,7 +177,7 @@ static void switch_to(block_runner *b, fiber *from, fiber *to, bool dying)
 #else
     (void)dying;
 #endif
-#if defined(__x86_64__)
+#if defined(RH_EMU_ASM_SWITCH)
     rh_emu_swap(from ? &from->sp : &b->sched_sp, to ? to->sp : b->sched_sp);
 #else
     swapcontext(from ? &from->uc : &b->sched_uc, to ? &to->uc : &b->sched_uc);
@@ -251,7 +255,7 @@ extern "C" void rh_emu_fiber_main(fiber *f)
     abort();   /* a finished fiber is never resumed */
 }
 
-#if !defined(__x86_64__)
+#if !defined(RH_EMU_ASM_SWITCH)
 static void uc_entry(unsigned lo, unsigned hi)
 {
     rh_emu_fiber_main((fiber *)(((uintptr_t)hi << 32) | lo));
@@ -277,7 +281,7 @@ static void fiber_start(fiber *f)
     else __asan_unpoison_memory_region(f->stack + STACK - 65536 - 16384, 65536 + 16384);
     f->abandoned = true;   /* until it finishes */
 #endif
-#if defined(__x86_64__)
+#if defined(RH_EMU_ASM_SWITCH)
     /* The frame rh_emu_swap pops: r15..r12, rbx, rbp, then the return
      * address. After the `ret` the stack is 16-byte aligned for the call. */
     uintptr_t top = ((uintptr_t)(f->stack + STACK - color(f->linear))) & ~(uintptr_t)15;
@@ -290,7 +294,7 @@ static void fiber_start(fiber *f)
 #else
     getcontext(&f->uc);
     f->uc.uc_stack.ss_sp = f->stack;
-    f->uc.uc_stack.ss_size = STACK;
+    f->uc.uc_stack.ss_size = STACK - color(f->linear);
     f->uc.uc_link = nullptr;
     uintptr_t p = (uintptr_t)f;
     makecontext(&f->uc, (void (*)())uc_entry, 2, (unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
