@@ -148,13 +148,20 @@ static int oom(rh_err *e, const char *what)
 
 /* ---- GEMMs ---------------------------------------------------------------- */
 
+/* A projection as the forward pass runs it: alone (O, down), or, where the
+ * backend groups products of one input (kern_table.gemm_group), inside its
+ * group (Q with K and V, gate with up). A grouped op is timed as the whole
+ * group's call and given its share by width (q: qd / (qd + 2 kvd)), so the
+ * table's ops of a layer sum to what the forward pass spends. */
 typedef struct gemm_bench {
     calib_ctx *x;
     const calib_grid *g;
-    float *in, *out, *bias;
-    float **w;
-    uint32_t copies, next, m, n, k;
+    float *in;
+    float *out[KERN_GEMM_GROUP], *bias[KERN_GEMM_GROUP];
+    float **w;                          /* copies x products, copy-major */
+    uint32_t copies, next, m, n[KERN_GEMM_GROUP], n_prod, k;
     int acc;
+    double share;                       /* of the timed call that is this op */
 } gemm_bench;
 
 static int gemm_set(void *p, uint32_t i)
@@ -164,21 +171,29 @@ static int gemm_set(void *p, uint32_t i)
     return 0;
 }
 
+static void gemm_call(gemm_bench *g)
+{
+    const kern_table *K = g->x->b->K;
+    float **w = g->w + (size_t)g->next * g->n_prod;
+    if (g->n_prod == 1) {
+        K->gemm(g->in, w[0], g->bias[0], g->out[0], g->m, g->n[0], g->k, g->acc);
+    } else {
+        kern_gemm_out o[KERN_GEMM_GROUP];
+        for (uint32_t p = 0; p < g->n_prod; p++) o[p] = (kern_gemm_out){w[p], g->bias[p], g->out[p], g->n[p]};
+        K->gemm_group(g->in, g->m, g->k, g->n_prod, o);
+    }
+    g->next = (g->next + 1) % g->copies;
+}
+
 static double gemm_sample(void *p, uint32_t iters, double *spent)
 {
     gemm_bench *g = p;
-    const kern_table *K = g->x->b->K;
-    for (uint32_t i = 0; iters > 1 && i < g->copies && i < iters; i++) {
-        K->gemm(g->in, g->w[g->next], g->bias, g->out, g->m, g->n, g->k, g->acc);
-        g->next = (g->next + 1) % g->copies;
-    }
+    for (uint32_t i = 0; iters > 1 && i < g->copies && i < iters; i++) gemm_call(g);
     double t0 = calib_now(g->x);
-    for (uint32_t i = 0; i < iters; i++) {
-        K->gemm(g->in, g->w[g->next], g->bias, g->out, g->m, g->n, g->k, g->acc);
-        g->next = (g->next + 1) % g->copies;
-    }
+    for (uint32_t i = 0; i < iters; i++) gemm_call(g);
     calib_sync(g->x);
-    return *spent = calib_now(g->x) - t0;
+    *spent = calib_now(g->x) - t0;
+    return *spent * g->share;
 }
 
 uint64_t calib_layer_weight_bytes(const calib_shape *s)
@@ -190,17 +205,28 @@ uint64_t calib_layer_weight_bytes(const calib_shape *s)
 int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
 {
     const calib_shape *s = &x->s;
-    gemm_bench b = {.x = x, .g = g};
+    const kern_table *K = x->b->K;
+    gemm_bench b = {.x = x, .g = g, .n_prod = 1, .share = 1.0};
     bool bias = false;
     switch (op) {
-    case CT_Q_PROJ: b.n = s->qd, b.k = s->d, bias = s->qkv_bias; break;
-    case CT_KV_PROJ: b.n = s->kvd, b.k = s->d, bias = s->qkv_bias; break;
-    case CT_O_PROJ: b.n = s->d, b.k = s->qd, bias = s->o_bias, b.acc = 1; break;
-    case CT_GATE_UP_PROJ: b.n = s->f, b.k = s->d, bias = s->mlp_bias; break;
-    default: b.n = s->d, b.k = s->f, bias = s->mlp_bias, b.acc = 1; break;
+    case CT_Q_PROJ: b.n[0] = s->qd, b.k = s->d, bias = s->qkv_bias; break;
+    case CT_KV_PROJ: b.n[0] = s->kvd, b.k = s->d, bias = s->qkv_bias; break;
+    case CT_O_PROJ: b.n[0] = s->d, b.k = s->qd, bias = s->o_bias, b.acc = 1; break;
+    case CT_GATE_UP_PROJ: b.n[0] = s->f, b.k = s->d, bias = s->mlp_bias; break;
+    default: b.n[0] = s->d, b.k = s->f, bias = s->mlp_bias, b.acc = 1; break;
     }
-    kern_dtype wdt = x->b->K->weight_dtype;
-    uint64_t wbytes = (uint64_t)b.n * b.k * kern_dtype_size(wdt);
+    if (K->gemm_group && (op == CT_Q_PROJ || op == CT_KV_PROJ)) {
+        b.n_prod = 3, b.n[0] = s->qd, b.n[1] = b.n[2] = s->kvd;
+        b.share = (double)(op == CT_Q_PROJ ? s->qd : s->kvd) / (s->qd + 2.0 * s->kvd);
+    } else if (K->gemm_group && op == CT_GATE_UP_PROJ) {
+        b.n_prod = 2, b.n[1] = s->f, b.share = 0.5;
+    }
+    kern_dtype wdt = K->weight_dtype;
+    uint64_t wbytes = 0, nmax = 0;
+    for (uint32_t p = 0; p < b.n_prod; p++) {
+        wbytes += (uint64_t)b.n[p] * b.k * kern_dtype_size(wdt);
+        if (b.n[p] > nmax) nmax = b.n[p];
+    }
     uint64_t want = calib_layer_weight_bytes(s) / wbytes, cap = WEIGHT_BUDGET / wbytes;
     if (want < s->layers) want = s->layers;
     b.copies = (uint32_t)(want < cap ? want : cap);
@@ -208,33 +234,44 @@ int calib_bench_gemm(calib_ctx *x, int op, calib_grid *g, rh_err *e)
     uint32_t mmax = (uint32_t)g->ax0[g->n0 - 1];
     const char *name = cost_table_ops[op].name;
     int rc = 0;
-    float *host = malloc((size_t)b.n * b.k * sizeof *host);
-    b.w = calloc(b.copies, sizeof *b.w);
+    float *host = malloc((size_t)nmax * b.k * sizeof *host);
+    b.w = calloc((size_t)b.copies * b.n_prod, sizeof *b.w);
     b.in = calib_random(x, (size_t)mmax * b.k, 1.0f);
-    b.out = calib_random(x, (size_t)mmax * b.n, 1.0f);
-    b.bias = bias ? calib_random(x, b.n, 0.1f) : NULL;
-    if (!host || !b.w || !b.in || !b.out || (bias && !b.bias)) {
+    if (!host || !b.w || !b.in) {
         rc = oom(e, name);
         goto done;
     }
-    fill_random(&x->rng, host, (size_t)b.n * b.k, 1.0f / sqrtf((float)b.k));
-    if (wdt == KERN_BF16) {
-        uint16_t *h16 = (uint16_t *)host;
-        for (size_t i = 0; i < (size_t)b.n * b.k; i++) h16[i] = rh_f32_to_bf16(host[i]);
-    }
-    for (uint32_t i = 0; i < b.copies; i++)
-        if (!(b.w[i] = calib_upload(x, host, wbytes))) {
+    for (uint32_t p = 0; p < b.n_prod; p++) {
+        b.out[p] = calib_random(x, (size_t)mmax * b.n[p], 1.0f);
+        b.bias[p] = bias ? calib_random(x, b.n[p], 0.1f) : NULL;
+        if (!b.out[p] || (bias && !b.bias[p])) {
             rc = oom(e, name);
             goto done;
         }
+    }
+    for (uint32_t p = 0; p < b.n_prod; p++) {
+        size_t n = (size_t)b.n[p] * b.k;
+        fill_random(&x->rng, host, n, 1.0f / sqrtf((float)b.k));
+        if (wdt == KERN_BF16) {
+            uint16_t *h16 = (uint16_t *)host;
+            for (size_t i = 0; i < n; i++) h16[i] = rh_f32_to_bf16(host[i]);
+        }
+        for (uint32_t i = 0; i < b.copies; i++)
+            if (!(b.w[(size_t)i * b.n_prod + p] = calib_upload(x, host, n * kern_dtype_size(wdt)))) {
+                rc = oom(e, name);
+                goto done;
+            }
+    }
     rc = calib_grid_measure(x, g, gemm_set, gemm_sample, &b, e);
 done:
-    for (uint32_t i = 0; b.w && i < b.copies; i++) calib_free(x, b.w[i]);
+    for (size_t i = 0; b.w && i < (size_t)b.copies * b.n_prod; i++) calib_free(x, b.w[i]);
     free(b.w);
     free(host);
     calib_free(x, b.in);
-    calib_free(x, b.out);
-    calib_free(x, b.bias);
+    for (uint32_t p = 0; p < b.n_prod; p++) {
+        calib_free(x, b.out[p]);
+        calib_free(x, b.bias[p]);
+    }
     return rc;
 }
 

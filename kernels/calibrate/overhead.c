@@ -44,6 +44,10 @@ static void t_gemm(const float *x, const float *w, const float *bias, float *y, 
 {
     TIMED(timed.inner->gemm(x, w, bias, y, m, n, k, acc));
 }
+static void t_gemm_group(const float *x, uint32_t m, uint32_t k, uint32_t n_prod, const kern_gemm_out *outs)
+{
+    TIMED(timed.inner->gemm_group(x, m, k, n_prod, outs));
+}
 static void t_embedding(const float *t, const int32_t *ids, uint32_t n, uint32_t dim, float *out)
 {
     TIMED(timed.inner->embedding(t, ids, n, dim, out));
@@ -128,7 +132,7 @@ int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
                    c.name);
     }
     kern_table T = *x->b->K;
-    T.gemm = t_gemm, T.embedding = t_embedding, T.rmsnorm = t_rmsnorm, T.rope_angles = t_rope_angles;
+    T.gemm = t_gemm, T.gemm_group = T.gemm_group ? t_gemm_group : NULL, T.embedding = t_embedding, T.rmsnorm = t_rmsnorm, T.rope_angles = t_rope_angles;
     T.rope = t_rope, T.silu_mul = t_silu_mul, T.kv_write = t_kv_write, T.attention = t_attention;
     T.lm_head = t_lm_head;
     /* Every kernel call must pass through the wrapper: no recorded graphs. */
