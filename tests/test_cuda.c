@@ -685,6 +685,24 @@ static void test_paged_chunked_graphs(void)
     model_free(m);
 }
 
+/* The NCCL tests' case: tiny-llama with biases and an untied head, 80
+ * random tokens, and in *one the logits of 60 of them prefilled (in chunks
+ * of `chunk`, 0: at once) and `dec` decodes on one GPU without a group;
+ * *other is as large, for the group's logits. */
+static model *nccl_case(int32_t tok[80], const uint32_t *pages, uint32_t n_pages, uint32_t chunk, uint32_t dec,
+                        float **one, float **other)
+{
+    model *m = make_model("tiny-llama", 0, 1);
+    uint32_t V = m->cfg.vocab_size;
+    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
+    *one = malloc((size_t)(1 + dec) * V * 4);
+    *other = malloc((size_t)(1 + dec) * V * 4);
+    runner *r = make_runner(m, K, 16, n_pages);
+    CU_ASSERT_EQUAL(drive(r, tok, 60, chunk, dec, pages, n_pages, *one), 1 + dec);
+    runner_free(r);
+    return m;
+}
+
 static void test_nccl_one_rank(void)
 {
     if (!gpu() || no_nccl()) return;
@@ -697,17 +715,13 @@ static void test_nccl_one_rank(void)
     cuda_comm *c = cuda_comm_new(id, 0, 1, &e);
     if (!c) printf("\n  %s\n", e.msg);
     CU_ASSERT_FATAL(c != NULL);
-    model *m = make_model("tiny-llama", 0, 1);
-    uint32_t V = m->cfg.vocab_size, np = 8;
+    const uint32_t np = 8, pages[8] = {7, 6, 5, 4, 3, 2, 1, 0};
     int32_t tok[80];
-    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
-    uint32_t pages[8] = {7, 6, 5, 4, 3, 2, 1, 0};
-    float *a = malloc((size_t)5 * V * 4), *b = malloc((size_t)5 * V * 4);
-    runner *r = make_runner(m, K, 16, np);
-    drive(r, tok, 60, 0, 4, pages, np, a);
-    runner_free(r);
+    float *a, *b;
+    model *m = nccl_case(tok, pages, np, 0, 4, &a, &b);
+    uint32_t V = m->cfg.vocab_size;
     runner_config rc = {16, np, 0, K};
-    r = runner_new_tp(m, &rc, cuda_comm_kern(c), &e);
+    runner *r = runner_new_tp(m, &rc, cuda_comm_kern(c), &e);
     CU_ASSERT_FATAL(r != NULL);
     drive(r, tok, 60, 0, 4, pages, np, b);
     runner_free(r);
@@ -739,15 +753,11 @@ static void test_nccl_two_ranks(void)
         printf("\n  skipped: %d CUDA device (tensor parallel needs 2)\n", cuda_device_count());
         return;
     }
-    model *m = make_model("tiny-llama", 0, 1);
-    uint32_t V = m->cfg.vocab_size, np = 8;
+    const uint32_t np = 8, pages[8] = {3, 1, 4, 0, 5, 2, 6, 7}, rows = 6;
     int32_t tok[80];
-    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
-    uint32_t pages[8] = {3, 1, 4, 0, 5, 2, 6, 7};
-    float *a = malloc((size_t)6 * V * 4), *b = malloc((size_t)6 * V * 4);
-    runner *r = make_runner(m, K, 16, np);
-    uint32_t rows = drive(r, tok, 60, 16, 5, pages, np, a);
-    runner_free(r);
+    float *a, *b;
+    model *m = nccl_case(tok, pages, np, 16, rows - 1, &a, &b);
+    uint32_t V = m->cfg.vocab_size;
 
     runner_config rc = {16, np, 0, K};
     tp_config t;

@@ -36,7 +36,6 @@ struct rh_emu_event {
 namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
-thread_local int current_device = 0;
 thread_local std::string launch_why;   /* the last failed launch's reason, for cudaGetErrorString */
 thread_local cudaError_t launch_code = cudaSuccess;
 rh_emu_stream default_stream = {nullptr};
@@ -116,8 +115,6 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
-
 cudaError_t cudaGetDeviceCount(int *n)
 {
     *n = device_count();
@@ -127,13 +124,6 @@ cudaError_t cudaGetDeviceCount(int *n)
 cudaError_t cudaSetDevice(int dev)
 {
     if (dev < 0 || dev >= device_count()) return rh_emu::fail(cudaErrorInvalidDevice);
-    current_device = dev;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDevice(int *dev)
-{
-    *dev = current_device;
     return cudaSuccess;
 }
 
@@ -160,12 +150,9 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev)
     switch (a) {
     case cudaDevAttrComputeCapabilityMajor: *v = p.major; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *v = p.minor; return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; return cudaSuccess;
     }
     return rh_emu::fail(cudaErrorInvalidValue);
 }
-
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {

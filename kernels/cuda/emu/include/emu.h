@@ -50,10 +50,7 @@ struct dim3 {
 };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) float2 { float x, y; };
-struct alignas(8) uint2 { unsigned x, y; };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 typedef struct rh_emu_stream *cudaStream_t;
 
@@ -147,11 +144,7 @@ template <class T> static inline T __ldcs(const T *p) { return *p; }
 
 static inline float __uint_as_float(unsigned u) { return rh_emu::from_bits<float>(u); }
 static inline unsigned __float_as_uint(float f) { return (unsigned)rh_emu::to_bits(f); }
-static inline float __int_as_float(int i) { return rh_emu::from_bits<float>((uint32_t)i); }
-static inline int __float_as_int(float f) { return (int)(uint32_t)rh_emu::to_bits(f); }
 #define __expf(x) expf(x)   /* glibc declares its own __expf */
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 /* CUDA's integer and float min/max overloads for mixed operands. */
 template <class A, class B> static inline std::common_type_t<A, B> max(A a, B b)
