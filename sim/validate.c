@@ -1,62 +1,23 @@
-/* validate.c — `rehearse validate TRACE --model M --cost COST [knobs] [-o DIR]`:
- * does the simulator tell the truth?
- *
- * Runs the real engine (replay, wall clock) and the simulator (virtual
- * clock, the cost model) on the same trace with the same knobs — the
- * simulator takes the engine's resolved knobs from the recording's header,
- * so both run exactly the same scheduler configuration — then prints every
- * metric measured, simulated and the error in %, and writes into DIR:
- *   recorded.rhtr, simulated.rhtr      both runs
- *   metrics.csv                        the table
- *   requests.csv, ttft_cdf/tpot_cdf/e2e_cdf.{png,svg}   CDF overlays
- *   steps.csv, step_scatter.{png,svg}  predicted against measured step time
- *   summary.json                       for the demo report */
+/* validate.c — see validate.h: the engine run, the simulation with the
+ * engine's knobs, the comparison, the plots and the summary, each a step. */
+#include "sim/validate.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdarg.h>
 #include <strings.h>
 
-#include "engine/replay.h"
 #include "engine/spec/hist.h"
-#include "sim/cost_fit.h"
 #include "sim/lua_api.h"
 #include "sim/metrics.h"
 #include "sim/plot.h"
 #include "sim/sim.h"
-#include "util/args.h"
 #include "util/fs.h"
-#include "util/progress.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: rehearse validate TRACE --model MODEL --cost COST [-o DIR] [flags] [scheduler knobs]\n\n"
-            "Runs TRACE through the real engine (replay) and through the simulator with COST,\n"
-            "with the same knobs, and prints every metric measured, simulated and the error.\n"
-            "Writes both runs, CSVs, CDF overlays of TTFT, TPOT and E2E and a predicted-vs-measured\n"
-            "step-time scatter into DIR (default reports/validate).\n\n"
-            "  --cost FILE               the cost model to check (required)\n"
-            "  -o, --output DIR          where everything goes (reports/validate)\n"
-            "  --json                    print the table as JSON\n"
-            "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k\n"
-            "                            as for rehearse replay\n"
-            "the engine (--tp-size also sets the simulator's tensor-parallel size):\n%s"
-            "speculative decoding, as for rehearse replay (the simulator takes the recording's\n"
-            "accepted-length histogram):\n%s"
-            "scheduler knobs:\n%s",
-            engine_flags_help(), spec_config_help(), core_config_help());
-}
-
-static int bad(const char *msg)
-{
-    fprintf(stderr, "rehearse validate: %s\n", msg);
-    return 1;
-}
-
-/* The metrics compared, by their JSON names. */
-static const char *compared[] = {
+const char *const validate_metrics[VALIDATE_N_METRICS] = {
     "completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
     "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms",
@@ -65,7 +26,18 @@ static const char *compared[] = {
     "cache_hit_rate", "retractions", "steps", "mean_batch_size", "mean_kv_use", "busy_time",
     "spec_accept_rate", "mean_accepted_length",
 };
-#define N_COMPARED (sizeof compared / sizeof compared[0])
+
+static void note(const validate_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const validate_config *c, const char *fmt, ...)
+{
+    if (!c->note) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->note(c->ctx, msg);
+}
 
 static double jnum(json_t *o, const char *k)
 {
@@ -76,10 +48,41 @@ static double jnum(json_t *o, const char *k)
     return 0;
 }
 
-static double err_pct(double meas, double sim)
+double validate_error_pct(double measured, double simulated)
 {
-    if (meas == 0) return sim == 0 ? 0 : NAN;
-    return 100 * (sim - meas) / meas;
+    if (measured == 0) return simulated == 0 ? 0 : NAN;
+    return 100 * (simulated - measured) / measured;
+}
+
+int validate_compare(const char *measured_path, const char *simulated_path, validate_row rows[VALIDATE_N_METRICS],
+                     rh_err *e)
+{
+    metrics_summary ms, ss;
+    if (metrics_of_trace(measured_path, NULL, &ms, e) <= 0 || metrics_of_trace(simulated_path, NULL, &ss, e) <= 0) {
+        if (!e->msg[0]) rh_fail(e, "a run holds no measured requests");
+        return -1;
+    }
+    json_t *jm = metrics_to_json(&ms), *js = metrics_to_json(&ss);
+    for (size_t i = 0; i < VALIDATE_N_METRICS; i++) {
+        double m = jnum(jm, validate_metrics[i]), s = jnum(js, validate_metrics[i]);
+        rows[i] = (validate_row){validate_metrics[i], m, s, validate_error_pct(m, s)};
+    }
+    json_decref(jm);
+    json_decref(js);
+    return 0;
+}
+
+void validate_threads_warning(const char *cost_path, const replay_config *rc, char *out, size_t n)
+{
+    out[0] = 0;
+    json_t *cj = json_load_file(cost_path, 0, NULL);
+    json_t *th = cj ? json_object_get(cj, "threads") : NULL;
+    const char *be = cj ? json_string_value(json_object_get(cj, "backend")) : NULL;
+    if (json_is_integer(th) && (!be || !strcmp(be, "cpu")) && (!rc->engine.kernels || rc->engine.kernels == kern_cpu()) &&
+        json_integer_value(th) != kern_cpu_threads())
+        snprintf(out, n, "%s was calibrated with %lld BLAS threads, the engine runs %d (set OPENBLAS_NUM_THREADS to match)",
+                 cost_path, (long long)json_integer_value(th), kern_cpu_threads());
+    json_decref(cj);
 }
 
 /* Per-request latencies of one run, appended to the CSV. */
@@ -173,172 +176,77 @@ static int served_only(const tr_trace *t, const tr_trace *rec, tr_trace *out, si
     return rc;
 }
 
-int validate_main(int argc, char **argv)
+/* Step 2: the simulator on the requests the engine served, with the knobs
+ * the engine resolved (the recording's header), speculation as the engine
+ * ran it, and the same sending. */
+static int simulate(const validate_config *c, const tr_trace *t, const char *recorded, const cost_model *cost,
+                    const char *simulated, rh_err *e)
 {
-    if (rh_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    replay_config rc;
-    replay_config_default(&rc);
-    rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
-    rh_err e = {{0}};
-    const char *cost_path = NULL, *dir = "reports/validate", *name;
-    int json = 0, concurrency_given = 0;
-    while ((name = rh_args_next(&a))) {
-        if (!strcmp(name, "json")) {
-            json = 1;
-        } else if (!strcmp(name, "cost")) {
-            if (!(cost_path = rh_args_value(&a, &e))) return bad(e.msg);
-        } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
-            if (!(dir = rh_args_value(&a, &e))) return bad(e.msg);
-        } else if (replay_config_takes_value(name) > 0) {
-            const char *v = rh_args_value(&a, &e);
-            if (!v || replay_config_set(&rc, name, v, &e) < 0) return bad(e.msg);
-            if (!strcmp(name, "max-concurrency")) concurrency_given = 1;
-        } else {
-            int takes = core_config_takes_value(name);
-            if (takes < 0) {
-                snprintf(e.msg, sizeof e.msg, "unknown flag --%s (see rehearse validate --help)", name);
-                return bad(e.msg);
-            }
-            const char *v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "true");
-            if (!v || core_config_set(&rc.engine.core, name, v, &e) < 0) return bad(e.msg);
-        }
-    }
-    if (a.npos != 1) return bad("validate takes one TRACE file; see rehearse validate --help");
-    if (!rc.engine.model) return bad("validate needs --model MODEL");
-    if (!cost_path) return bad("validate needs --cost COST (the cost model to check)");
-    if (core_config_validate(&rc.engine.core, &e) < 0) return bad(e.msg);
-    if (rc.engine.tp.node_rank) return bad("validate runs node 0; run the other nodes with rehearse serve --node-rank");
-    cost_model *cost = cost_load(cost_path, &e);
-    if (!cost) return bad(e.msg);
-    {
-        /* A table measured with another BLAS thread count prices other steps. */
-        json_t *cj = json_load_file(cost_path, 0, NULL);
-        json_t *th = cj ? json_object_get(cj, "threads") : NULL;
-        const char *be = cj ? json_string_value(json_object_get(cj, "backend")) : NULL;
-        if (json_is_integer(th) && (!be || !strcmp(be, "cpu")) && (!rc.engine.kernels || rc.engine.kernels == kern_cpu()) &&
-            json_integer_value(th) != kern_cpu_threads())
-            fprintf(stderr, "rehearse validate: warning: %s was calibrated with %lld BLAS threads, the engine runs %d "
-                            "(set OPENBLAS_NUM_THREADS to match)\n",
-                    cost_path, (long long)json_integer_value(th), kern_cpu_threads());
-        json_decref(cj);
-    }
-    tr_trace t;
-    if (tr_trace_load(a.pos[0], &t, &e) < 0) {
-        cost_free(cost);
-        return bad(e.msg);
-    }
-    int status = 1;
-    char recorded[4096], simulated[4096], path[4200];
-    snprintf(recorded, sizeof recorded, "%s/recorded.rhtr", dir);
-    snprintf(simulated, sizeof simulated, "%s/simulated.rhtr", dir);
-    if (rh_mkdir_p(dir) < 0) {
-        rh_fail(&e, "%s: cannot create the folder", dir);
-        goto done;
-    }
-    const char *clients = tr_header_get(&t.header, "clients");
-    if (!concurrency_given && clients && atol(clients) > 0) rc.max_concurrency = (uint32_t)atol(clients);
-
-    /* 1. The real engine. */
-    fprintf(stderr, "rehearse validate: 1/2 replaying %zu requests through the engine (%s)\n", t.n_requests,
-            rc.engine.model);
-    rc.out_path = recorded;
-    rc.trace_name = a.pos[0];
-    rc.progress = 1;
-    replay_result rr;
-    if (replay_run(&rc, &t, &rr, &e) < 0) goto done;
-
-    /* 2. The simulator, with the knobs the engine resolved (pool size included). */
-    fprintf(stderr, "rehearse validate: 2/2 simulating the same trace (%s)\n", cost_path);
+    const replay_config *rc = &c->replay;
     sim_config sc;
     sim_config_default(&sc);
-    sc.core = rc.engine.core;
-    tr_trace served;
-    const tr_trace *to_sim = &t;
+    sc.core = rc->engine.core;
+    tr_trace served, rec;
+    const tr_trace *to_sim = t;
     size_t refused = 0;
-    {
-        tr_trace rec;
-        if (tr_trace_load(recorded, &rec, &e) < 0) goto done;
-        if (served_only(&t, &rec, &served, &refused, &e) < 0) {
-            tr_trace_free(&rec);
-            goto done;
-        }
-        if (refused) {
-            to_sim = &served;
-            fprintf(stderr, "rehearse validate: the engine refused %zu request%s (longer than the context or the "
-                            "pool); the simulator gets the other %zu\n",
-                    refused, refused == 1 ? "" : "s", served.n_requests);
-        }
-        for (uint32_t i = 0; i < rec.header.n_kv; i++) set_knob(&sc.core, rec.header.kv[i].key, rec.header.kv[i].value);
-        /* Speculation as the engine ran it: its drafter's kind and the
-         * accepted-length histogram it recorded. */
-        const char *alg = tr_header_get(&rec.header, "speculative-algorithm");
-        const char *hist = tr_header_get(&rec.header, SPEC_HIST_KEY);
-        int bad_spec = (alg && strcasecmp(alg, "none") && sim_config_set(&sc, "speculative-algorithm", alg, &e) < 0) ||
-                       (hist && sim_config_set(&sc, "speculative-accept-hist", hist, &e) < 0);
+    if (tr_trace_load(recorded, &rec, e) < 0) return -1;
+    if (served_only(t, &rec, &served, &refused, e) < 0) {
         tr_trace_free(&rec);
-        if (bad_spec) {
-            if (refused) tr_trace_free(&served);
-            goto done;
-        }
+        return -1;
     }
-    if (rc.engine.tp.tp_size > 1) sc.tp = rc.engine.tp.tp_size;   /* the cost model prices the group's steps */
-    sc.rate_scale = rc.rate_scale;
-    sc.max_concurrency = rc.max_concurrency;
-    sc.out_path = simulated;
-    sim_result sr;
-    int sim_rc = sim_run(&sc, to_sim, cost, &sr, &e);
+    if (refused) {
+        to_sim = &served;
+        note(c, "the engine refused %zu request%s (longer than the context or the pool); the simulator gets the "
+                "other %zu",
+             refused, refused == 1 ? "" : "s", served.n_requests);
+    }
+    for (uint32_t i = 0; i < rec.header.n_kv; i++) set_knob(&sc.core, rec.header.kv[i].key, rec.header.kv[i].value);
+    /* Speculation as the engine ran it: its drafter's kind and the
+     * accepted-length histogram it recorded. */
+    const char *alg = tr_header_get(&rec.header, "speculative-algorithm");
+    const char *hist = tr_header_get(&rec.header, SPEC_HIST_KEY);
+    int bad_spec = (alg && strcasecmp(alg, "none") && sim_config_set(&sc, "speculative-algorithm", alg, e) < 0) ||
+                   (hist && sim_config_set(&sc, "speculative-accept-hist", hist, e) < 0);
+    tr_trace_free(&rec);
+    int rc_sim = -1;
+    if (!bad_spec) {
+        if (rc->engine.tp.tp_size > 1) sc.tp = rc->engine.tp.tp_size;   /* the cost model prices the group's steps */
+        sc.rate_scale = rc->rate_scale;
+        sc.max_concurrency = rc->max_concurrency;
+        sc.out_path = simulated;
+        sim_result sr;
+        rc_sim = sim_run(&sc, to_sim, cost, &sr, e);
+        if (rc_sim == 0) sim_result_free(&sr);
+    }
     if (refused) tr_trace_free(&served);
-    if (sim_rc < 0) goto done;
-    sim_result_free(&sr);
+    return rc_sim;
+}
 
-    /* 3. Side by side. */
-    metrics_summary ms, ss;
-    if (metrics_of_trace(recorded, NULL, &ms, &e) <= 0 || metrics_of_trace(simulated, NULL, &ss, &e) <= 0) {
-        if (!e.msg[0]) rh_fail(&e, "a run holds no measured requests");
-        goto done;
-    }
-    json_t *jm = metrics_to_json(&ms), *js = metrics_to_json(&ss);
-    json_t *table = json_array();
+/* Step 3: the table, as metrics.csv. */
+static int write_metrics(const char *dir, const validate_row rows[VALIDATE_N_METRICS], rh_err *e)
+{
+    char path[4200];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
     FILE *f = fopen(path, "w");
-    if (!f) {
-        rh_fail(&e, "%s: cannot write", path);
-        json_decref(jm);
-        json_decref(js);
-        json_decref(table);
-        goto done;
-    }
+    if (!f) return rh_fail(e, "%s: cannot write", path);
     fprintf(f, "metric,measured,simulated,error_pct\n");
-    if (!json) printf("%-26s %14s %14s %10s\n", "metric", "measured", "simulated", "error");
-    for (size_t i = 0; i < N_COMPARED; i++) {
-        double m = jnum(jm, compared[i]), s = jnum(js, compared[i]), er = err_pct(m, s);
-        fprintf(f, "%s,%.6g,%.6g,%.3f\n", compared[i], m, s, er);
-        if (!json) printf("%-26s %14.4g %14.4g %9.1f%%\n", compared[i], m, s, er);
-        json_t *row = json_array();
-        json_array_append_new(row, json_string(compared[i]));
-        json_array_append_new(row, json_real(m));
-        json_array_append_new(row, json_real(s));
-        json_array_append_new(row, isnan(er) ? json_null() : json_real(er));
-        json_array_append_new(table, row);
-    }
+    for (size_t i = 0; i < VALIDATE_N_METRICS; i++)
+        fprintf(f, "%s,%.6g,%.6g,%.3f\n", rows[i].metric, rows[i].measured, rows[i].simulated, rows[i].error_pct);
     fclose(f);
-    json_decref(jm);
-    json_decref(js);
+    return 0;
+}
 
-    /* 4. CDF overlays of per-request latencies. */
+/* Step 4: CDF overlays of per-request latencies. */
+static int plot_cdfs(const char *dir, const char *recorded, const char *simulated, rh_err *e)
+{
+    char path[4200];
     snprintf(path, sizeof path, "%s/requests.csv", dir);
-    f = fopen(path, "w");
-    if (!f || fprintf(f, "source,ttft_ms,tpot_ms,e2e_ms\n") < 0 || request_rows(f, recorded, "measured", &e) < 0 ||
-        request_rows(f, simulated, "simulated", &e) < 0) {
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "source,ttft_ms,tpot_ms,e2e_ms\n") < 0 || request_rows(f, recorded, "measured", e) < 0 ||
+        request_rows(f, simulated, "simulated", e) < 0) {
         if (f) fclose(f);
-        json_decref(table);
-        if (!e.msg[0]) rh_fail(&e, "%s: cannot write", path);
-        goto done;
+        if (!e->msg[0]) rh_fail(e, "%s: cannot write", path);
+        return -1;
     }
     fclose(f);
     struct { const char *col, *out, *label; } cdfs[] = {
@@ -358,16 +266,17 @@ int validate_main(int argc, char **argv)
         p.xlabel = cdfs[i].label;
         plot_or_warn(&p);
     }
+    return 0;
+}
 
-    /* 5. Step times, predicted against measured. */
-    cost_err_summary errs[COST_N_CLASSES];
+/* Step 5: step times, predicted against measured. */
+static int plot_steps(const char *dir, const char *recorded, const cost_model *cost,
+                      cost_err_summary errs[COST_N_CLASSES], rh_err *e)
+{
     char steps_csv[4200], scatter[4200];
     snprintf(steps_csv, sizeof steps_csv, "%s/steps.csv", dir);
     snprintf(scatter, sizeof scatter, "%s/step_scatter", dir);
-    if (step_rows(steps_csv, recorded, cost, errs, &e) < 0) {
-        json_decref(table);
-        goto done;
-    }
+    if (step_rows(steps_csv, recorded, cost, errs, e) < 0) return -1;
     plot_spec p;
     plot_spec_init(&p);
     p.kind = PLOT_SCATTER;
@@ -382,26 +291,36 @@ int validate_main(int argc, char **argv)
     p.xlabel = "measured step time (ms, log scale)";
     p.ylabel = "predicted step time (ms, log scale)";
     plot_or_warn(&p);
-    json_t *steps = json_object();
-    if (!json) printf("\nstep time error (|predicted - measured| / measured):\n");
-    for (int c = 0; c < COST_N_CLASSES; c++) {
-        if (!json && errs[c].n)
-            printf("  %-8s %6zu steps   median %5.1f%%   p90 %5.1f%%   max %6.1f%%\n", cost_class_name(c), errs[c].n,
-                   100 * errs[c].median, 100 * errs[c].p90, 100 * errs[c].max);
-        json_t *o = json_object();
-        json_object_set_new(o, "steps", json_integer((json_int_t)errs[c].n));
-        json_object_set_new(o, "median_pct", json_real(100 * errs[c].median));
-        json_object_set_new(o, "p90_pct", json_real(100 * errs[c].p90));
-        json_object_set_new(o, "max_pct", json_real(100 * errs[c].max));
-        json_object_set_new(steps, cost_class_name(c), o);
-    }
+    return 0;
+}
 
-    /* 6. The summary the demo report reads. */
+/* Step 6: the summary the demo report reads (and --json prints). */
+static json_t *summary_json(const validate_config *c, const validate_report *r)
+{
+    json_t *steps = json_object();
+    for (int k = 0; k < COST_N_CLASSES; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "steps", json_integer((json_int_t)r->steps[k].n));
+        json_object_set_new(o, "median_pct", json_real(100 * r->steps[k].median));
+        json_object_set_new(o, "p90_pct", json_real(100 * r->steps[k].p90));
+        json_object_set_new(o, "max_pct", json_real(100 * r->steps[k].max));
+        json_object_set_new(steps, cost_class_name(k), o);
+    }
+    json_t *table = json_array();
+    for (size_t i = 0; i < VALIDATE_N_METRICS; i++) {
+        const validate_row *w = &r->rows[i];
+        json_t *row = json_array();
+        json_array_append_new(row, json_string(w->metric));
+        json_array_append_new(row, json_real(w->measured));
+        json_array_append_new(row, json_real(w->simulated));
+        json_array_append_new(row, isnan(w->error_pct) ? json_null() : json_real(w->error_pct));
+        json_array_append_new(table, row);
+    }
     json_t *sum = json_object();
-    json_object_set_new(sum, "trace", json_string(a.pos[0]));
-    json_object_set_new(sum, "model", json_string(rc.engine.model));
-    json_object_set_new(sum, "cost", json_string(cost_path));
-    json_object_set_new(sum, "requests", json_integer((json_int_t)t.n_requests));
+    json_object_set_new(sum, "trace", json_string(c->trace_path));
+    json_object_set_new(sum, "model", json_string(c->replay.engine.model));
+    json_object_set_new(sum, "cost", json_string(c->cost_path));
+    json_object_set_new(sum, "requests", json_integer((json_int_t)r->requests));
     json_object_set_new(sum, "step_errors", steps);
     json_t *tbl = json_object(), *cols = json_array();
     json_array_append_new(cols, json_string("metric"));
@@ -426,23 +345,46 @@ int validate_main(int argc, char **argv)
         json_array_append_new(plots, o);
     }
     json_object_set_new(sum, "plots", plots);
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    if (json) {
-        json_dumpf(sum, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        fputc('\n', stdout);
-    }
+    return sum;
+}
+
+int validate_run(const validate_config *c, const tr_trace *t, const cost_model *cost, validate_report *out, rh_err *e)
+{
+    memset(out, 0, sizeof *out);
+    out->requests = t->n_requests;
+    char recorded[4096], simulated[4096], path[4200];
+    snprintf(recorded, sizeof recorded, "%s/recorded.rhtr", c->dir);
+    snprintf(simulated, sizeof simulated, "%s/simulated.rhtr", c->dir);
+    if (rh_mkdir_p(c->dir) < 0) return rh_fail(e, "%s: cannot create the folder", c->dir);
+
+    /* Step 1: the real engine. */
+    note(c, "1/2 replaying %zu requests through the engine (%s)", t->n_requests, c->replay.engine.model);
+    replay_config rc = c->replay;
+    rc.out_path = recorded;
+    rc.trace_name = c->trace_path;
+    replay_result rr;
+    if (replay_run(&rc, t, &rr, e) < 0) return -1;
+
+    note(c, "2/2 simulating the same trace (%s)", c->cost_path);
+    if (simulate(c, t, recorded, cost, simulated, e) < 0) return -1;
+    if (validate_compare(recorded, simulated, out->rows, e) < 0 || write_metrics(c->dir, out->rows, e) < 0 ||
+        plot_cdfs(c->dir, recorded, simulated, e) < 0 || plot_steps(c->dir, recorded, cost, out->steps, e) < 0)
+        return -1;
+    json_t *sum = summary_json(c, out);
+    snprintf(path, sizeof path, "%s/summary.json", c->dir);
     char *text = json_dumps(sum, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    json_decref(sum);
-    if (!text || rl_write_file_atomic(path, text, strlen(text), &e) < 0) {
+    if (!text || rl_write_file_atomic(path, text, strlen(text), e) < 0) {
         free(text);
-        goto done;
+        json_decref(sum);
+        return -1;
     }
     free(text);
-    if (!json) printf("\nwrote %s/ (recorded.rhtr, simulated.rhtr, metrics.csv, CDF and step plots)\n", dir);
-    status = 0;
-done:
-    if (status) fprintf(stderr, "rehearse validate: %s\n", e.msg);
-    tr_trace_free(&t);
-    cost_free(cost);
-    return status;
+    out->summary = sum;
+    return 0;
+}
+
+void validate_report_free(validate_report *r)
+{
+    json_decref(r->summary);
+    r->summary = NULL;
 }

@@ -96,6 +96,48 @@ static void test_run_json_and_trace_agree(void)
     bench_mock_stop(m);
 }
 
+/* Goodput counts only the requests within every SLO. Output lengths spread
+ * over 2..8 tokens at 10 ms apart, so E2E runs from about 20 to 80 ms and
+ * an E2E bound of 45 ms splits the requests; the count in the JSON equals
+ * the count made by hand from the recorded trace, and is neither none nor
+ * all (else the SLO was not what decided). */
+static void test_goodput_counts_every_slo(void)
+{
+    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.010};
+    rh_err e;
+    bench_mock *m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char json[256], trace[256], args[2048];
+    tu_tmp_path("bench_goodput.json", json, sizeof json);
+    tu_tmp_path("bench_goodput.rhtr", trace, sizeof trace);
+    snprintf(args, sizeof args,
+             "--base-url %s --num-prompts 12 --random-input-len 16 --random-output-len 5 --random-range-ratio 0.6 "
+             "--max-concurrency 12 --seed 5 --slo-ttft 1000 --slo-e2e 45 --result-json %s --record-trace %s",
+             bench_mock_url(m), json, trace);
+    int rc = bench(args);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc) printf("\n%s\n", out);
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    tr_trace t;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(trace, &t, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(t.n_requests, 12);
+    long good = 0;
+    for (size_t i = 0; i < t.n_requests; i++)
+        good += t.requests[i].ttft * 1e3 <= 1000 && t.requests[i].e2e * 1e3 <= 45;
+    printf("(%ld of 12 within the SLOs) ", good);
+    CU_ASSERT(good > 0 && good < 12);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "good_requests")), good);
+    double duration = json_real_value(json_object_get(j, "duration"));
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "request_goodput")), good / duration, 1e-9);
+    CU_ASSERT(json_real_value(json_object_get(j, "request_goodput")) <
+              json_real_value(json_object_get(j, "request_throughput")));
+    tr_trace_free(&t);
+    json_decref(j);
+    bench_mock_stop(m);
+}
+
 /* A trace as the dataset: its arrivals (scaled) and lengths come through. */
 static void test_trace_dataset_from_cli(void)
 {
@@ -219,6 +261,7 @@ void register_test_bench_cli(void)
 {
     CU_pSuite s = CU_add_suite("bench_cli", NULL, NULL);
     CU_add_test(s, "run, JSON and trace agree", test_run_json_and_trace_agree);
+    CU_add_test(s, "goodput counts only requests within every SLO", test_goodput_counts_every_slo);
     CU_add_test(s, "trace dataset from the command line", test_trace_dataset_from_cli);
     CU_add_test(s, "bad flags", test_bad_flags);
     CU_add_test(s, "dead server and failed runs", test_dead_server_and_failed_runs);

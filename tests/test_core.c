@@ -215,6 +215,57 @@ static void test_retraction_known_answer(void)
     core_free(H.c);
 }
 
+/* Runs A (id 1) and B (id 2) on 12 pages of 16 tokens, no prefix cache,
+ * nothing reserved for running requests, B added after A has run
+ * `b_after` steps. Returns the id of the first request retracted (0: none)
+ * and, through *out_a and *out_b, both output counts when that step began. */
+static uint64_t first_retracted(uint32_t a_prompt, uint32_t b_prompt, int b_after, uint32_t *out_a,
+                                uint32_t *out_b)
+{
+    core_config cfg = base_cfg();
+    cfg.max_total_tokens = 12 * 16;
+    cfg.disable_radix_cache = true;
+    cfg.schedule_conservativeness = 0;
+    h_new(&H, &cfg);
+    h_add(&H, 1, a_prompt, 100, 0);
+    double now = 0;
+    uint64_t first = 0;
+    for (int i = 0; i < 1000 && (!core_idle(H.c) || i <= b_after); i++) {
+        if (i == b_after) h_add(&H, 2, b_prompt, 100, now);
+        uint32_t a = H.req[1].tokens, b = H.req[2].tokens;
+        h_step(&H, now);
+        now += 0.01;
+        if (!first && (H.req[1].retracted || H.req[2].retracted)) {
+            first = H.req[1].retracted ? 1 : 2;
+            *out_a = a;
+            *out_b = b;
+        }
+        CU_ASSERT_EQUAL_FATAL(h_check(&H), 0);
+    }
+    CU_ASSERT(core_idle(H.c));
+    for (uint64_t i = 1; i <= 2; i++) CU_ASSERT_EQUAL(H.req[i].tokens, 100);
+    core_free(H.c);
+    return first;
+}
+
+/* SGLang retracts the request with the fewest output tokens first, and among
+ * equal outputs the one with the longest prompt. B arrives after A's fifth
+ * step and A waits one step for B's prefill, so A is 4 tokens ahead when the
+ * pool fills: B goes, although A's prompt is the longer. With equal outputs
+ * (both arrive at once; B is admitted in the step after A's, in which A
+ * waits) the longer prompt goes: A, although B is later in the batch. */
+static void test_retraction_order(void)
+{
+    uint32_t out_a = 0, out_b = 0;
+    CU_ASSERT_EQUAL(first_retracted(48, 16, 5, &out_a, &out_b), 2);
+    CU_ASSERT_EQUAL(out_a, out_b + 4);
+    CU_ASSERT(out_b > 0);
+    out_a = out_b = 0;
+    CU_ASSERT_EQUAL(first_retracted(48, 32, 0, &out_a, &out_b), 1);
+    CU_ASSERT_EQUAL(out_a, out_b);
+    CU_ASSERT(out_a > 0);
+}
+
 /* Pages keyed without content (a simulated prompt without block hashes,
  * simulated output) can match only their own request. Such a prompt's pages
  * enter the tree when the request is retracted, so it re-matches them when
@@ -768,6 +819,7 @@ void register_test_core(void)
     CU_add_test(s, "max-running-requests caps the running set", test_max_running);
     CU_add_test(s, "lpm picks the longest cached prefix", test_lpm);
     CU_add_test(s, "small pool retracts exactly when expected", test_retraction_known_answer);
+    CU_add_test(s, "sglang retracts the fewest outputs first, then the longest prompt", test_retraction_order);
     CU_add_test(s, "content-less pages: re-matched after retraction, dropped at finish", test_unique_pages);
     CU_add_test(s, "shared system prompt hits the cache", test_shared_system_prompt);
     CU_add_test(s, "output tokens extend the prefix chain", test_multi_turn_tokens);

@@ -176,6 +176,16 @@ static void test_llama8b_tp2(void)
     CLOSE(two.op[RL_ALLREDUCE].bytes, 65 * 2 * (2 - 1) / 2.0 * msg);
     CLOSE(two.op[RL_ALLREDUCE].seconds, 65 * msg / 450e9);
     CU_ASSERT_STRING_EQUAL(two.op[RL_ALLREDUCE].bound, "link");
+    /* At 4 and 8 GPUs in one node the ring moves 2(n−1)/n = 1.5 and 1.75
+     * messages per all-reduce (at 2 the factor is 1 and cannot show). */
+    for (uint32_t n = 4; n <= 8; n *= 2) {
+        rl_breakdown bd;
+        CU_ASSERT_EQUAL_FATAL(breakdown(m, s, 3, n, &bd), 0);
+        double ring = 2.0 * (n - 1) / n;
+        CLOSE(bd.op[RL_ALLREDUCE].bytes, 65 * ring * msg);
+        CLOSE(bd.op[RL_ALLREDUCE].seconds, 65 * ring * msg / 450e9);
+        CLOSE(bd.op[RL_QKV_PROJ].flops, one.op[RL_QKV_PROJ].flops / n);
+    }
     /* logits of the 3 sampled positions gathered: half of 3·128256 bf16 */
     CLOSE(two.op[RL_LOGITS_GATHER].bytes, 0.5 * 3 * 128256 * 2);
     CU_ASSERT(two.total_s < one.total_s);
@@ -550,7 +560,7 @@ void register_test_cost_roofline(void)
     CU_pSuite s = CU_add_suite("cost_roofline", init_presets, NULL);
     CU_add_test(s, "llama-3-8b decode step by hand", test_llama8b_decode_by_hand);
     CU_add_test(s, "llama-3-8b prefill step by hand", test_llama8b_prefill_by_hand);
-    CU_add_test(s, "tp=2 halves GEMM FLOPs, adds the all-reduce", test_llama8b_tp2);
+    CU_add_test(s, "tp=2, 4, 8: GEMM FLOPs split, the ring all-reduce added", test_llama8b_tp2);
     CU_add_test(s, "deepseek-v3 TP vs EP communication by hand", test_deepseek_tp_vs_ep);
     CU_add_test(s, "parameter counts match published ones", test_params_match_published);
     CU_add_test(s, "MTP and draft-model drafting", test_mtp_draft);

@@ -95,6 +95,31 @@ static void test_hand_computed_run(void)
     CU_ASSERT_DOUBLE_EQUAL(s.spec_accept_rate, 0.5, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(s.mean_accepted_len, 2.0, 1e-12);
 
+    /* Each SLO counts, alone and together: A has TTFT 100, TPOT 133.3, E2E
+     * 500 ms; B has 200, 100 and 400; C (aborted) is never good. */
+    static const struct { metrics_slo slo; uint64_t good; } cases[] = {
+        {{.tpot_ms = 120}, 1},                  /* A misses TPOT */
+        {{.tpot_ms = 140}, 2},
+        {{.e2e_ms = 450}, 1},                   /* A misses E2E */
+        {{.e2e_ms = 400}, 1},                   /* B's 400 is within 400 */
+        {{.e2e_ms = 399}, 0},
+        {{.ttft_ms = 150, .tpot_ms = 120}, 0},  /* A misses TPOT, B misses TTFT */
+        {{.ttft_ms = 250, .e2e_ms = 450}, 1},
+        {{.ttft_ms = 250, .tpot_ms = 140, .e2e_ms = 600}, 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        metrics *g = metrics_new(&cases[k].slo);
+        metrics_add_request(g, &a);
+        metrics_add_request(g, &b);
+        metrics_add_request(g, &c);
+        metrics_summary gs;
+        CU_ASSERT_EQUAL(metrics_summarize(g, &gs), 0);
+        CU_ASSERT_EQUAL(gs.good_requests, cases[k].good);
+        CU_ASSERT_DOUBLE_EQUAL(gs.request_goodput, (double)cases[k].good / 3.5, 1e-12);
+        if (gs.good_requests != cases[k].good) printf("\n  goodput case %zu: %llu good\n", k, (unsigned long long)gs.good_requests);
+        metrics_free(g);
+    }
+
     json_t *j = metrics_to_json(&s);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "completed")), 2);
     CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "mean_ttft_ms")), 150, 1e-9);

@@ -240,6 +240,93 @@ static void test_head_of_line_decode_stall(void)
     tr_trace_free(&t);
 }
 
+/* The linear price of one step record, by hand. */
+static double linear_price(const tr_step *s)
+{
+    return K.base_s + K.per_prefill_token_s * s->prefill_tokens + K.per_decode_seq_s * s->decode_seqs +
+           K.per_context_token_s * (double)s->decode_context + K.per_attention_s * (double)s->prefill_attn;
+}
+
+/* One decode and a 20,000-token prompt under --enable-mixed-chunk: the
+ * prompt runs as three chunks, each in a step with the decode (a chunk is the
+ * 8192 budget less the decode's token, cut to a page: 8176, 8176, 3648).
+ * Every step lasts exactly its linear price, the clock is the sum of the
+ * steps, and the decode's longest gap between tokens is the longest mixed
+ * step. */
+static void test_mixed_step_closed_form(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0.0, 64, 400);
+    add_req(&t, 2, 0.05, 20000, 2);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    c.core.enable_mixed_chunk = true;
+    char out[256];
+    c.out_path = tu_tmp_path("mixed.rhtr", out, sizeof out);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    tr_trace run_t;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(out, &run_t, &e), 0);
+    static const uint32_t chunk[3] = {8176, 8176, 3648};
+    uint32_t n_mixed = 0;
+    uint64_t done = 0;
+    double clock = 0, longest_mixed = 0;
+    for (size_t i = 0; i < run_t.n_steps; i++) {
+        const tr_step *s = &run_t.steps[i];
+        CU_ASSERT_DOUBLE_EQUAL(s->duration, linear_price(s), 1e-12);
+        if (s->start > clock + 1e-12) clock = s->start;   /* idle until an arrival */
+        CU_ASSERT_DOUBLE_EQUAL(s->start, clock, 1e-9);
+        clock += s->duration;
+        if (s->prefill_seqs && s->decode_seqs) {
+            CU_ASSERT_FATAL(n_mixed < 3);
+            CU_ASSERT_EQUAL(s->prefill_tokens, chunk[n_mixed]);
+            CU_ASSERT_EQUAL(s->prefill_attn, (uint64_t)chunk[n_mixed] * (done + chunk[n_mixed]));
+            CU_ASSERT_EQUAL(s->decode_seqs, 1);
+            double price = K.base_s + K.per_prefill_token_s * chunk[n_mixed] + K.per_decode_seq_s +
+                           K.per_context_token_s * (double)s->decode_context +
+                           K.per_attention_s * (double)chunk[n_mixed] * (double)(done + chunk[n_mixed]);
+            CU_ASSERT_DOUBLE_EQUAL(s->duration, price, 1e-12);
+            if (s->duration > longest_mixed) longest_mixed = s->duration;
+            done += chunk[n_mixed++];
+        }
+    }
+    CU_ASSERT_EQUAL(n_mixed, 3);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.duration, clock, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(res.summary.itl_ms.max, longest_mixed * 1e3, 1e-9);
+    tr_trace_free(&run_t);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* TTFT counts from arrival, not from admission: a request arriving in the
+ * middle of a long prefill waits for that step's end, then gets its own
+ * prefill step (prefill first: the running request's decode waits). */
+static void test_ttft_from_arrival(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0.0, 2000, 4);
+    add_req(&t, 2, 0.02, 100, 4);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double first = K.base_s + K.per_prefill_token_s * 2000 + K.per_attention_s * 2000.0 * 2000.0;
+    double own = K.base_s + K.per_prefill_token_s * 100 + K.per_attention_s * 100.0 * 100.0;
+    CU_ASSERT(first > 0.02);   /* it does arrive mid-step */
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].ttft, first, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[1].send, 0.02, 0);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[1].ttft, first - 0.02 + own, 1e-12);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
 /* With every draft accepted, a decode commits k + 1 tokens per step. */
 static void test_speculation_certain_accept(void)
 {
@@ -442,6 +529,8 @@ void register_test_sim(void)
     CU_add_test(s, "Little's law on a Poisson run", test_littles_law);
     CU_add_test(s, "head-of-line: short TTFT", test_head_of_line_ttft);
     CU_add_test(s, "head-of-line: decode stall", test_head_of_line_decode_stall);
+    CU_add_test(s, "mixed chunk steps priced and clocked exactly", test_mixed_step_closed_form);
+    CU_add_test(s, "TTFT counts from arrival, mid-step", test_ttft_from_arrival);
     CU_add_test(s, "speculation with certain acceptance", test_speculation_certain_accept);
     CU_add_test(s, "deterministic output bytes", test_deterministic_output);
     CU_add_test(s, "pool smaller than a request", test_pool_too_small);

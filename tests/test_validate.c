@@ -4,11 +4,14 @@
  * served; with --tp-size 2 the engine runs as two tensor-parallel ranks. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/sim.h"
+#include "sim/validate.h"
 #include "testutil.h"
 #include "traces/trace.h"
 
@@ -91,9 +94,74 @@ static void test_refused_requests_left_out_of_the_simulation(void)
     tu_run(cmd, NULL, 0);
 }
 
+static const validate_row *row_of(const validate_row rows[VALIDATE_N_METRICS], const char *metric)
+{
+    for (size_t i = 0; i < VALIDATE_N_METRICS; i++)
+        if (!strcmp(rows[i].metric, metric)) return &rows[i];
+    CU_FAIL("metric missing from the comparison");
+    return &rows[0];
+}
+
+/* The error column is relative to the measurement and signed. A "measured"
+ * run (the simulator with a linear cost, every request at t = 0, so the
+ * batches do not depend on time) against a simulation whose cost prices
+ * every step at exactly twice its recorded time: every latency and the
+ * duration are +100%, every throughput -50%, counts 0%. */
+static void test_error_column(void)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    rh_err e;
+    for (uint32_t i = 0; i < 40; i++) {
+        tr_request r = {.id = i + 1, .arrival = 0, .input_len = 100 + 37 * i, .output_len = 5 + i % 13};
+        CU_ASSERT_FATAL(tr_trace_add_request(&t, &r, &e) == 0);
+    }
+    cost_linear_coef k = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
+    cost_linear_coef k2 = {2 * k.base_s, 2 * k.per_prefill_token_s, 2 * k.per_decode_seq_s,
+                           2 * k.per_context_token_s, 2 * k.per_attention_s};
+    char measured[256], simulated[256];
+    tu_tmp_path("validate-measured.rhtr", measured, sizeof measured);
+    tu_tmp_path("validate-twice.rhtr", simulated, sizeof simulated);
+    const cost_linear_coef *coef[2] = {&k, &k2};
+    const char *out[2] = {measured, simulated};
+    for (int i = 0; i < 2; i++) {
+        cost_model *m = cost_linear_new(coef[i]);
+        sim_config c;
+        sim_config_default(&c);
+        c.core.max_running_requests = 8;      /* several batches, some mixed */
+        c.out_path = out[i];
+        sim_result res;
+        CU_ASSERT_EQUAL_FATAL(sim_run(&c, &t, m, &res, &e), 0);
+        sim_result_free(&res);
+        cost_free(m);
+    }
+    validate_row rows[VALIDATE_N_METRICS];
+    CU_ASSERT_EQUAL_FATAL(validate_compare(measured, simulated, rows, &e), 0);
+    const char *twice[] = {"duration", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
+                           "mean_e2el_ms", "p90_e2el_ms", "busy_time"};
+    for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+        const validate_row *w = row_of(rows, twice[i]);
+        CU_ASSERT(w->measured > 0);
+        CU_ASSERT_DOUBLE_EQUAL(w->simulated, 2 * w->measured, 1e-9 * w->measured);
+        CU_ASSERT_DOUBLE_EQUAL(w->error_pct, 100, 1e-6);
+    }
+    const char *half[] = {"request_throughput", "output_throughput", "total_token_throughput"};
+    for (size_t i = 0; i < sizeof half / sizeof half[0]; i++) CU_ASSERT_DOUBLE_EQUAL(row_of(rows, half[i])->error_pct, -50, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(row_of(rows, "completed")->measured, 40, 0);
+    CU_ASSERT_DOUBLE_EQUAL(row_of(rows, "completed")->error_pct, 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(row_of(rows, "steps")->error_pct, 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(validate_error_pct(4, 3), -25, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(validate_error_pct(0, 0), 0, 0);
+    CU_ASSERT(isnan(validate_error_pct(0, 1)));
+    remove(measured);
+    remove(simulated);
+    tr_trace_free(&t);
+}
+
 void register_test_validate(void)
 {
     CU_pSuite s = CU_add_suite("validate", NULL, NULL);
     CU_add_test(s, "requests the engine refuses are left out of the simulation; --tp-size 2",
                 test_refused_requests_left_out_of_the_simulation);
+    CU_add_test(s, "the error column: twice the recorded step time is +100%", test_error_column);
 }
