@@ -30,10 +30,16 @@ CFLAGS_ALL = -std=c11 $(OPT) -g -Wall -Wextra $(if $(WERROR),-Werror) -D_GNU_SOU
              -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
-LIB_DIRS = util traces engine engine/core engine/model engine/spec engine/serve engine/record \
-           kernels/cpu kernels/calibrate sim
+# The libraries, bottom of the layer order first (README, Layout; the layer
+# check in `make test` keeps it). The command-line fronts (cli/) link only
+# into the binary: no library can call one.
+LIB_DIRS = util traces traces/import traces/tools traces/metrics kernels/cpu \
+           engine/core engine/model engine/speculative engine/record engine engine/serve client \
+           sim/cost sim sim/calibrate sim/plot sim/validate sim/lua
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_SRCS = rehearse.c $(wildcard cli/*.c)
+CLI_OBJS = $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
 # CUDA backend: kernels/cuda/*.cu built with nvcc whenever it is found (on the
 # PATH or in /usr/local/cuda), which needs no GPU; without nvcc (or CUDA=0)
@@ -124,7 +130,7 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/obj/rehearse.o $(LIB)
+$(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 # The suite list is generated from the test file names: tests/test_foo.c
@@ -142,7 +148,7 @@ $(EMU_TEST_BIN): $(TEST_OBJS) $(HOST_OBJS) $(EMU_OBJS)
 	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
 # `rehearse` with the emulator as its CUDA backend: --backend cuda on any machine.
-$(BUILD)/rehearse-emu: $(BUILD)/obj/rehearse.o $(HOST_OBJS) $(EMU_OBJS)
+$(BUILD)/rehearse-emu: $(CLI_OBJS) $(HOST_OBJS) $(EMU_OBJS)
 	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
 $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
@@ -194,7 +200,7 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/rehearse
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/rehearse
 	cp -r scripts $(DESTDIR)$(PREFIX)/share/rehearse/
-	cp -r sim/presets $(DESTDIR)$(PREFIX)/share/rehearse/
+	cp -r sim/cost/presets $(DESTDIR)$(PREFIX)/share/rehearse/
 
 clean:
 	rm -rf build build-san build-fuzz rehearse

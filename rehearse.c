@@ -1,18 +1,9 @@
 /* rehearse.c — the table of subcommands, git-style. Nothing else lives here:
- * each subcommand's flags, help and exit codes are in the module it drives. */
+ * each subcommand's flags, help and exit codes are its front in cli/. */
 #include <stdio.h>
 #include <string.h>
 
-#include "sim/cli.h"
-#include "sim/cost_cli.h"
-#include "sim/plot.h"
-#include "sim/validate_steps.h"
-#include "engine/model/cli.h"
-#include "engine/replay.h"
-#include "engine/serve/bench.h"
-#include "engine/serve/server.h"
-#include "kernels/calibrate/calibrate.h"
-#include "traces/cli.h"
+#include "cli/cli.h"
 
 typedef struct subcommand {
     const char *name;

@@ -37,7 +37,7 @@
 #include "engine/core/core.h"
 #include "engine/model/runner.h"
 #include "engine/model/tp.h"
-#include "engine/spec/spec.h"
+#include "engine/speculative/spec.h"
 #include "traces/trace.h"
 #include "util/err.h"
 
@@ -49,13 +49,13 @@ typedef struct engine engine;
  * positions. Greedy requests accept drafts while each equals the target's
  * argmax after the one before; sampling requests accept draft x with
  * probability min(1, p(x)/q(x)) and on rejection draw from
- * norm(max(0, p - q)) (engine/spec/verify.h), so tokens keep the target's
+ * norm(max(0, p - q)) (engine/speculative/verify.h), so tokens keep the target's
  * distribution. A drafter that proposes certain tokens (q = 1: n-gram
  * lookup, a greedy draft model) hands back no q; the engine then draws each
  * row's token with the request's stream and accepts while it equals the
  * draft, which is the same rule and keeps seeded outputs identical to a run
  * without drafts. Accepted tokens plus the first drawn one that differs (or
- * a bonus token after k accepted) are committed. engine/spec/spec.h builds
+ * a bonus token after k accepted) are committed. engine/speculative/spec.h builds
  * the n-gram and draft-model drafters. */
 typedef struct engine_draft {
     uint64_t id;

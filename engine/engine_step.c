@@ -4,7 +4,7 @@
 #include <time.h>
 
 #include "engine/engine_impl.h"
-#include "engine/spec/verify.h"
+#include "engine/speculative/verify.h"
 
 #include <stdlib.h>
 

@@ -15,7 +15,7 @@
 
 #include "engine/record/outcome.h"
 #include "engine/record/recorder.h"
-#include "engine/spec/hist.h"
+#include "engine/speculative/hist.h"
 #include "traces/prompt.h"
 #include "traces/sender.h"
 #include "util/args.h"
@@ -219,7 +219,7 @@ static recorder *open_recording(replay *r, rh_err *e)
 }
 
 /* With speculation on, the accepted-length histogram goes into the
- * recording's header (engine/spec/hist.h), where `rehearse sim` finds it. The
+ * recording's header (engine/speculative/hist.h), where `rehearse sim` finds it. The
  * header was written first, so the finished file is rewritten. */
 static int record_spec_hist(replay *r, rh_err *e)
 {

@@ -16,7 +16,7 @@
  * sched_time), under a header naming the model, hardware and every knob. A
  * request the engine refuses (longer than the context or the pool) is
  * recorded with finish "error" and a warning. With speculation on, the
- * header also carries the accepted-length histogram (engine/spec/hist.h).
+ * header also carries the accepted-length histogram (engine/speculative/hist.h).
  * On failure nothing is written. */
 #ifndef RH_ENGINE_REPLAY_H
 #define RH_ENGINE_REPLAY_H
@@ -53,15 +53,12 @@ typedef struct replay_result {
 void replay_config_default(replay_config *c);
 /* The replay's own flags by CLI name (model, o/output, weights, weight-seed,
  * max-concurrency, rate-scale, prompt-seed, temperature, top-p, top-k,
- * mem-fraction-static) and the speculative ones (engine/spec/spec.h): 1 set,
+ * mem-fraction-static) and the speculative ones (engine/speculative/spec.h): 1 set,
  * 0 not one of them, -1 bad value. Values are kept by pointer. Scheduler
  * knobs go to core_config_set. */
 int replay_config_set(replay_config *c, const char *name, const char *value, rh_err *e);
 /* 1 for the replay's own and speculative flags (all take a value), -1 for any other name. */
 int replay_config_takes_value(const char *name);
 int replay_run(const replay_config *c, const tr_trace *t, replay_result *out, rh_err *e);
-
-/* The `rehearse replay` front (replay_cli.c): flags, help, exit codes. */
-int replay_main(int argc, char **argv);
 
 #endif

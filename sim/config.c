@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/spec/hist.h"
+#include "engine/speculative/hist.h"
 #include "sim/sim.h"
 #include "util/args.h"
 
@@ -40,7 +40,7 @@ static int parse_hist(sim_accept_model *a, const char *v, rh_err *e)
 }
 
 /* The acceptance of a recorded run: its header's accepted-length histogram
- * (engine/spec/hist.h, written by `rehearse replay`), else the acceptance
+ * (engine/speculative/hist.h, written by `rehearse replay`), else the acceptance
  * rate of its step records (a recording whose header was written live, as a
  * server writes it, cannot hold the histogram). */
 static int accept_from_trace(sim_config *c, const char *path, rh_err *e)

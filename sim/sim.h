@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "engine/core/core.h"
-#include "sim/cost.h"
-#include "sim/metrics.h"
+#include "sim/cost/cost.h"
+#include "traces/metrics/metrics.h"
 #include "traces/trace.h"
 
 /* How many draft tokens a verify accepts. */

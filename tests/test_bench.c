@@ -1,5 +1,5 @@
 /* test_bench.c — the load generator against a scripted streaming server in
- * this process (engine/serve/bench_mock.h): measured TTFT, ITL, TPOT and E2E
+ * this process (client/bench_mock.h): measured TTFT, ITL, TPOT and E2E
  * match the server's own schedule and its own log of when each chunk left;
  * counts and usage are right; rate, concurrency and session order hold;
  * HTTP errors, error events, malformed streams and dead servers are reported.
@@ -15,8 +15,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "engine/serve/bench.h"
-#include "engine/serve/bench_mock.h"
+#include "client/bench.h"
+#include "client/bench_mock.h"
 
 /* Loopback: a chunk reaches the client ~0.1 ms after it leaves the server.
  * Medians are held to TOL; single values, which a busy two-core machine may

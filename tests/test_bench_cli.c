@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench_mock.h"
-#include "sim/metrics.h"
+#include "client/bench_mock.h"
+#include "traces/metrics/metrics.h"
 #include "testutil.h"
 
 static char out[16384];

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench.h"
+#include "client/bench.h"
 
 static int32_t *tokens_of(const bench_dataset *d, size_t i)
 {

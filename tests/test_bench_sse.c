@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench_sse.h"
+#include "client/bench_sse.h"
 #include "traces/trace.h"
 
 typedef struct events {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench.h"
-#include "engine/serve/bench_json.h"
-#include "engine/serve/bench_mock.h"
+#include "client/bench.h"
+#include "client/bench_json.h"
+#include "client/bench_mock.h"
 #include "testutil.h"
 
 typedef struct spec {

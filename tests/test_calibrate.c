@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/calibrate/calibrate.h"
+#include "sim/calibrate/calibrate.h"
 #include "kernels/cpu/cpu.h"
-#include "sim/cost.h"
-#include "sim/cost_table.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/cost_table.h"
 #include "testutil.h"
 
 static int cmp_double(const void *a, const void *b)

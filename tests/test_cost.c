@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sim/cost.h"
+#include "sim/cost/cost.h"
 #include "testutil.h"
 
 static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};

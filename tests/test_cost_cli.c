@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost_cli.h"
+#include "sim/cost/batch_spec.h"
 #include "testutil.h"
 
 static int init_presets(void)
 {
-    return setenv("REHEARSE_PRESETS", "sim/presets", 1);
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
 }
 
 static void test_batch_parse(void)

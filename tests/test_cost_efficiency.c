@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost_efficiency.h"
+#include "sim/cost/cost_efficiency.h"
 #include "testutil.h"
 
 static void test_factors_reproduce_the_table(void)
@@ -118,7 +118,7 @@ static void test_factors_reproduce_the_table(void)
 /* In this process, GPU presets come from the source tree. */
 static int init_presets(void)
 {
-    return setenv("REHEARSE_PRESETS", "sim/presets", 1);
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
 }
 
 void register_test_cost_efficiency(void)

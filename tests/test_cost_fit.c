@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
-#include "sim/cost_fit.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/cost_fit.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void)

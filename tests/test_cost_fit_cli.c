@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sim/cost.h"
+#include "sim/cost/cost.h"
 #include "testutil.h"
 #include "traces/trace.h"
 

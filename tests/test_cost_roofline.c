@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
-#include "sim/roofline.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/roofline.h"
 #include "testutil.h"
 
 #define CLOSE(a, b) close_rel((a), (b), 1e-12, #a, __LINE__)
@@ -32,7 +32,7 @@ static int close_rel(double got, double want, double rel, const char *what, int 
 
 static int init_presets(void)
 {
-    return setenv("REHEARSE_PRESETS", "sim/presets", 1);
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
 }
 
 static cost_model *load(const char *json)
@@ -515,7 +515,7 @@ static void test_shipped_presets_cite_sources(void)
     int files = 0;
     for (int c = 0; c < 2; c++) {
         char d[64];
-        snprintf(d, sizeof d, "sim/presets/%s", cats[c]);
+        snprintf(d, sizeof d, "sim/cost/presets/%s", cats[c]);
         DIR *dir = opendir(d);
         CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
         struct dirent *de;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
-#include "sim/cost_fit.h"
-#include "sim/cost_table.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/cost_fit.h"
+#include "sim/cost/cost_table.h"
 #include "testutil.h"
 
 #define REL_EQ(a, b, tol) CU_ASSERT(fabs((a) - (b)) <= (tol) * fmax(fabs(a), fabs(b)) + 1e-18)

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
-#include "sim/validate_steps.h"
+#include "sim/cost/cost.h"
+#include "sim/validate/validate_steps.h"
 #include "testutil.h"
 #include "traces/trace.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/metrics.h"
+#include "traces/metrics/metrics.h"
 
 static void test_weighted_equals_expanded(void)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/csv.h"
-#include "sim/plot.h"
+#include "util/csv.h"
+#include "sim/plot/plot.h"
 #include "testutil.h"
 
 static const char *CSV =

@@ -9,9 +9,9 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "engine/serve/bench.h"
+#include "client/bench.h"
 #include "engine/serve/server_text.h"
-#include "sim/cost.h"
+#include "sim/cost/cost.h"
 #include "sim/sim.h"
 #include "test_serve_util.h"
 #include "testutil.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench_sse.h"
+#include "client/bench_sse.h"
 #include "engine/serve/server.h"
 #include "engine_helpers.h"
 #include "util/progress.h"

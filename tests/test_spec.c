@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/spec/hist.h"
-#include "engine/spec/spec.h"
-#include "engine/spec/verify.h"
+#include "engine/speculative/hist.h"
+#include "engine/speculative/spec.h"
+#include "engine/speculative/verify.h"
 
 #define V 6
 

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "engine/replay.h"
-#include "engine/spec/hist.h"
+#include "engine/speculative/hist.h"
 #include "engine_helpers.h"
-#include "sim/metrics.h"
+#include "traces/metrics/metrics.h"
 #include "sim/sim.h"
 #include "testutil.h"
 #include "traces/prompt.h"

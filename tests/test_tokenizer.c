@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/tokenizer_impl.h"
+#include "engine/model/tokenizer_impl.h"
 #include "kernels/kernels.h"
 #include "testutil.h"
 

@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
-#include "traces/import.h"
+#include "traces/import/import.h"
 
 static int load_text(const char *text, tr_format f, const char *model, tr_trace *t, rh_err *e)
 {

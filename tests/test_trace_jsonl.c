@@ -10,7 +10,7 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
-#include "traces/import.h"
+#include "traces/import/import.h"
 #include "traces/jsonl.h"
 #include "traces/num.h"
 

@@ -14,7 +14,7 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
-#include "traces/stats.h"
+#include "traces/tools/stats.h"
 
 typedef struct raw {
     size_t n;

@@ -11,9 +11,9 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
-#include "traces/slice.h"
-#include "traces/stats.h"
-#include "traces/synth.h"
+#include "traces/tools/slice.h"
+#include "traces/tools/stats.h"
+#include "traces/tools/synth.h"
 
 #define N 100000
 

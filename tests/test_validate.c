@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "sim/sim.h"
-#include "sim/validate.h"
+#include "sim/validate/validate.h"
 #include "testutil.h"
 #include "traces/trace.h"
 

@@ -11,7 +11,7 @@
  * spec_proposed, spec_accepted, retractions, finish) when all of it is zero.
  * Times are printed in the shortest form that reads back bit-exact; finish
  * is a name ("length", "stop", "abort", "error"). Reading a line back
- * (traces/import.h, format "jsonl") gives the same record field by field. */
+ * (traces/import/import.h, format "jsonl") gives the same record field by field. */
 #ifndef RH_TRACES_JSONL_H
 #define RH_TRACES_JSONL_H
 

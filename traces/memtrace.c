@@ -3,7 +3,7 @@
  * Hashes and token times are copied into an arena of chunks that are never
  * reallocated: growing the trace must not move arrays that requests already
  * point at. */
-#include "traces/import.h"
+#include "traces/import/import.h"
 #include "traces/trace.h"
 
 #include <stdlib.h>

@@ -205,7 +205,7 @@ typedef struct tr_trace {
 void tr_trace_init(tr_trace *t);
 /* Loads any trace file: our binary format streams in; other formats (our
  * JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their content
- * and imported with default options (traces/import.h). `t` is an output:
+ * and imported with default options (traces/import/import.h). `t` is an output:
  * whatever it held is overwritten, not freed. On failure it is left empty. */
 int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
 /* Copies the record (and its arrays) into the trace. */

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/serve/tokenizer.h"
+#include "engine/model/tokenizer.h"
 #include "kernels/kernels.h"
 
 #define OA_MAX_PROMPTS 64       /* choices one request may ask for */

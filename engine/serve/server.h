@@ -86,7 +86,4 @@ int server_wait_idle(server *s, double timeout_s);
  * engine broke while serving. */
 int server_stop(server *s, rh_err *e);
 
-/* The `rehearse serve` front. */
-int serve_main(int argc, char **argv);
-
 #endif

@@ -21,7 +21,7 @@
 #include "engine/serve/prom.h"
 #include "engine/serve/server.h"
 #include "engine/serve/server_text.h"
-#include "engine/serve/tokenizer.h"
+#include "engine/model/tokenizer.h"
 
 /* One step's output of one choice, on its way to the connection. */
 typedef struct sv_delivery {

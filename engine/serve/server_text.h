@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/serve/tokenizer.h"
+#include "engine/model/tokenizer.h"
 
 typedef struct sv_text {
     char *text;                 /* settled valid UTF-8, NUL-terminated */

@@ -25,10 +25,10 @@
 #include <string.h>
 
 #include "engine/model/runner.h"
-#include "kernels/calibrate/calibrate.h"
-#include "sim/cost.h"
-#include "sim/cost_fit.h"
-#include "sim/cost_table.h"
+#include "sim/calibrate/calibrate.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/cost_fit.h"
+#include "sim/cost/cost_table.h"
 #include "util/progress.h"
 #include "util/stats.h"
 

@@ -1,6 +1,6 @@
 /* bench_client.c — how much the load generator itself adds to what it
  * measures, and how much load one client thread can drive. Against the
- * scripted server (engine/serve/bench_mock.h) in this process, on the same
+ * scripted server (client/bench_mock.h) in this process, on the same
  * clock:
  *   - stamp delay: client's stamp of a chunk minus the server's send time
  *     (what every TTFT and ITL carries on top of the server's own latency);
@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/serve/bench.h"
-#include "engine/serve/bench_body.h"
-#include "engine/serve/bench_mock.h"
+#include "client/bench.h"
+#include "client/bench_body.h"
+#include "client/bench_mock.h"
 #include "util/progress.h"
 #include "util/stats.h"
 

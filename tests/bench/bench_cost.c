@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
-#include "sim/cost_fit.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/cost_fit.h"
 #include "util/progress.h"
 
 typedef struct row {
@@ -57,7 +57,7 @@ static cost_model *load(const char *json)
 
 int main(void)
 {
-    setenv("REHEARSE_PRESETS", "sim/presets", 0);
+    setenv("REHEARSE_PRESETS", "sim/cost/presets", 0);
     const long n = 2000000;
     cost_linear_coef k = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
     cost_model *lin = cost_linear_new(&k);

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "engine/replay.h"
-#include "traces/slice.h"
+#include "traces/tools/slice.h"
 
 typedef struct scenario {
     const char *name, *file;

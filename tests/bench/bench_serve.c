@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/serve/bench.h"
+#include "client/bench.h"
 #include "engine/serve/server.h"
 #include "util/progress.h"
 #include "util/stats.h"

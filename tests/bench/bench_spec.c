@@ -32,9 +32,9 @@
 #include <unistd.h>
 
 #include "engine/replay.h"
-#include "engine/spec/hist.h"
-#include "sim/cost_fit.h"
-#include "sim/metrics.h"
+#include "engine/speculative/hist.h"
+#include "sim/cost/cost_fit.h"
+#include "traces/metrics/metrics.h"
 #include "sim/sim.h"
 #include "util/progress.h"
 

@@ -17,10 +17,10 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "traces/import.h"
+#include "traces/import/import.h"
 #include "traces/jsonl.h"
 #include "traces/rng.h"
-#include "traces/synth.h"
+#include "traces/tools/synth.h"
 #include "util/progress.h"
 
 

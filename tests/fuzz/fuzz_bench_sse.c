@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/serve/bench_sse.h"
+#include "client/bench_sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

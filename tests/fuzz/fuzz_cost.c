@@ -1,14 +1,14 @@
 /* fuzz_cost.c — cost files are outside input: any bytes either load as a
  * cost model or fail with a message, and a loaded model prices every batch
  * it accepts with a finite, non-negative time (NaN only for a tp it refused).
- * Presets come from sim/presets (run from the repository root). */
+ * Presets come from sim/cost/presets (run from the repository root). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
+#include "sim/cost/cost.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -17,7 +17,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    setenv("REHEARSE_PRESETS", "sim/presets", 0);
+    setenv("REHEARSE_PRESETS", "sim/cost/presets", 0);
     return 0;
 }
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "traces/import.h"
+#include "traces/import/import.h"
 
 static int fuzz_on_record(void *ctx, const tr_record *r, rh_err *e)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/serve/tokenizer.h"
+#include "engine/model/tokenizer.h"
 
 /* A byte-level BPE with a Llama 3 split, a few merges and a special token. */
 static tokenizer *make(void)

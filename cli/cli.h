@@ -1,0 +1,26 @@
+/* cli.h — the command-line fronts, one per `rehearse` subcommand.
+ *
+ * Each front reads its flags, prints its help, calls into the libraries
+ * below it and turns what they return into output and an exit status: 0 on
+ * success, 1 with one message on stderr otherwise. argv[0] is the
+ * subcommand's name. Nothing below cli/ includes this header: the fronts sit
+ * above every library (README, Layout). */
+#ifndef RH_CLI_H
+#define RH_CLI_H
+
+int trace_main(int argc, char **argv);            /* trace.c: import, export, cat, stats, slice, synth */
+int sim_main(int argc, char **argv);              /* sim.c */
+int run_main(int argc, char **argv);              /* run.c: a Lua experiment script */
+int validate_main(int argc, char **argv);         /* validate.c */
+int validate_steps_main(int argc, char **argv);   /* validate_steps.c */
+int fit_main(int argc, char **argv);              /* fit.c */
+int plot_main(int argc, char **argv);             /* plot.c */
+int cost_main(int argc, char **argv);             /* cost.c: show, presets, efficiency */
+int cost_efficiency_main(int argc, char **argv);  /* cost_efficiency.c, through cost_main */
+int serve_main(int argc, char **argv);            /* serve.c */
+int replay_main(int argc, char **argv);           /* replay.c */
+int calibrate_main(int argc, char **argv);        /* calibrate.c */
+int model_main(int argc, char **argv);            /* model.c */
+int bench_main(int argc, char **argv);            /* bench.c */
+
+#endif

@@ -1,0 +1,218 @@
+/* serve.c — `rehearse serve --model M [flags] [scheduler knobs]`.
+ *
+ * SIGINT or SIGTERM: stop admitting (503), let what runs finish for up to
+ * --shutdown-timeout seconds, abort the rest, close the recording; a second
+ * signal aborts at once. Signals are blocked in every thread and taken here
+ * with sigtimedwait, so no handler ever runs inside the server's threads. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "engine/serve/server.h"
+#include "util/args.h"
+#include "util/progress.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rehearse serve --model MODEL [flags] [scheduler knobs]\n\n"
+            "Serves MODEL with the real engine behind an OpenAI-compatible HTTP API:\n"
+            "POST /v1/completions and /v1/chat/completions (streaming as server-sent events),\n"
+            "GET /v1/models, /health and /metrics (Prometheus, vLLM's metric names). With\n"
+            "--record-trace every request and step is recorded live; a killed server leaves\n"
+            "a trace readable up to its last second. SIGINT/SIGTERM stop admitting, let\n"
+            "running requests finish (--shutdown-timeout), then close the recording.\n"
+            "Chat messages become \"ROLE: CONTENT\" lines after the tokenizer's BOS, ending\n"
+            "with \"assistant:\" (a Jinja chat_template is not applied); text prompts get the BOS.\n\n"
+            "  --tokenizer PATH            tokenizer.json or its directory (default: MODEL's, else bytes)\n"
+            "  --served-model-name NAME    the model's name in the API (default: the model's)\n"
+            "  --host ADDR                 IPv4 address to bind (127.0.0.1; 0.0.0.0 for every interface)\n"
+            "  --port N                    port (30000; 0: any free port, printed at start)\n"
+            "  --api-key KEY               require \"Authorization: Bearer KEY\" on /v1/ (401 otherwise)\n"
+            "  --record-trace FILE         record every request and step to FILE as they happen\n"
+            "  --max-queued-requests N     requests waiting for admission beyond N get 429 (0: no limit)\n"
+            "  --max-connections N         open connections beyond N get 503 (1024)\n"
+            "  --max-body-bytes N          larger request bodies get 413 (33554432)\n"
+            "  --http-threads N            HTTP and tokenizer threads (4)\n"
+            "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
+            "  --shutdown-timeout S        seconds running requests get to finish at shutdown (30)\n"
+            "the engine:\n%s"
+            "speculative decoding:\n%s"
+            "scheduler knobs (--seed also seeds requests that give no seed):\n%s",
+            engine_flags_help(), spec_config_help(), core_config_help());
+}
+
+static int bad(const char *msg)
+{
+    fprintf(stderr, "rehearse serve: %s\n", msg);
+    return 1;
+}
+
+/* The server's own flags; 1 handled, 0 not one of them, -1 bad value. */
+static int own_flag(server_config *c, const char *name, rh_args *a, double *grace, rh_err *e)
+{
+    if (!strcmp(name, "disable-overlap-schedule")) {
+        if (rh_args_no_value(a, e) < 0) return -1;
+        c->disable_overlap = true;
+        return 1;
+    }
+    int own = engine_flag_takes_value(name);
+    if (own) {
+        const char *v = rh_args_value(a, e);
+        return v ? engine_flag_set(&c->engine, name, v, e) : -1;
+    }
+    static const char *valued[] = {"tokenizer", "served-model-name", "host", "port", "api-key", "record-trace",
+                                   "max-queued-requests", "max-connections", "max-body-bytes", "http-threads",
+                                   "shutdown-timeout"};
+    size_t i = 0, n = sizeof valued / sizeof valued[0];
+    while (i < n && strcmp(name, valued[i])) i++;
+    if (i == n) return 0;
+    const char *v = rh_args_value(a, e);
+    if (!v) return -1;
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    unsigned long long u;
+    uint32_t u32 = 0;
+    double d;
+    if (!strcmp(name, "tokenizer")) c->tokenizer = v;
+    else if (!strcmp(name, "served-model-name")) c->served_model_name = v;
+    else if (!strcmp(name, "host")) c->host = v;
+    else if (!strcmp(name, "api-key")) c->api_key = v;
+    else if (!strcmp(name, "record-trace")) c->record_path = v;
+    else if (!strcmp(name, "port")) {
+        if (rh_parse_u32(v, flag, 0, 65535, &u32, e) < 0) return -1;
+        c->port = (uint16_t)u32;
+    } else if (!strcmp(name, "max-queued-requests")) {
+        if (rh_parse_u32(v, flag, 0, UINT32_MAX, &c->max_queued_requests, e) < 0) return -1;
+    } else if (!strcmp(name, "max-connections")) {
+        if (rh_parse_u32(v, flag, 0, 1000000, &c->max_connections, e) < 0) return -1;
+    } else if (!strcmp(name, "http-threads")) {
+        if (rh_parse_u32(v, flag, 0, 256, &c->http_threads, e) < 0) return -1;
+    } else if (!strcmp(name, "max-body-bytes")) {
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        c->max_body_bytes = (size_t)u;
+    } else {
+        if (rh_parse_double(v, flag, &d, e) < 0) return -1;
+        if (!(d >= 0)) return rh_fail(e, "--shutdown-timeout must be >= 0 seconds (got %s)", v);
+        *grace = d;
+    }
+    return 1;
+}
+
+/* Many concurrent clients need many descriptors: take what the hard limit allows. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Waits for a signal for up to `seconds` (< 0: forever); its number or 0. */
+static int wait_signal(const sigset_t *set, double seconds)
+{
+    if (seconds < 0) {
+        int sig = 0;
+        return sigwait(set, &sig) == 0 ? sig : 0;
+    }
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+static int run(server_config *cfg, double grace)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);   /* before any thread starts: they inherit it */
+    signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
+
+    rh_err e = {{0}};
+    server *s = server_start(cfg, &e);
+    if (!s) return bad(e.msg);
+    fprintf(stderr, "rehearse serve: serving '%s' (tokenizer: %s, overlap scheduling %s%s%s)\n", server_model_name(s),
+            server_tokenizer_kind(s), cfg->disable_overlap ? "off" : "on", cfg->record_path ? ", recording to " : "",
+            cfg->record_path ? cfg->record_path : "");
+    printf("listening on %s\n", server_url(s));
+    fflush(stdout);
+
+    int sig = wait_signal(&set, -1);
+    fprintf(stderr, "rehearse serve: %s: no longer admitting; %llu requests in flight get up to %g s to finish "
+                    "(signal again to abort them)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)server_live_requests(s), grace);
+    server_drain(s);
+    double end = rh_now() + grace;
+    while (server_live_requests(s) && rh_now() < end)
+        if (wait_signal(&set, 0.05)) break;
+    if (server_live_requests(s))
+        fprintf(stderr, "rehearse serve: aborting %llu requests\n", (unsigned long long)server_live_requests(s));
+    if (server_stop(s, &e) < 0) return bad(e.msg);
+    fprintf(stderr, "rehearse serve: stopped%s%s\n", cfg->record_path ? "; recorded " : "",
+            cfg->record_path ? cfg->record_path : "");
+    return 0;
+}
+
+/* A node other than 0 serves no HTTP: its ranks follow node 0's batches. */
+static int follow(const engine_config *g)
+{
+    const tp_config *t = &g->tp;
+    rh_err e = {{0}};
+    if (tp_config_check(t, g->kernels, &e) < 0) return bad(e.msg);
+    uint32_t per = tp_ranks_per_node(t);
+    fprintf(stderr, "rehearse serve: node %u of %u: ranks %u..%u follow node 0 (%s)\n", t->node_rank, t->nnodes,
+            t->node_rank * per, t->node_rank * per + per - 1, t->dist_init_addr);
+    if (engine_follow(g, &e) < 0) return bad(e.msg);
+    fprintf(stderr, "rehearse serve: node 0 stopped; node %u done\n", t->node_rank);
+    return 0;
+}
+
+int serve_main(int argc, char **argv)
+{
+    if (rh_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    server_config cfg;
+    server_config_default(&cfg);
+    double grace = 30;
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    rh_err e = {{0}};
+    const char *name;
+    while ((name = rh_args_next(&a))) {
+        int rc = own_flag(&cfg, name, &a, &grace, &e);
+        if (rc < 0) return bad(e.msg);
+        if (rc > 0) continue;
+        if (spec_config_is_knob(name)) {
+            const char *v = rh_args_value(&a, &e);
+            if (!v || spec_config_set(&cfg.engine.spec, name, v, &e) < 0) return bad(e.msg);
+            continue;
+        }
+        int takes = core_config_takes_value(name);
+        if (takes < 0) {
+            fprintf(stderr, "rehearse serve: unknown flag --%s (see rehearse serve --help)\n", name);
+            return 1;
+        }
+        const char *v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "true");
+        if (!v || core_config_set(&cfg.engine.core, name, v, &e) < 0) return bad(e.msg);
+    }
+    if (a.npos) {
+        snprintf(e.msg, sizeof e.msg, "serve takes no positional arguments (got '%s'); see rehearse serve --help", a.pos[0]);
+        return bad(e.msg);
+    }
+    if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
+    if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
+    cfg.seed = cfg.engine.core.seed;
+    if (cfg.engine.tp.node_rank) return follow(&cfg.engine);
+    return run(&cfg, grace);
+}

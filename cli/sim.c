@@ -1,0 +1,149 @@
+/* sim.c — `rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]`. */
+#include "cli/cli.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/speculative/hist.h"
+#include "sim/lua/lua_api.h"
+#include "sim/result.h"
+#include "sim/sim.h"
+#include "util/args.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]\n\n"
+               "Replays TRACE through the scheduler on a virtual clock, pricing each step with\n"
+               "the cost model COST (a JSON file: linear, table, fit or roofline), and prints the\n"
+               "serving metrics (vLLM's definitions). -o writes the simulated run as a trace.\n\n"
+               "  --cost FILE               cost model (required)\n"
+               "  -o, --output FILE         write the simulated run (requests with times, steps)\n"
+               "  --json                    print the summary as JSON (vLLM field names)\n"
+               "  --result FILE             write the whole result as JSON (metrics, time series)\n"
+               "  --per-request             include per-request outcomes in --result\n"
+               "  --progress                draw a progress bar even when stderr is not a terminal\n"
+               "simulator knobs:\n%s"
+               "scheduler knobs:\n%s",
+            sim_config_help(), core_config_help());
+}
+
+/* Closed-loop traces (synthesized with N clients) say so in their header.
+ * A recording made with speculation carries its accepted-length histogram,
+ * which a simulation with speculation on takes unless told otherwise. */
+static int apply_trace_defaults(sim_config *cfg, const tr_trace *t, int concurrency_given, int accept_given,
+                                rh_err *e)
+{
+    const char *clients = tr_header_get(&t->header, "clients");
+    if (!concurrency_given && clients) {
+        long v = atol(clients);
+        if (v > 0) cfg->max_concurrency = (uint32_t)v;
+    }
+    const char *hist = tr_header_get(&t->header, SPEC_HIST_KEY);
+    if (!accept_given && hist && cfg->core.spec_steps &&
+        sim_config_set(cfg, "speculative-accept-hist", hist, e) < 0)
+        return rh_prefix(e, "the trace's header key %s", SPEC_HIST_KEY);
+    return 0;
+}
+
+int sim_main(int argc, char **argv)
+{
+    if (rh_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    sim_config cfg;
+    sim_config_default(&cfg);
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    rh_err e = {{0}};
+    const char *cost_path = NULL, *result_path = NULL, *name;
+    int json = 0, concurrency_given = 0, per_request = 0, accept_given = 0;
+    while ((name = rh_args_next(&a))) {
+        const char *v;
+        if (!strcmp(name, "json")) {
+            json = 1;
+        } else if (!strcmp(name, "progress")) {
+            cfg.progress = 1;
+        } else if (!strcmp(name, "per-request")) {
+            per_request = 1;
+        } else if (!strcmp(name, "result")) {
+            if (!(result_path = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "cost")) {
+            if (!(cost_path = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
+            if (!(cfg.out_path = rh_args_value(&a, &e))) goto bad;
+        } else {
+            /* Boolean knobs (--disable-radix-cache) take no value unless it is
+             * written --name=value. */
+            if (core_config_takes_value(name) == 0) v = a.inline_val ? rh_args_value(&a, &e) : "true";
+            else if (!(v = rh_args_value(&a, &e))) goto bad;
+            int rc = sim_config_set(&cfg, name, v, &e);
+            if (rc < 0) goto bad;
+            if (rc == 0) {
+                snprintf(e.msg, sizeof e.msg, "unknown flag --%s (see rehearse sim --help)", name);
+                goto bad;
+            }
+            if (!strcmp(name, "max-concurrency")) concurrency_given = 1;
+            if (!strncmp(name, "speculative-accept-", 19) || !strncmp(name, "speculative_accept_", 19))
+                accept_given = 1;
+        }
+    }
+    if (a.npos != 1) {
+        rh_fail(&e, "sim takes one TRACE file (got %d); see rehearse sim --help", a.npos);
+        goto bad;
+    }
+    if (!cost_path) {
+        rh_fail(&e, "sim needs --cost FILE (a cost model); see rehearse sim --help");
+        goto bad;
+    }
+    if (!cfg.progress) cfg.progress = isatty(STDERR_FILENO);
+    if (core_config_validate(&cfg.core, &e) < 0) goto bad;
+
+    cost_model *cost = cost_load(cost_path, &e);
+    if (!cost) goto bad;
+    tr_trace t;
+    if (tr_trace_load(a.pos[0], &t, &e) < 0) {
+        cost_free(cost);
+        goto bad;
+    }
+    if (apply_trace_defaults(&cfg, &t, concurrency_given, accept_given, &e) < 0) {
+        tr_trace_free(&t);
+        cost_free(cost);
+        goto bad;
+    }
+    sim_result res;
+    int rc = sim_run(&cfg, &t, cost, &res, &e);
+    tr_trace_free(&t);
+    cost_free(cost);
+    if (rc < 0) goto bad;
+    if (result_path) {
+        json_t *o = sim_result_to_json(&res, per_request);
+        char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_decref(o);
+        if (!text || rl_write_file_atomic(result_path, text, strlen(text), &e) < 0) {
+            if (!text) rh_fail(&e, "out of memory");
+            free(text);
+            sim_result_free(&res);
+            goto bad;
+        }
+        free(text);
+    }
+    if (json) {
+        json_t *o = metrics_to_json(&res.summary);
+        json_object_set_new(o, "sim_wall_s", json_real(res.wall_s));
+        json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        fputc('\n', stdout);
+        json_decref(o);
+    } else {
+        metrics_print(stdout, &res.summary, "Simulated Serving Result");
+    }
+    sim_result_free(&res);
+    return 0;
+bad:
+    fprintf(stderr, "rehearse sim: %s\n", e.msg);
+    return 1;
+}

@@ -1,0 +1,102 @@
+/* bench_json.c — see bench_json.h (the JSON half; the trace header is in
+ * bench_record.c with the rest of the trace output). */
+#include "client/bench_json.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* vLLM writes a rate of inf as the string "inf"; JSON has no infinity. */
+static json_t *rate_json(double rate)
+{
+    if (isnan(rate)) return json_null();
+    if (!isfinite(rate)) return json_string("inf");
+    return json_real(rate);
+}
+
+static json_t *detailed(const bench_dataset *d, const bench_result *r)
+{
+    json_t *in = json_array(), *out = json_array(), *ttft = json_array(), *itl = json_array(), *err = json_array(),
+           *send = json_array(), *e2e = json_array();
+    for (size_t i = 0; i < d->n; i++) {
+        if (!r[i].sent) continue;
+        json_array_append_new(in, json_integer(r[i].input_len ? r[i].input_len : d->items[i].input_len));
+        json_array_append_new(out, json_integer(r[i].error ? 0 : r[i].output_len));
+        json_array_append_new(ttft, json_real(r[i].error ? 0 : r[i].ttft));
+        json_array_append_new(e2e, json_real(r[i].e2e));
+        json_array_append_new(send, json_real(r[i].send));
+        json_t *gaps = json_array();
+        for (uint32_t k = 1; k < r[i].n_chunks; k++)
+            json_array_append_new(gaps, json_real(r[i].chunk_times[k] - r[i].chunk_times[k - 1]));
+        json_array_append_new(itl, gaps);
+        json_array_append_new(err, json_string(r[i].error ? r[i].error : ""));
+    }
+    /* Seconds, as vLLM's per-request arrays are. */
+    json_t *o = json_object();
+    json_object_set_new(o, "input_lens", in);
+    json_object_set_new(o, "output_lens", out);
+    json_object_set_new(o, "ttfts", ttft);
+    json_object_set_new(o, "itls", itl);
+    json_object_set_new(o, "e2els", e2e);
+    json_object_set_new(o, "send_times", send);
+    json_object_set_new(o, "errors", err);
+    return o;
+}
+
+int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
+                     const metrics_summary *s, const bench_run_info *info, const bench_json_settings *js, rh_err *e)
+{
+    json_t *o = metrics_to_json(s);
+    if (!o) return rh_fail(e, "%s: out of memory", path);
+    char date[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+    json_object_set_new(o, "date", json_string(date));
+    json_object_set_new(o, "backend", json_string(c->api == BENCH_API_CHAT ? "openai-chat" : "openai"));
+    json_object_set_new(o, "base_url", json_string(c->base_url));
+    json_object_set_new(o, "endpoint", json_string(c->endpoint));
+    json_object_set_new(o, "model_id", json_string(c->model ? c->model : ""));
+    json_object_set_new(o, "dataset", json_string(js->dataset));
+    json_object_set_new(o, "dataset_name", json_string(d->name));
+    json_object_set_new(o, "num_prompts", json_integer((json_int_t)d->n));
+    json_object_set_new(o, "request_rate", rate_json(js->request_rate));
+    json_object_set_new(o, "burstiness", json_real(js->burstiness));
+    json_object_set_new(o, "rate_scale", json_real(js->rate_scale));
+    json_object_set_new(o, "max_concurrency",
+                        c->max_concurrency ? json_integer((json_int_t)c->max_concurrency) : json_null());
+    json_object_set_new(o, "seed", json_integer((json_int_t)js->seed));
+    json_object_set_new(o, "stream", json_boolean(c->stream));
+    json_object_set_new(o, "max_inflight", json_integer((json_int_t)info->max_inflight));
+    json_object_set_new(o, "interrupted", json_boolean(info->interrupted));
+    json_object_set_new(o, "slo_ttft_ms", js->slo->ttft_ms > 0 ? json_real(js->slo->ttft_ms) : json_null());
+    json_object_set_new(o, "slo_tpot_ms", js->slo->tpot_ms > 0 ? json_real(js->slo->tpot_ms) : json_null());
+    json_object_set_new(o, "slo_e2el_ms", js->slo->e2e_ms > 0 ? json_real(js->slo->e2e_ms) : json_null());
+    if (js->save_detailed) {
+        json_t *det = detailed(d, r);
+        json_object_update(o, det);
+        json_decref(det);
+    }
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        json_decref(o);
+        return rh_fail(e, "%s: out of memory", path);
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        free(tmp);
+        return rh_fail(e, "%s: cannot write the result file (%s)", path, strerror(err));
+    }
+    free(tmp);
+    return 0;
+}

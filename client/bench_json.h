@@ -1,0 +1,27 @@
+/* bench_json.h — the result file of a run (--result-json) and the header of
+ * its client-side trace: the summary under vLLM's field names, plus the
+ * settings that produced it, so two runs can be compared by reading files. */
+#ifndef RH_BENCH_JSON_H
+#define RH_BENCH_JSON_H
+
+#include "client/bench.h"
+
+typedef struct bench_json_settings {
+    const metrics_slo *slo;
+    const char *dataset;        /* random, shared-prefix, trace */
+    double request_rate;        /* req/s; inf: all at once; NaN: the trace's own arrivals */
+    double burstiness;
+    double rate_scale;          /* a trace's arrivals were divided by this */
+    unsigned long long seed;
+    int save_detailed;          /* per-request arrays as vLLM's --save-detailed writes them */
+} bench_json_settings;
+
+/* Written to a temporary file and renamed, so FILE is whole or untouched. */
+int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
+                     const metrics_summary *s, const bench_run_info *info, const bench_json_settings *js, rh_err *e);
+
+/* Model, base URL, endpoint, dataset and load settings as header key/values. */
+int bench_trace_header(tr_header *h, const bench_config *c, const bench_dataset *d, const bench_json_settings *js,
+                       rh_err *e);
+
+#endif

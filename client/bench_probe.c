@@ -1,0 +1,88 @@
+/* bench_probe.c — before a run: is the server there, and which model does it
+ * serve? One GET /v1/models, so an unreachable server is one clear message
+ * rather than a run of failed requests. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/bench.h"
+#include "client/bench_sse.h"
+#include "client/bench_xfer.h"
+
+typedef struct answer {
+    char *p;
+    size_t n;
+} answer;
+
+/* Keeps the first 1 MiB of the answer: a model list is far smaller. */
+static size_t on_probe_data(char *p, size_t size, size_t nmemb, void *ctx)
+{
+    answer *a = ctx;
+    size_t n = size * nmemb;
+    if (a->n + n > (1u << 20)) return n;
+    char *b = realloc(a->p, a->n + n + 1);
+    if (!b) return 0;
+    memcpy(b + a->n, p, n);
+    a->n += n;
+    b[a->n] = '\0';
+    a->p = b;
+    return n;
+}
+
+/* The first model id of an OpenAI /v1/models answer, malloc'd, or NULL. */
+static char *first_model(const char *body, size_t n)
+{
+    json_t *root = json_loadb(body, n, 0, NULL);
+    json_t *data = json_object_get(root, "data");
+    json_t *id = json_object_get(json_array_get(data, 0), "id");
+    char *m = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
+    json_decref(root);
+    return m;
+}
+
+int bench_probe(const bench_config *c, char **model, rh_err *e)
+{
+    if (model) *model = NULL;
+    if (bench_curl_init(e) < 0) return -1;
+    char *url = bench_join_url(c->base_url, "/v1/models");
+    struct curl_slist *h = bench_headers(c);
+    CURL *easy = curl_easy_init();
+    if (!url || !h || !easy) {
+        free(url);
+        curl_slist_free_all(h);
+        if (easy) curl_easy_cleanup(easy);
+        return rh_fail(e, "out of memory");
+    }
+    answer a = {NULL, 0};
+    char curl_err[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_probe_data);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 60000L);
+    CURLcode rc = curl_easy_perform(easy);
+    long status = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+    int ret = 0;
+    if (rc != CURLE_OK) {
+        ret = rh_fail(e, "cannot reach the server at %s: %s", c->base_url, curl_err[0] ? curl_err : curl_easy_strerror(rc));
+    } else if (model) {
+        /* A server without /v1/models is fine when --model names the model. */
+        char msg[600];
+        if (status >= 300) {
+            bench_error_message(a.p ? a.p : "", a.n, msg, sizeof msg);
+            ret = rh_fail(e, "%s answered HTTP %ld (%s) and --model was not given", url, status, msg);
+        } else if (!(*model = first_model(a.p ? a.p : "", a.n))) {
+            ret = rh_fail(e, "%s lists no model id and --model was not given", url);
+        }
+    }
+    free(url);
+    free(a.p);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(easy);
+    return ret;
+}

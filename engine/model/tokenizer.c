@@ -1,0 +1,205 @@
+/* tokenizer.c — the tokenizer interface: the byte-level tokenizer, the
+ * encode driver (added tokens, then pre-tokenization, then BPE) and decode. */
+#include "engine/model/tokenizer_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *byte_specials[] = {"<|bos|>", "<|eos|>", "<|pad|>"};
+
+tokenizer *tok_new_bytes(void)
+{
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->kind = TOK_BYTES;
+    t->vocab_size = TOK_BYTE_VOCAB;
+    t->bos = TOK_BYTE_BOS;
+    t->eos = TOK_BYTE_EOS;
+    t->unk = -1;
+    t->piece = calloc(TOK_BYTE_VOCAB, sizeof *t->piece);
+    t->piece_len = calloc(TOK_BYTE_VOCAB, sizeof *t->piece_len);
+    t->special = calloc(TOK_BYTE_VOCAB, 1);
+    if (!t->piece || !t->piece_len || !t->special) {
+        tok_free(t);
+        return NULL;
+    }
+    for (int i = 0; i < TOK_BYTE_VOCAB; i++) {
+        const char *s = i < 256 ? NULL : byte_specials[i - 256];
+        size_t n = s ? strlen(s) : 1;
+        if (!(t->piece[i] = malloc(n + 1))) {
+            tok_free(t);
+            return NULL;
+        }
+        if (s) memcpy(t->piece[i], s, n);
+        else t->piece[i][0] = (char)i;
+        t->piece[i][n] = '\0';
+        t->piece_len[i] = (uint32_t)n;
+        t->special[i] = i >= 256;
+    }
+    for (int i = 0; i < 256; i++) t->byte_id[i] = i;
+    return t;
+}
+
+void tok_free(tokenizer *t)
+{
+    if (!t) return;
+    for (uint32_t i = 0; t->piece && i < t->vocab_size; i++) free(t->piece[i]);
+    free(t->piece);
+    free(t->piece_len);
+    free(t->special);
+    rh_strmap_free(&t->vocab);
+    rh_map64_free(&t->merges);
+    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].text);
+    free(t->added);
+    free(t);
+}
+
+uint32_t tok_vocab_size(const tokenizer *t) { return t->vocab_size; }
+int32_t tok_bos(const tokenizer *t) { return t->bos; }
+int32_t tok_eos(const tokenizer *t) { return t->eos; }
+
+int tok_out_push(tok_out *o, int32_t id)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        int32_t *ids = realloc(o->ids, cap * sizeof *ids);
+        if (!ids) return -1;
+        o->ids = ids;
+        o->cap = cap;
+    }
+    o->ids[o->n++] = id;
+    return 0;
+}
+
+typedef struct enc_ctx {
+    const tokenizer *t;
+    tok_out *o;
+} enc_ctx;
+
+static int emit_word(void *ctx, const char *s, size_t len)
+{
+    enc_ctx *c = ctx;
+    return tok_bpe_word(c->t, s, len, c->o);
+}
+
+/* Text between added tokens. SentencePiece's "▁" is prepended only at the
+ * very start of the input, so a text with special tokens inside still
+ * decodes back to itself. */
+static int encode_segment(const tokenizer *t, const char *s, size_t len, int at_start, tok_out *o)
+{
+    if (!len) return 0;
+    enc_ctx c = {t, o};
+    if (t->kind == TOK_BPE_BYTELEVEL) return tok_split_text(t->split, t->digit_group, s, len, emit_word, &c);
+    /* SentencePiece: spaces become U+2581 (3 bytes) before merging. */
+    size_t spaces = 0;
+    for (size_t i = 0; i < len; i++) spaces += s[i] == ' ';
+    int prefix = at_start && t->spm_prefix_space;
+    char *norm = malloc(len + 2 * spaces + 3 * (size_t)prefix + 1);
+    if (!norm) return -1;
+    size_t n = 0;
+    if (prefix) {
+        memcpy(norm, "\xe2\x96\x81", 3);
+        n = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ') {
+            memcpy(norm + n, "\xe2\x96\x81", 3);
+            n += 3;
+        } else {
+            norm[n++] = s[i];
+        }
+    }
+    int r = tok_split_text(t->split, t->digit_group, norm, n, emit_word, &c);
+    free(norm);
+    return r;
+}
+
+/* The longest added token at s, or NULL. */
+static const tok_added *added_at(const tokenizer *t, const char *s, size_t left)
+{
+    for (size_t i = 0; i < t->n_added; i++) {   /* sorted longest first */
+        const tok_added *a = &t->added[i];
+        if (a->len <= left && a->text[0] == s[0] && !memcmp(a->text, s, a->len)) return a;
+    }
+    return NULL;
+}
+
+int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids, size_t *n, rh_err *e)
+{
+    tok_out o = {0};
+    int r = 0;
+    *ids = NULL;
+    *n = 0;
+    if (add_bos && t->bos >= 0) r = tok_out_push(&o, t->bos);
+    if (t->kind == TOK_BYTES) {
+        for (size_t i = 0; i < len && !r; i++) r = tok_out_push(&o, (unsigned char)text[i]);
+    } else {
+        size_t seg = 0;
+        for (size_t i = 0; i < len && !r;) {
+            const tok_added *a = t->n_added ? added_at(t, text + i, len - i) : NULL;
+            if (!a) {
+                i++;
+                continue;
+            }
+            r = encode_segment(t, text + seg, i - seg, seg == 0, &o);
+            if (!r) r = tok_out_push(&o, a->id);
+            i += a->len;
+            seg = i;
+        }
+        if (!r) r = encode_segment(t, text + seg, len - seg, seg == 0, &o);
+    }
+    if (r) {
+        free(o.ids);
+        if (r == TOK_UNENCODABLE)
+            return rh_fail(e, "tokenizer: the text holds a character the vocabulary cannot encode (no byte fallback, no unk)");
+        return rh_fail(e, "tokenizer: out of memory");
+    }
+    *ids = o.ids;
+    *n = o.n;
+    return 0;
+}
+
+int tok_is_special(const tokenizer *t, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < t->vocab_size && t->special[id];
+}
+
+size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+    if (id < 0 || (uint32_t)id >= t->vocab_size || !t->piece[id]) return 0;
+    size_t n = t->piece_len[id];
+    memcpy(buf, t->piece[id], n < cap ? n : cap);
+    return n;
+}
+
+char *tok_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, size_t *len)
+{
+    static const char replacement[] = "\xef\xbf\xbd";
+    size_t total = 1;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        total += (id >= 0 && (uint32_t)id < t->vocab_size && t->piece[id]) ? t->piece_len[id] : 3;
+    }
+    char *out = malloc(total);
+    if (!out) return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id >= 0 && (uint32_t)id < t->vocab_size && t->piece[id]) {
+            if (skip_special && t->special[id]) continue;
+            memcpy(out + at, t->piece[id], t->piece_len[id]);
+            at += t->piece_len[id];
+        } else {
+            memcpy(out + at, replacement, 3);
+            at += 3;
+        }
+    }
+    out[at] = '\0';
+    /* SentencePiece: drop the space that encoding prepended. */
+    if (t->kind == TOK_BPE_SPM && t->spm_prefix_space && at && out[0] == ' ') {
+        memmove(out, out + 1, at);
+        at--;
+    }
+    if (len) *len = at;
+    return out;
+}

@@ -1,0 +1,224 @@
+/* cost.c — loading any cost-model kind, and the parts of pricing a step
+ * that every kind shares: the batch aggregates and speculative drafting. */
+#include "sim/cost/cost.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost/cost_impl.h"
+
+/* The registry: a kind is one file with a parse function, and one line here.
+ * "fit" names the linear formula with fitted coefficients (DESIGN.md speaks
+ * of it as a kind of its own). */
+typedef struct cost_kind {
+    const char *name;
+    uint32_t version;       /* the newest file version this build reads */
+    cost_parse_fn parse;
+} cost_kind;
+
+static const cost_kind kinds[] = {
+    {"linear", 1, cost_linear_parse},
+    {"fit", 1, cost_linear_parse},
+    {"roofline", 1, cost_roofline_parse},
+    {"table", 1, cost_table_parse},
+};
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
+
+int cost_model_init(cost_model *m, const cost_ops *ops, const cost_src *src)
+{
+    m->ops = ops;
+    m->draft_ratio = COST_DRAFT_RATIO_DEFAULT;
+    m->path = strdup(src && src->label ? src->label : "");
+    return m->path ? 0 : -1;
+}
+
+static cost_model *parse_root(json_t *root, const cost_src *src, rh_err *e)
+{
+    if (!json_is_object(root)) {
+        rh_fail(e, "%s: a cost file is a JSON object with a \"kind\" field", src->label);
+        return NULL;
+    }
+    const char *kind;
+    if (cj_string(root, "", "kind", 1, NULL, &kind, src, e) < 0) return NULL;
+    const cost_kind *k = NULL;
+    for (size_t i = 0; i < N_KINDS && !k; i++)
+        if (!strcmp(kinds[i].name, kind)) k = &kinds[i];
+    if (!k) {
+        char known[256] = "";
+        for (size_t i = 0; i < N_KINDS; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                     kinds[i].name);
+        cj_fail(src, "", "kind", e, "unknown kind '%s' (known: %s)", kind, known);
+        return NULL;
+    }
+    uint32_t version;
+    if (cj_uint(root, "", "version", 1, 0, 0, UINT32_MAX, &version, src, e) < 0) return NULL;
+    if (version < 1 || version > k->version) {
+        cj_fail(src, "", "version", e, "version %u of kind '%s' is not readable by this build (it reads 1..%u)",
+                version, k->name, k->version);
+        return NULL;
+    }
+    return k->parse(root, src, e);
+}
+
+/* The directory of a file path, where relative preset paths start. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, n, ".");
+    else if (slash == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+cost_model *cost_load(const char *path, rh_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rh_fail(e, "%s: cannot open cost file: %s", path, strerror(errno));
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!root) {
+        rh_fail(e, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        return NULL;
+    }
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    cost_src src = {path, dir};
+    cost_model *m = parse_root(root, &src, e);
+    json_decref(root);
+    return m;
+}
+
+cost_model *cost_parse(const char *json_text, const char *label, rh_err *e)
+{
+    json_error_t je;
+    char dir[4096];
+    dir_of(label ? label : "", dir, sizeof dir);
+    cost_src src = {label ? label : "cost", dir};
+    json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        rh_fail(e, "%s: line %d column %d: %s", src.label, je.line, je.column, je.text);
+        return NULL;
+    }
+    cost_model *m = parse_root(root, &src, e);
+    json_decref(root);
+    return m;
+}
+
+void cost_free(cost_model *m)
+{
+    if (!m) return;
+    free(m->path);
+    m->ops->free(m);
+}
+
+void cost_batch_summarize(cost_batch *b)
+{
+    b->prefill_tokens = b->prefill_seqs = b->decode_seqs = b->decode_tokens = 0;
+    b->decode_context = b->prefill_context = b->prefill_attn = b->prefill_causal = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const cost_seq *s = &b->seqs[i];
+        uint64_t n = s->n_new, c = s->context;
+        if (s->prefill) {
+            b->prefill_tokens += s->n_new;
+            b->prefill_seqs++;
+            b->prefill_context += c;
+            b->prefill_attn += n * (c + n);
+            b->prefill_causal += n * c + n * (n + 1) / 2;
+        } else {
+            b->decode_tokens += s->n_new;
+            b->decode_seqs++;
+            b->decode_context += c;
+        }
+    }
+}
+
+void cost_batch_from_step(cost_batch *b, const tr_step *s)
+{
+    memset(b, 0, sizeof *b);
+    b->prefill_tokens = s->prefill_tokens;
+    b->prefill_seqs = s->prefill_seqs;
+    b->decode_seqs = s->decode_seqs;
+    b->decode_tokens = s->decode_tokens;
+    b->decode_context = s->decode_context;
+    b->prefill_context = s->prefill_context;
+    b->prefill_attn = s->prefill_attn;
+    if (s->decode_seqs && s->decode_tokens > s->decode_seqs) {
+        b->draft_steps = (s->decode_tokens - s->decode_seqs) / s->decode_seqs;
+        b->draft_seqs = b->draft_steps ? s->decode_seqs : 0;
+    }
+}
+
+static int batch_empty(const cost_batch *b)
+{
+    return b->prefill_tokens == 0 && b->decode_seqs == 0;
+}
+
+int cost_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
+{
+    if (!m->ops->check_tp) return 0;
+    return m->ops->check_tp(m, tp, e);
+}
+
+double cost_draft_fallback(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp)
+{
+    if (!n || m->draft_ratio == 0) return 0;
+    cost_batch d;
+    memset(&d, 0, sizeof d);
+    d.tp = tp;
+    d.decode_seqs = d.decode_tokens = n;
+    d.decode_context = context;
+    return m->draft_ratio * m->ops->step_time(m, &d);
+}
+
+/* The i-th draft forward (0-based) runs after i draft tokens were appended
+ * to each sequence, so its summed context grows by draft_seqs per pass. The
+ * drafted sequences are taken to have the decodes' mean context. */
+uint64_t cost_draft_context(const cost_batch *b, uint32_t i)
+{
+    double ctx0 = b->decode_seqs ? (double)b->decode_context * b->draft_seqs / b->decode_seqs : 0;
+    return (uint64_t)llround(ctx0) + (uint64_t)i * b->draft_seqs;
+}
+
+double cost_draft_time(const cost_model *m, const cost_batch *b)
+{
+    if (!b->draft_steps || !b->draft_seqs || batch_empty(b)) return 0;
+    double t = 0;
+    for (uint32_t i = 0; i < b->draft_steps; i++) {
+        uint64_t ctx = cost_draft_context(b, i);
+        t += m->ops->draft_time ? m->ops->draft_time(m, b->draft_seqs, ctx, b->tp)
+                                : cost_draft_fallback(m, b->draft_seqs, ctx, b->tp);
+    }
+    return t;
+}
+
+double cost_step_time(const cost_model *m, const cost_batch *b)
+{
+    if (batch_empty(b)) return 0;
+    return m->ops->step_time(m, b) + cost_draft_time(m, b);
+}
+
+int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max)
+{
+    if (max <= 0) return 0;
+    int n;
+    if (batch_empty(b)) {
+        terms[0] = (cost_term){"empty batch", 0, 0, 0, ""};
+        return 1;
+    }
+    if (m->ops->breakdown) {
+        n = m->ops->breakdown(m, b, terms, max);
+    } else {
+        terms[0] = (cost_term){"step", m->ops->step_time(m, b), 0, 0, ""};
+        n = 1;
+    }
+    double d = cost_draft_time(m, b);
+    if (d > 0 && n < max) terms[n++] = (cost_term){"drafting", d, 0, 0, ""};
+    return n;
+}

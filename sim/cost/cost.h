@@ -1,0 +1,135 @@
+/* cost.h — the cost-model interface: how long does one step take?
+ *
+ * Given a batch shape — per sequence its new tokens and context length, plus
+ * the tensor-parallel size and the speculative draft work — a cost model
+ * returns the step's duration in seconds. Kinds, one JSON file format with a
+ * "kind" and a "version" field (sim/cost/COST.md documents every field):
+ *   linear    a + b·prefill tokens + c·decode seqs + d·Σ decode context
+ *             + e·Σ(new · (context + new)) over prefill chunks     (cost_linear.c)
+ *   fit       the same formula, coefficients fitted to recorded steps by
+ *             `rehearse fit` (cost_fit.c); "fit" is read as "linear"
+ *   table     per-operator times measured by `rehearse calibrate`  (cost_table.c)
+ *   roofline  FLOPs and bytes of a model preset on a GPU preset     (cost_roofline.c)
+ * Adding a kind is one file and one line in the registry of cost.c.
+ *
+ * Speculative decoding: a decode sequence that verifies k drafts carries
+ * n_new = 1 + k tokens; the drafter's own forward passes (draft_steps of
+ * them, one token each over draft_seqs sequences) are priced by the model's
+ * draft_time, or, for a kind without its own drafter, as draft_ratio of a
+ * decode-only step of the same sequences. cost_step_time adds both.
+ *
+ * A cost model never calls back into the scheduler: data flows one way. The
+ * models read only the aggregate fields of a batch, so a caller may fill
+ * them from seqs (cost_batch_summarize) or by hand (cost_batch_from_step). */
+#ifndef RH_COST_H
+#define RH_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "traces/trace.h"
+#include "util/err.h"
+
+typedef struct cost_seq {
+    uint32_t n_new;      /* tokens computed this step (prefill chunk, or 1 + drafts) */
+    uint32_t context;    /* tokens already in the KV cache */
+    bool prefill;
+} cost_seq;
+
+typedef struct cost_batch {
+    const cost_seq *seqs;
+    uint32_t n;
+    uint32_t tp;          /* tensor-parallel size; 0: the cost file's own (1 when it names none) */
+    /* Aggregates, filled by cost_batch_summarize (models read only these). */
+    uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
+    uint64_t decode_context, prefill_context, prefill_attn;
+    /* Σ over prefill chunks of new·context + new·(new+1)/2: the (query, key)
+     * pairs a causal prefill attends. 0 with prefill_tokens > 0 means "not
+     * known" (a batch rebuilt from a step record); models then derive it from
+     * prefill_attn assuming equal chunks, which is exact for one chunk. */
+    uint64_t prefill_causal;
+    /* Speculative drafting done before this step's verify forward: the
+     * drafter runs draft_steps forward passes of one token over
+     * draft_seqs sequences (0 when speculation is off). */
+    uint32_t draft_steps, draft_seqs;
+} cost_batch;
+
+/* Fills the aggregate fields from seqs (leaves tp and the draft fields). */
+void cost_batch_summarize(cost_batch *b);
+/* Fills a batch (no seqs, tp 0) from a recorded or simulated step. Decodes
+ * carrying 1 + k tokens are taken to have been drafted by k forward passes
+ * over all decode sequences (draft_steps = k, draft_seqs = decode_seqs). */
+void cost_batch_from_step(cost_batch *b, const tr_step *s);
+
+typedef struct cost_model cost_model;
+
+/* One term of a step's price, for `rehearse cost show` and debugging. */
+typedef struct cost_term {
+    const char *name;     /* "base", "qkv_proj", "allreduce", "drafting", ... */
+    double seconds;
+    double flops, bytes;  /* per GPU for the step; 0 when the kind does not model them */
+    const char *bound;    /* "compute", "memory", "link", or "" */
+} cost_term;
+
+typedef struct cost_ops {
+    const char *kind;
+    double (*step_time)(const cost_model *m, const cost_batch *b);
+    /* Time of one draft forward over n one-token sequences at the given
+     * summed context; NULL: drafting is priced by cost_draft_fallback. */
+    double (*draft_time)(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp);
+    /* 0 if the model can price this tensor-parallel size (0: its own),
+     * else -1 and a message naming the size. NULL: every size is fine. */
+    int (*check_tp)(const cost_model *m, uint32_t tp, rh_err *e);
+    /* Writes up to max terms of the verify/normal forward (drafting is added
+     * by cost_breakdown); returns how many. NULL: one term, the total. */
+    int (*breakdown)(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
+    void (*free)(cost_model *m);
+} cost_ops;
+
+struct cost_model {
+    const cost_ops *ops;
+    char *path;           /* file it came from, "" if built in code */
+    double draft_ratio;   /* draft forward cost as a fraction of a target decode (default 0.1) */
+};
+
+#define COST_DRAFT_RATIO_DEFAULT 0.1
+
+/* Loads any kind from a JSON file; the message names the file and field. */
+cost_model *cost_load(const char *path, rh_err *e);
+/* The same from a JSON text already in memory. label names it in messages;
+ * relative preset paths in it resolve against label's directory when label
+ * is a file path ("runs/cost.json" -> runs/), else the current directory. */
+cost_model *cost_parse(const char *json_text, const char *label, rh_err *e);
+/* Checks that m prices tensor-parallel size tp (0: its own). A simulator
+ * calls this once before it starts: cost_step_time of an unsupported size
+ * returns NAN. */
+int cost_check_tp(const cost_model *m, uint32_t tp, rh_err *e);
+/* Full step time: drafting (if any) plus the verify/normal forward. An empty
+ * batch (no prefill tokens, no decode sequences) costs 0. */
+double cost_step_time(const cost_model *m, const cost_batch *b);
+/* The drafting part alone (0 without draft work). */
+double cost_draft_time(const cost_model *m, const cost_batch *b);
+/* The price of one draft forward for a kind without its own drafter:
+ * draft_ratio x a decode-only step of n sequences at summed context. */
+double cost_draft_fallback(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp);
+/* Terms of cost_step_time (drafting as one last term when present); their
+ * seconds add up to it. Returns the count written (at most max). */
+int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
+void cost_free(cost_model *m);
+
+/* The linear kind, built in code (tests, Lua). Coefficients in seconds. */
+typedef struct cost_linear_coef {
+    double base_s, per_prefill_token_s, per_decode_seq_s, per_context_token_s, per_attention_s;
+} cost_linear_coef;
+cost_model *cost_linear_new(const cost_linear_coef *c);
+/* The five features the coefficients multiply, in the order of
+ * cost_linear_coef, including the drafting (priced as draft_ratio of a
+ * decode-only step per draft forward): cost_step_time of a linear model with
+ * coefficients c is exactly Σ c[i]·phi[i] (for its own tp size). */
+void cost_linear_features(const cost_batch *b, double draft_ratio, double phi[5]);
+/* Writes a linear cost file (temp file + rename). extra, when not NULL, is a
+ * jansson object whose members are added (e.g. "fit" provenance). */
+int cost_linear_save(const char *path, const cost_linear_coef *c, uint32_t tp_size,
+                     double draft_ratio, const void *extra, rh_err *e);
+
+#endif

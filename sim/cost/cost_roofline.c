@@ -1,0 +1,481 @@
+/* cost_roofline.c — the roofline kind (see roofline.h for the model).
+ *
+ * Conventions of the operator counts below, per GPU and summed over layers:
+ *   - a GEMM of M tokens, K inputs, N outputs does 2·M·K·N FLOPs and moves
+ *     its weights (K·N at the weight dtype) plus its input and output
+ *     activations (M·K and M·N, bf16); elementwise work fused into a GEMM
+ *     (SiLU·mul, rotary, biases) is not counted;
+ *   - attention does 2·d FLOPs per (query, key) pair per head for QKᵀ and as
+ *     many for PV, over the causal pairs; it reads the KV cache of every
+ *     attended token once (context + new), writes the new tokens' KV, and
+ *     moves Q and O;
+ *   - an RMSNorm does 4 FLOPs per element and reads and writes its input;
+ *   - routed experts: a token picks top_k of E experts uniformly, so a batch
+ *     of T tokens touches E·(1 − (1 − k/E)^T) distinct experts, whose
+ *     weights are read once each;
+ *   - MLA (DeepSeek): prefill chunks use the decompressed form (K and V of
+ *     context and new tokens expanded by kv_b_proj, then ordinary attention
+ *     with head dims nope+rope and v); decodes use the absorbed form
+ *     (W_UK folded into the query, attention over the kv_lora_rank + rope
+ *     latent shared by all heads, W_UV applied after). Under tensor
+ *     parallelism every GPU reads the whole latent cache.
+ * Weights are at the cost file's dtype (bf16 2 bytes, fp8 1 byte) in the
+ * layers; the embedding, router and LM head stay bf16 as in DeepSeek-V3's FP8
+ * checkpoint; activations and collectives are bf16. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost/cost_impl.h"
+#include "sim/cost/roofline.h"
+
+#define AB 2.0   /* bytes of a bf16 activation */
+
+static const char *const op_names[RL_N_OPS] = {
+    "embed", "norm", "qkv_proj", "mla_down_proj", "mla_up_proj", "attn_prefill", "attn_decode",
+    "o_proj", "mlp", "moe_gate", "moe_experts", "shared_expert", "mtp_proj", "lm_head",
+    "allreduce", "alltoall", "logits_gather",
+};
+
+const char *rl_op_name(int op)
+{
+    return (op >= 0 && op < RL_N_OPS) ? op_names[op] : "?";
+}
+
+/* Layer GEMMs run at the file's dtype; the rest at bf16 peak. */
+static bool op_in_weight_dtype(int op)
+{
+    return op == RL_QKV_PROJ || op == RL_MLA_DOWN_PROJ || op == RL_MLA_UP_PROJ || op == RL_O_PROJ ||
+           op == RL_MLP || op == RL_MOE_EXPERTS || op == RL_SHARED_EXPERT || op == RL_MTP_PROJ;
+}
+
+static bool op_is_collective(int op)
+{
+    return op == RL_ALLREDUCE || op == RL_ALLTOALL || op == RL_LOGITS_GATHER;
+}
+
+typedef struct cost_roofline {
+    cost_model base;
+    rl_model model, draft;
+    bool has_draft;          /* a draft_model preset was named */
+    rl_gpu gpu;
+    uint32_t tp;             /* the file's own size */
+    bool ep;                 /* experts spread over the tp GPUs (ep == tp) */
+    bool fp8;
+    double kv_bytes;         /* per element of the KV cache */
+    double eff[RL_N_OPS];
+    double overhead_s, latency_s;
+} cost_roofline;
+
+static const cost_ops roofline_ops;
+
+static const cost_roofline *as_roofline(const cost_model *m)
+{
+    return (m && m->ops == &roofline_ops) ? (const cost_roofline *)m : NULL;
+}
+
+/* The batch as the counts below read it. */
+typedef struct shape {
+    double Tp, Sp, Td, Sd;   /* prefill tokens and chunks, decode tokens and sequences */
+    double pctx, pairs_p;    /* Σ prefill context; causal (query, key) pairs of the chunks */
+    double dctx, pairs_d;    /* Σ decode context; pairs of the decodes' 1 + k queries */
+} shape;
+
+static shape shape_of(const cost_batch *b)
+{
+    shape s;
+    s.Tp = b->prefill_tokens;
+    s.Sp = b->prefill_seqs;
+    s.Td = b->decode_tokens > b->decode_seqs ? b->decode_tokens : b->decode_seqs;
+    s.Sd = b->decode_seqs;
+    s.pctx = (double)b->prefill_context;
+    s.dctx = (double)b->decode_context;
+    s.pairs_p = (double)b->prefill_causal;
+    if (s.pairs_p == 0 && s.Tp > 0) {
+        /* Unknown: equal chunks of Tp/Sp tokens give Σ new² = Tp²/Sp, and
+         * causal = attn − (Σ new² − Tp)/2 with attn = Σ new·(ctx + new). */
+        double sp = s.Sp > 0 ? s.Sp : 1;
+        double attn = b->prefill_attn ? (double)b->prefill_attn : s.Tp * s.Tp / sp;
+        s.pairs_p = fmax(attn - (s.Tp * s.Tp / sp - s.Tp) / 2, s.Tp);
+    }
+    /* Each decode's queries: n̄ = 1 + k tokens, the j-th attending ctx + j. */
+    double nbar = s.Sd > 0 ? s.Td / s.Sd : 0;
+    s.pairs_d = nbar * s.dctx + s.Td * (nbar + 1) / 2;
+    return s;
+}
+
+/* How a model is laid out on g GPUs. */
+typedef struct layout {
+    double g, ts, hs;        /* GPUs; share of the tokens; share of heads and columns */
+    double qh, kvh;          /* query and KV heads per GPU */
+    bool ep;
+} layout;
+
+static layout layout_of(const rl_model *md, uint32_t g, bool ep)
+{
+    layout l;
+    l.g = g;
+    l.ep = ep && g > 1;
+    l.ts = l.ep ? 1.0 / g : 1.0;
+    l.hs = l.ep ? 1.0 : 1.0 / g;
+    l.qh = md->heads * l.hs;
+    /* Fewer KV heads than GPUs: each GPU keeps a copy of one. */
+    l.kvh = l.ep ? md->kv_heads : (md->kv_heads >= g ? (double)md->kv_heads / g : 1);
+    return l;
+}
+
+static void gemm(rl_op_cost *o, double calls, double M, double K, double N, double wbytes)
+{
+    if (M <= 0 || calls <= 0) return;
+    o->flops += calls * 2 * M * K * N;
+    o->bytes += calls * (K * N * wbytes + M * K * AB + M * N * AB);
+    o->calls += calls;
+}
+
+static void add(rl_op_cost *o, double calls, double flops, double bytes)
+{
+    o->flops += flops;
+    o->bytes += bytes;
+    o->calls += calls;
+}
+
+/* FLOPs and bytes of a forward over Ld dense and Lm MoE layers (plus the
+ * MTP module's own parts when mtp) of model md on g GPUs. */
+static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, double Lm, bool mtp, const shape *s,
+                      uint32_t g, rl_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    rl_op_cost *op = out->op;
+    layout l = layout_of(md, g, r->ep && md->moe);
+    double wb = r->fp8 ? 1 : 2, kvb = r->kv_bytes;
+    double h = md->hidden, L = Ld + Lm, T = s->Tp + s->Td, Tt = T * l.ts, ts = l.ts;
+    double qh = l.qh, kvh = l.kvh;
+
+    add(&op[RL_EMBED], 1, 0, 2 * Tt * h * AB);
+
+    double norm_w = h * (2 * L + 1) + (md->mla ? L * ((double)md->q_lora_rank + md->kv_lora_rank) : 0) +
+                    (mtp ? 2 * h : 0);
+    double norm_el = Tt * norm_w;
+    add(&op[RL_NORM], 2 * L + 1 + (mtp ? 2 : 0), 4 * norm_el, 2 * norm_el * AB + norm_w * AB);
+
+    if (!md->mla) {
+        double hd = md->head_dim;
+        gemm(&op[RL_QKV_PROJ], L, Tt, h, (qh + 2 * kvh) * hd, wb);
+        if (s->Tp > 0)
+            add(&op[RL_ATTN_PREFILL], L, L * 4 * hd * qh * s->pairs_p * ts,
+                L * ts * ((s->pctx + 2 * s->Tp) * 2 * kvh * hd * kvb + 2 * s->Tp * qh * hd * AB));
+        if (s->Sd > 0)
+            add(&op[RL_ATTN_DECODE], L, L * 4 * hd * qh * s->pairs_d * ts,
+                L * ts * ((s->dctx + 2 * s->Td) * 2 * kvh * hd * kvb + 2 * s->Td * qh * hd * AB));
+        gemm(&op[RL_O_PROJ], L, Tt, qh * hd, h, wb);
+    } else {
+        double qr = md->q_lora_rank, kr = md->kv_lora_rank, rope = md->qk_rope_dim;
+        double nope = md->qk_nope_dim, vd = md->v_head_dim;
+        gemm(&op[RL_MLA_DOWN_PROJ], L, Tt, h, qr + kr + rope, wb);           /* replicated */
+        gemm(&op[RL_MLA_UP_PROJ], L, Tt, qr > 0 ? qr : h, qh * (nope + rope), wb);
+        if (s->Tp > 0) {
+            double kv_tokens = (s->pctx + s->Tp) * ts;
+            gemm(&op[RL_MLA_UP_PROJ], L, kv_tokens, kr, qh * (nope + vd), wb);   /* decompress K, V */
+            add(&op[RL_ATTN_PREFILL], L, L * 2 * (nope + rope + vd) * qh * s->pairs_p * ts,
+                L * (kv_tokens * (qh * (nope + vd) * AB + rope * kvb) +
+                     ts * s->Tp * ((kr + rope) * kvb + qh * (nope + rope + vd) * AB)));
+        }
+        if (s->Sd > 0) {
+            gemm(&op[RL_MLA_UP_PROJ], L * qh, s->Td * ts, nope, kr, wb);          /* absorb W_UK */
+            gemm(&op[RL_MLA_UP_PROJ], L * qh, s->Td * ts, kr, vd, wb);            /* absorb W_UV */
+            add(&op[RL_ATTN_DECODE], L, L * 2 * (2 * kr + rope) * qh * s->pairs_d * ts,
+                L * ts * ((s->dctx + 2 * s->Td) * (kr + rope) * kvb + s->Td * qh * (2 * kr + rope) * AB));
+        }
+        gemm(&op[RL_O_PROJ], L, Tt, qh * vd, h, wb);
+    }
+
+    double I = md->intermediate;
+    gemm(&op[RL_MLP], Ld, Tt, h, 2 * I * l.hs, wb);
+    gemm(&op[RL_MLP], Ld, Tt, I * l.hs, h, wb);
+
+    if (Lm > 0 && md->moe) {
+        double E = md->experts, k = md->top_k, Im = md->moe_intermediate;
+        gemm(&op[RL_MOE_GATE], Lm, Tt, h, E, AB);
+        double here = l.ep ? E / g : E, Ig = l.ep ? Im : Im / g, A = T * k * (l.ep ? 1.0 / g : 1.0);
+        double active = here * (1 - pow(1 - k / E, T));
+        add(&op[RL_MOE_EXPERTS], 2 * Lm, Lm * 6 * A * h * Ig,
+            Lm * (active * 3 * h * Ig * wb + A * (2 * h + 3 * Ig) * AB));
+        double Is = (double)md->shared_experts * Im;
+        gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, h, 2 * Is * l.hs, wb);
+        gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, Is * l.hs, h, wb);
+        if (l.ep)
+            add(&op[RL_ALLTOALL], 2 * Lm, 0, Lm * 2 * (T / g) * k * h * AB * (g - 1.0) / g);
+    }
+    if (mtp) gemm(&op[RL_MTP_PROJ], 1, Tt, 2 * h, h, wb);                       /* replicated */
+
+    double M = (s->Td + s->Sp) * ts, V = md->vocab;
+    gemm(&op[RL_LM_HEAD], 1, M, h, V * l.hs, AB);
+
+    if (!l.ep && g > 1) {
+        double calls = 2 * L + 1;                   /* attention, MLP, the embedding */
+        add(&op[RL_ALLREDUCE], calls, 0, calls * 2 * (g - 1.0) / g * T * h * AB);
+        add(&op[RL_LOGITS_GATHER], 1, 0, (g - 1.0) / g * M * V * AB);
+    }
+}
+
+/* Times every operator of out on r's GPU with g GPUs in the group. */
+static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
+{
+    const rl_gpu *gpu = &r->gpu;
+    double nvl = gpu->nvlink_GBps * 1e9, ib = gpu->ib_GBps * 1e9, hbm = gpu->hbm_GBps * 1e9;
+    uint32_t gpn = gpu->gpus_per_node;
+    bool multi = g > gpn;
+    out->total_s = 0;
+    for (int i = 0; i < RL_N_OPS; i++) {
+        rl_op_cost *o = &out->op[i];
+        double eff = r->eff[i];
+        o->seconds = 0;
+        o->bound = "";
+        if (o->flops == 0 && o->bytes == 0) continue;
+        if (op_is_collective(i)) {
+            double t;
+            if (i == RL_ALLTOALL && multi) {
+                /* peers on the node over NVLink, the others over InfiniBand */
+                double intra = o->bytes * (gpn - 1) / (g - 1), inter = o->bytes * (g - gpn) / (g - 1);
+                t = fmax(intra / nvl, inter / ib) / eff;
+            } else {
+                t = o->bytes / ((multi ? ib : nvl) * eff);
+            }
+            o->seconds = t + o->calls * r->latency_s;
+            o->bound = "link";
+        } else {
+            double peak = (r->fp8 && op_in_weight_dtype(i) ? gpu->fp8_tflops : gpu->bf16_tflops) * 1e12;
+            double tc = o->flops / (peak * eff), tm = o->bytes / (hbm * eff);
+            o->seconds = fmax(tc, tm);
+            o->bound = tc >= tm ? "compute" : "memory";
+        }
+        out->total_s += o->seconds;
+    }
+    out->overhead_s = r->overhead_s;
+    out->total_s += r->overhead_s;
+}
+
+/* Why md cannot run on g GPUs (ep: experts spread), or "" when it can. */
+static int check_layout(const rl_model *md, const rl_gpu *gpu, uint32_t g, bool ep, char *why, size_t n)
+{
+    why[0] = '\0';
+    if (g == 0) return snprintf(why, n, "tensor-parallel size 0");
+    if (g > gpu->gpus_per_node && g % gpu->gpus_per_node)
+        return snprintf(why, n, "tp %u spans nodes of %u GPUs (%s) unevenly", g, gpu->gpus_per_node, gpu->name);
+    if (ep && md->moe) {
+        if (md->experts % g)
+            return snprintf(why, n, "%u experts of %s do not spread evenly over %u GPUs", md->experts, md->name,
+                            g);
+        return 0;
+    }
+    if (md->heads % g)
+        return snprintf(why, n, "tp %u does not divide the %u attention heads of %s", g, md->heads, md->name);
+    if (!md->mla && (md->kv_heads >= g ? md->kv_heads % g : g % md->kv_heads))
+        return snprintf(why, n, "tp %u and the %u KV heads of %s neither divide the other", g, md->kv_heads,
+                        md->name);
+    return 0;
+}
+
+static int roofline_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    uint32_t g = tp ? tp : r->tp;
+    char why[512];
+    if (check_layout(&r->model, &r->gpu, g, r->ep, why, sizeof why) ||
+        (r->has_draft && check_layout(&r->draft, &r->gpu, g, r->ep, why, sizeof why)))
+        return rh_fail(e, "%s: field 'tp': %s", m->path[0] ? m->path : "roofline cost model", why);
+    return 0;
+}
+
+static double dense_layers(const rl_model *md)
+{
+    return md->moe ? md->dense_layers : md->layers;
+}
+
+static double roofline_step(const cost_model *m, const cost_batch *b)
+{
+    rl_breakdown bd;
+    return roofline_breakdown(m, b, &bd, NULL) < 0 ? NAN : bd.total_s;
+}
+
+int roofline_breakdown(const cost_model *m, const cost_batch *b, rl_breakdown *out, rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
+    if (roofline_check_tp(m, b->tp, e) < 0) return -1;
+    uint32_t g = b->tp ? b->tp : r->tp;
+    shape s = shape_of(b);
+    double Ld = dense_layers(&r->model);
+    count_ops(r, &r->model, Ld, r->model.layers - Ld, false, &s, g, out);
+    price(r, g, out);
+    return 0;
+}
+
+int roofline_draft_breakdown(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp, rl_breakdown *out,
+                             rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
+    if (!r->has_draft && !r->model.mtp_layers)
+        return rh_fail(e, "%s: neither an MTP module in %s nor a draft_model", m->path, r->model.name);
+    if (roofline_check_tp(m, tp, e) < 0) return -1;
+    uint32_t g = tp ? tp : r->tp;
+    cost_batch d;
+    memset(&d, 0, sizeof d);
+    d.decode_seqs = d.decode_tokens = n;
+    d.decode_context = context;
+    shape s = shape_of(&d);
+    if (r->has_draft) {
+        double Ld = dense_layers(&r->draft);
+        count_ops(r, &r->draft, Ld, r->draft.layers - Ld, false, &s, g, out);
+    } else {
+        /* one MTP module: its decoder layer is a MoE layer in a MoE model */
+        count_ops(r, &r->model, r->model.moe ? 0 : 1, r->model.moe ? 1 : 0, true, &s, g, out);
+    }
+    price(r, g, out);
+    return 0;
+}
+
+static double roofline_draft(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (!r->has_draft && !r->model.mtp_layers) return cost_draft_fallback(m, n, context, tp);
+    rl_breakdown bd;
+    return roofline_draft_breakdown(m, n, context, tp, &bd, NULL) < 0 ? NAN : bd.total_s;
+}
+
+static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t, int max)
+{
+    rl_breakdown bd;
+    if (roofline_breakdown(m, b, &bd, NULL) < 0) {
+        t[0] = (cost_term){"unsupported tp", NAN, 0, 0, ""};
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < RL_N_OPS && n < max; i++)
+        if (bd.op[i].seconds > 0)
+            t[n++] = (cost_term){op_names[i], bd.op[i].seconds, bd.op[i].flops, bd.op[i].bytes, bd.op[i].bound};
+    if (n < max && bd.overhead_s > 0) t[n++] = (cost_term){"step overhead", bd.overhead_s, 0, 0, ""};
+    return n;
+}
+
+const rl_model *roofline_model(const cost_model *m)
+{
+    const cost_roofline *r = as_roofline(m);
+    return r ? &r->model : NULL;
+}
+
+const rl_gpu *roofline_gpu(const cost_model *m)
+{
+    const cost_roofline *r = as_roofline(m);
+    return r ? &r->gpu : NULL;
+}
+
+uint32_t roofline_tp(const cost_model *m, bool *ep)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (ep) *ep = r && r->ep;
+    return r ? r->tp : 0;
+}
+
+static void roofline_free(cost_model *m)
+{
+    free(m);
+}
+
+static const cost_ops roofline_ops = {
+    .kind = "roofline",
+    .step_time = roofline_step,
+    .draft_time = roofline_draft,
+    .check_tp = roofline_check_tp,
+    .breakdown = roofline_terms,
+    .free = roofline_free,
+};
+
+static int parse_dtype(json_t *root, const char *key, const char *def, bool allow_fp16, double *bytes,
+                       const cost_src *src, rh_err *e)
+{
+    const char *d;
+    if (cj_string(root, "", key, 0, def, &d, src, e) < 0) return -1;
+    if (!strcmp(d, "bf16") || (allow_fp16 && !strcmp(d, "fp16"))) *bytes = 2;
+    else if (!strcmp(d, "fp8")) *bytes = 1;
+    else return cj_fail(src, "", key, e, "'%s' is not a dtype (bf16, fp16 or fp8)", d);
+    return 0;
+}
+
+static int parse_efficiency(json_t *root, cost_roofline *r, const cost_src *src, rh_err *e)
+{
+    for (int i = 0; i < RL_N_OPS; i++) r->eff[i] = 1;
+    json_t *eo = json_object_get(root, "efficiency");
+    if (!eo) return 0;
+    if (!json_is_object(eo))
+        return cj_fail(src, "", "efficiency", e, "must be an object of factors in (0, 1], e.g. {\"mlp\": 0.7}");
+    const char *allowed[RL_N_OPS + 2];
+    allowed[0] = "default";
+    for (int i = 0; i < RL_N_OPS; i++) allowed[i + 1] = op_names[i];
+    allowed[RL_N_OPS + 1] = NULL;
+    double def;
+    if (cj_only_keys(eo, "efficiency", (const char *const *)allowed, src, e) < 0 ||
+        cj_number(eo, "efficiency", "default", 0, 1, 1e-6, 1, &def, src, e) < 0)
+        return -1;
+    for (int i = 0; i < RL_N_OPS; i++)
+        if (cj_number(eo, "efficiency", op_names[i], 0, def, 1e-6, 1, &r->eff[i], src, e) < 0) return -1;
+    return 0;
+}
+
+cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
+{
+    static const char *const allowed[] = {"kind", "version", "model", "gpu", "tp", "ep", "dtype", "kv_dtype",
+                                          "efficiency", "step_overhead_s", "collective_latency_s",
+                                          "draft_model", "draft_ratio", "comment", NULL};
+    cost_roofline *r = calloc(1, sizeof *r);
+    if (!r || cost_model_init(&r->base, &roofline_ops, src) < 0) {
+        if (r) free(r->base.path);
+        free(r);
+        rh_fail(e, "%s: out of memory", src->label);
+        return NULL;
+    }
+    const char *model, *gpu, *draft;
+    uint32_t ep;
+    double wbytes;
+    if (cj_only_keys(root, "", allowed, src, e) < 0 || cj_string(root, "", "model", 1, NULL, &model, src, e) < 0 ||
+        cj_string(root, "", "gpu", 1, NULL, &gpu, src, e) < 0 ||
+        cj_string(root, "", "draft_model", 0, NULL, &draft, src, e) < 0 ||
+        cj_uint(root, "", "tp", 0, 1, 1, 4096, &r->tp, src, e) < 0 ||
+        cj_uint(root, "", "ep", 0, 1, 1, 4096, &ep, src, e) < 0 ||
+        parse_dtype(root, "dtype", "bf16", true, &wbytes, src, e) < 0 ||
+        parse_dtype(root, "kv_dtype", "bf16", true, &r->kv_bytes, src, e) < 0 ||
+        cj_number(root, "", "step_overhead_s", 0, 0, 0, 10, &r->overhead_s, src, e) < 0 ||
+        cj_number(root, "", "collective_latency_s", 0, 0, 0, 1, &r->latency_s, src, e) < 0 ||
+        cj_number(root, "", "draft_ratio", 0, COST_DRAFT_RATIO_DEFAULT, 0, 100, &r->base.draft_ratio, src, e) < 0 ||
+        parse_efficiency(root, r, src, e) < 0)
+        goto fail;
+    r->fp8 = wbytes == 1;
+    if (rl_model_resolve(model, "model", src, &r->model, e) < 0 || rl_gpu_resolve(gpu, "gpu", src, &r->gpu, e) < 0)
+        goto fail;
+    if (draft) {
+        if (rl_model_resolve(draft, "draft_model", src, &r->draft, e) < 0) goto fail;
+        r->has_draft = true;
+    }
+    if (r->fp8 && r->gpu.fp8_tflops == 0) {
+        cj_fail(src, "", "dtype", e, "fp8 needs FP8 tensor cores, and GPU %s has none (fp8_tflops is 0)",
+                r->gpu.name);
+        goto fail;
+    }
+    if (ep != 1 && ep != r->tp) {
+        cj_fail(src, "", "ep", e, "%u: expert parallelism spreads the experts over all tp GPUs, so ep is 1 or "
+                "equal to tp (%u)", ep, r->tp);
+        goto fail;
+    }
+    if (ep > 1 && !r->model.moe) {
+        cj_fail(src, "", "ep", e, "%u: model %s has no experts to spread", ep, r->model.name);
+        goto fail;
+    }
+    r->ep = ep > 1;
+    if (roofline_check_tp(&r->base, 0, e) < 0) goto fail;
+    return &r->base;
+fail:
+    cost_free(&r->base);
+    return NULL;
+}

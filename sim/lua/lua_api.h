@@ -1,0 +1,65 @@
+/* lua_api.h — the Lua 5.4 API of `rehearse run SCRIPT.lua`.
+ *
+ * A global table `rehearse` (also returned by require "rehearse"):
+ *   rehearse.trace.load(path) / .import(path [, {format=...}]) / .synth{...}
+ *       -> Trace; t:save(path), t:slice{...}, t:stats(), #t
+ *   rehearse.cost.load(path) / .new{kind=..., ...} / .linear{...} -> Cost
+ *   rehearse.sim.run{trace=, cost=, <every knob by CLI name>, policy=function}
+ *       -> {metrics=..., series=..., requests=... (with per_request=true)}
+ *   rehearse.sweep(configs [, {workers=N}]) -> results in input order,
+ *       run in parallel worker processes with a progress bar
+ *   rehearse.json.encode/decode/read/write, rehearse.csv.write
+ *   rehearse.args: key=value pairs from the command line (numbers converted)
+ * Errors raise Lua errors; `rehearse run` prints them as file:line: message. */
+#ifndef RH_LUA_API_H
+#define RH_LUA_API_H
+
+#include <jansson.h>
+#include <lua.h>
+
+#include "sim/cost/cost.h"
+#include "traces/trace.h"
+#include "util/err.h"
+
+/* A trace held by Lua. `path` is the file it is stored in ("" until saved);
+ * emitted jobs need a path, so an in-memory trace is saved on demand. */
+#define RL_TRACE_MT "rehearse.Trace"
+typedef struct rl_trace {
+    tr_trace t;
+    char *path;
+} rl_trace;
+rl_trace *rl_check_trace(lua_State *L, int idx);
+rl_trace *rl_push_new_trace(lua_State *L);                /* empty, owned by Lua */
+
+/* A cost model held by Lua, with the JSON text it came from (for jobs). */
+#define RL_COST_MT "rehearse.Cost"
+typedef struct rl_cost {
+    cost_model *m;
+    char *json_text;
+    char *path;
+} rl_cost;
+
+typedef struct rl_options {
+    const char *emit_jobs_dir;   /* --emit-jobs DIR: sweeps write jobs instead of running */
+    const char *collect_dir;     /* --collect DIR: sweeps read results written by jobs */
+    int workers;                 /* 0: one per core */
+    const char *self_path;       /* the rehearse binary, for emitted command lines */
+} rl_options;
+
+/* Opens the `rehearse` table in L (as a global and in package.loaded). */
+void rl_open(lua_State *L, const rl_options *opt);
+
+/* Pieces shared between the binding files. */
+void rl_open_json(lua_State *L);                          /* adds json and csv to the table on top */
+void rl_open_trace(lua_State *L);                         /* adds trace */
+void rl_open_plot(lua_State *L);                          /* adds plot */
+void rl_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
+void rl_push_json(lua_State *L, const json_t *j);
+json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e);
+int rl_write_file_atomic(const char *path, const char *text, size_t len, rh_err *e);
+
+/* Raised (as a Lua error with this exact message) when --emit-jobs has
+ * written a sweep's jobs: the script stops there and `rehearse run` exits 0. */
+#define RL_JOBS_EMITTED "rehearse: jobs emitted"
+
+#endif

@@ -1,0 +1,463 @@
+/* sim.c — the simulator's event loop: see sim.h.
+ *
+ * The loop alternates two things until every request is done:
+ *   1. send every request whose time has come (open loop: its scaled arrival;
+ *      closed loop: also a free client), adding it to the core;
+ *   2. ask the core for a batch, price it with the cost model, advance the
+ *      virtual clock by that price and commit the batch at the new time.
+ * When the core has nothing to run the clock jumps to the next send. The core
+ * reports tokens, finishes and steps through hooks; this file turns them into
+ * request records, metrics and series, and writes the run when asked. */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/record/outcome.h"
+#include "traces/sender.h"
+#include "util/progress.h"
+
+/* Per trace request. */
+typedef struct req_state {
+    uint32_t index;          /* into the trace */
+    rec_outcome o;           /* on the virtual clock */
+    rh_dvec times;           /* token times (absolute), only when writing them */
+} req_state;
+
+/* Raw per-step series, binned at the end. Floats: plots need no more. */
+typedef struct step_row {
+    float t, dur, batch, prefill, decode, kv, waiting, running;
+} step_row;
+
+typedef struct run {
+    const sim_config *cfg;
+    const tr_trace *trace;
+    core *c;
+    metrics *m;
+    tr_writer *w;
+    req_state *rs;
+    tr_sender *sender;       /* who is sent when: the engine replay's rule */
+    uint64_t outstanding, done;
+    step_row *rows;
+    size_t n_rows, cap_rows;
+    uint64_t rng;
+    double itl_gap;          /* the run of equal inter-token gaps being counted */
+    uint64_t itl_count;
+    int failed;              /* an error inside a hook */
+    rh_err err;
+    rh_progress bar;
+} run;
+
+/* splitmix64: small, fast and good enough for acceptance draws. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void sim_config_default(sim_config *c)
+{
+    memset(c, 0, sizeof *c);
+    core_config_default(&c->core);
+    c->rate_scale = 1;
+    c->tp = 0;              /* the cost file's own size */
+    c->accept.alpha = 0.7;
+    c->series_points = 2000;
+    c->token_times = 1;
+}
+
+static void fail(run *r, const char *what)
+{
+    if (!r->failed) rh_fail(&r->err, "%s", what);
+    r->failed = 1;
+}
+
+/* A finished request becomes a measured record. */
+static void emit_request(run *r, req_state *s, double now)
+{
+    tr_request out;
+    rec_outcome_record(&s->o, &r->trace->requests[s->index], now, NULL, &out);
+    /* ITLs were fed step by step; the metrics get the record without times. */
+    if (metrics_add_request(r->m, &out) < 0) fail(r, "out of memory");
+    if (r->w) {
+        if (r->cfg->token_times && s->times.n == s->o.n_out)
+            rec_outcome_record(&s->o, &r->trace->requests[s->index], now, s->times.v, &out);
+        if (tr_write_request(r->w, &out, &r->err) < 0) r->failed = 1;
+    }
+    rh_dvec_free(&s->times);
+    r->done++;
+    r->outstanding--;
+    tr_sender_done(r->sender, now);
+}
+
+static void on_event(void *ctx, const core_event *ev)
+{
+    run *r = ctx;
+    req_state *s = ev->user;
+    if (ev->kind == CORE_EV_TOKENS) {
+        if (s->o.n_out) {
+            /* The decodes of one step mostly share their gap (the step's
+             * length): count runs here, hand each run to the metrics once. */
+            double gap = ev->now - s->o.last;
+            if (gap == r->itl_gap) {
+                r->itl_count++;
+            } else {
+                if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) fail(r, "out of memory");
+                r->itl_gap = gap;
+                r->itl_count = 1;
+            }
+        }
+        if (r->w && r->cfg->token_times)
+            for (uint32_t k = 0; k < ev->n_tokens; k++)
+                if (rh_dvec_push(&s->times, ev->now) < 0) fail(r, "out of memory");
+    }
+    rec_outcome_event(&s->o, ev);
+    if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) emit_request(r, s, ev->now);
+}
+
+static void on_step(void *ctx, const tr_step *st)
+{
+    run *r = ctx;
+    metrics_add_step(r->m, st);
+    if (r->w && tr_write_step(r->w, st, &r->err) < 0) r->failed = 1;
+    if (r->n_rows == r->cap_rows) {
+        size_t cap = r->cap_rows ? r->cap_rows * 2 : 4096;
+        step_row *v = realloc(r->rows, cap * sizeof *v);
+        if (!v) {
+            fail(r, "out of memory");
+            return;
+        }
+        r->rows = v;
+        r->cap_rows = cap;
+    }
+    r->rows[r->n_rows++] = (step_row){
+        .t = (float)st->start,
+        .dur = (float)st->duration,
+        .batch = (float)(st->prefill_seqs + st->decode_seqs),
+        .prefill = (float)st->prefill_tokens,
+        .decode = (float)st->decode_tokens,
+        .kv = st->pages_total ? (float)st->pages_used / (float)st->pages_total : 0,
+        .waiting = (float)st->waiting,
+        .running = (float)st->running,
+    };
+}
+
+/* Sends request `i`, which reached the server at `sent` (its arrival, or
+ * when a client freed up); the core sees it at `now`, the step boundary. */
+static void send_request(run *r, uint32_t i, double sent, double now)
+{
+    const tr_request *q = &r->trace->requests[i];
+    req_state *s = &r->rs[i];
+    s->index = i;
+    s->o.send = sent;
+    r->outstanding++;
+    core_req_desc d = {
+        .id = q->id,
+        .prompt_len = q->input_len ? q->input_len : 1,   /* a server always sees a BOS */
+        .max_new_tokens = q->output_len ? q->output_len : 1,
+        .block_hashes = q->hashes,
+        .n_block_hashes = q->n_hashes,
+        .block_size = r->trace->header.block_size,
+        .user = s,
+    };
+    if (!core_add(r->c, &d, now, &r->err)) {
+        /* The request can never run here (longer than the context or the
+         * whole pool): a configuration that cannot serve the trace. */
+        rh_prefix(&r->err, "request %llu (%u prompt + %u output tokens)", (unsigned long long)q->id,
+                  q->input_len, q->output_len);
+        r->failed = 1;
+    }
+}
+
+/* Sends everything due by `now`; returns the time of the next send (INFINITY:
+ * none is pending, or every client is busy). Requests arriving while a step
+ * runs wait in the queue until it ends, as on a real server, but their
+ * latencies count from their arrival. */
+static double send_due(run *r, double now)
+{
+    uint32_t i;
+    double sent, next;
+    while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) send_request(r, i, sent, now);
+    return r->failed ? INFINITY : next;
+}
+
+/* Accepted draft tokens for one verify of `k` drafts. */
+static uint32_t draw_accepted(run *r, uint32_t k)
+{
+    const sim_accept_model *a = &r->cfg->accept;
+    if (a->hist_n) {
+        /* Accepted length from the recorded histogram, truncated at k. */
+        double total = 0;
+        for (uint32_t j = 0; j < a->hist_n; j++) total += a->hist[j];
+        double u = rng_unit(&r->rng) * total;
+        uint32_t j = 0;
+        while (j + 1 < a->hist_n && u >= a->hist[j]) u -= a->hist[j++];
+        return j < k ? j : k;
+    }
+    uint32_t j = 0;
+    while (j < k && rng_unit(&r->rng) < a->alpha) j++;
+    return j;
+}
+
+static void bin_series(run *r, double end, sim_series *s)
+{
+    uint32_t n = r->cfg->series_points ? r->cfg->series_points : 2000;
+    if (r->n_rows == 0) n = 0;
+    if (r->n_rows < n) n = (uint32_t)r->n_rows;
+    memset(s, 0, sizeof *s);
+    if (n == 0) return;
+    double *cols[7];
+    for (int k = 0; k < 7; k++) cols[k] = calloc(n, sizeof(double));
+    uint32_t *cnt = calloc(n, sizeof *cnt);
+    for (int k = 0; k < 7; k++)
+        if (!cols[k]) goto out;
+    if (!cnt) goto out;
+    double width = end > 0 ? end / n : 1;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const step_row *x = &r->rows[i];
+        uint32_t b = (uint32_t)(x->t / width);
+        if (b >= n) b = n - 1;
+        cnt[b]++;
+        cols[1][b] += x->batch;
+        cols[2][b] += x->prefill;
+        cols[3][b] += x->decode;
+        cols[4][b] += x->kv;
+        cols[5][b] += x->waiting;
+        cols[6][b] += x->running;
+    }
+    /* A bin in which no step starts is either inside a long step (it shows
+     * that step) or idle (zeros, which is what happened). */
+    size_t last = 0;    /* the latest step started before the bin */
+    for (uint32_t b = 0; b < n; b++) {
+        cols[0][b] = b * width;
+        if (cnt[b]) {
+            for (int k = 1; k < 7; k++) cols[k][b] /= cnt[b];
+            while (last + 1 < r->n_rows && r->rows[last + 1].t < (b + 1) * width) last++;
+            continue;
+        }
+        const step_row *x = &r->rows[last];
+        if (x->t <= b * width && x->t + x->dur > b * width) {
+            cols[1][b] = x->batch;
+            cols[2][b] = x->prefill;
+            cols[3][b] = x->decode;
+            cols[4][b] = x->kv;
+            cols[5][b] = x->waiting;
+            cols[6][b] = x->running;
+        }
+    }
+    s->n = n;
+    s->t = cols[0];
+    s->batch_size = cols[1];
+    s->prefill_tokens = cols[2];
+    s->decode_tokens = cols[3];
+    s->kv_use = cols[4];
+    s->waiting = cols[5];
+    s->running = cols[6];
+    free(cnt);
+    return;
+out:
+    for (int k = 0; k < 7; k++) free(cols[k]);
+    free(cnt);
+}
+
+static void put_knob(void *ctx, const char *name, const char *value)
+{
+    tr_header_set(ctx, name, value);
+}
+
+static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
+{
+    tr_header h;
+    if (tr_header_copy(&h, &trace->header) < 0) {
+        rh_fail(e, "out of memory");
+        return NULL;
+    }
+    char buf[64];
+    tr_header_set(&h, "source", "rehearse sim");
+    tr_header_set(&h, "cost", cost->path ? cost->path : "");
+    core_config_foreach(&cfg->core, put_knob, &h);
+    snprintf(buf, sizeof buf, "%u", cfg->tp);
+    tr_header_set(&h, "tp-size", buf);
+    snprintf(buf, sizeof buf, "%g", cfg->rate_scale);
+    tr_header_set(&h, "rate-scale", buf);
+    snprintf(buf, sizeof buf, "%u", cfg->max_concurrency);
+    tr_header_set(&h, "max-concurrency", buf);
+    tr_writer *w = tr_writer_open(cfg->out_path, &h, 0, e);
+    tr_header_free(&h);
+    return w;
+}
+
+int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
+    if (cost_check_tp(cost, cfg->tp, e) < 0) return -1;
+    double wall0 = rh_now();
+    run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    r.trace = trace;
+    r.rng = cfg->seed ^ 0x5157A11ull;
+    core_hooks hooks = {.ctx = &r, .on_step = on_step, .on_event = on_event};
+    uint64_t n = trace->n_requests;
+    int rc = -1;
+    r.rs = calloc(n ? n : 1, sizeof *r.rs);
+    r.m = metrics_new(&cfg->slo);
+    if (!r.rs || !r.m) {
+        rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+        goto done;
+    }
+    if (!(r.sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) goto done;
+    r.c = core_new(&cfg->core, &hooks, e);
+    if (!r.c) goto done;
+    if (cfg->out_path && !(r.w = open_output(cfg, trace, cost, e))) goto done;
+
+    core_seq_result *results = NULL;
+    cost_seq *cseqs = NULL;
+    uint32_t cap_seqs = 0;
+    if (cfg->progress) rh_progress_begin(&r.bar, "sim", n);
+    else r.bar.enabled = 0;
+    double now = 0;
+    uint64_t steps = 0;
+    while (!r.failed) {
+        double next = send_due(&r, now);
+        if (r.failed) break;
+        core_batch b;
+        uint32_t k = core_schedule(r.c, now, &b);
+        if (k == 0) {
+            if (next == INFINITY) {
+                if (core_idle(r.c) && tr_sender_left(r.sender) == 0) break;
+                if (!core_idle(r.c)) {
+                    rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
+                               "the KV pool is too small for them (raise --max-total-tokens)", now);
+                    goto loop_fail;
+                }
+                break;
+            }
+            now = next;
+            continue;
+        }
+        if (k > cap_seqs) {
+            cap_seqs = k * 2;
+            void *a = realloc(results, cap_seqs * sizeof *results);
+            if (a) results = a;
+            void *c2 = realloc(cseqs, cap_seqs * sizeof *cseqs);
+            if (c2) cseqs = c2;
+            if (!a || !c2) {
+                rh_fail(e, "out of memory");
+                goto loop_fail;
+            }
+        }
+        uint32_t draft_seqs = 0;
+        bool spec = cfg->core.spec_steps > 0;
+        for (uint32_t i = 0; i < k; i++) {
+            const core_seq *q = &b.seqs[i];
+            cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
+            if (spec) results[i] = (core_seq_result){0};
+            if (q->n_spec) {
+                results[i].proposed = q->n_spec;
+                results[i].accepted = draw_accepted(&r, q->n_spec);
+                draft_seqs++;
+            }
+        }
+        cost_batch cb = {.seqs = cseqs, .n = k, .tp = cfg->tp};
+        if (cfg->spec_draft_model && draft_seqs) {
+            cb.draft_seqs = draft_seqs;
+            cb.draft_steps = b.spec_steps;    /* forward passes of the drafter */
+        }
+        cost_batch_summarize(&cb);
+        double dt = cost_step_time(cost, &cb);
+        if (!(dt > 0) || !isfinite(dt)) {
+            rh_fail(e, "cost model %s returned %g s for a step of %u sequences", cost->path ? cost->path : "",
+                    dt, k);
+            goto loop_fail;
+        }
+        now += dt;
+        /* Without drafts every sampling sequence commits one token: no results needed. */
+        if (core_complete(r.c, &b, spec ? results : NULL, now, e) < 0) goto loop_fail;
+        if ((++steps & 1023) == 0) {
+            snprintf(r.bar.extra, sizeof r.bar.extra, "clock %.1f s", now);
+            rh_progress_update(&r.bar, r.done);
+        }
+    }
+    if (r.failed) {
+        memcpy(e, &r.err, sizeof *e);
+        goto loop_fail;
+    }
+    rh_progress_end(&r.bar);
+    free(results);
+    free(cseqs);
+    results = NULL;
+    cseqs = NULL;
+
+    if (r.itl_count && metrics_add_itl(r.m, r.itl_gap, r.itl_count) < 0) {
+        rh_fail(e, "out of memory");
+        goto done;
+    }
+    if (metrics_summarize(r.m, &out->summary) < 0) {
+        rh_fail(e, "out of memory");
+        goto done;
+    }
+    bin_series(&r, now, &out->series);
+    out->n_requests = n;
+    out->requests = calloc(n ? n : 1, sizeof *out->requests);
+    if (!out->requests) {
+        rh_fail(e, "out of memory");
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const req_state *s = &r.rs[i];
+        const tr_request *q = &trace->requests[i];
+        out->requests[i] = (sim_request_result){
+            .id = q->id, .send = s->o.send,
+            .ttft = s->o.n_out ? s->o.first - s->o.send : -1,
+            .e2e = s->o.n_out ? s->o.last - s->o.send : -1,
+            .input_len = q->input_len, .output_len = s->o.n_out,
+            .cached_tokens = s->o.cached, .retractions = s->o.retractions,
+        };
+    }
+    if (r.w) {
+        tr_writer *w = r.w;
+        r.w = NULL;
+        if (tr_writer_close(w, e) < 0) goto done;
+    }
+    out->wall_s = rh_now() - wall0;
+    rc = 0;
+    goto done;
+loop_fail:
+    rh_progress_end(&r.bar);
+    free(results);
+    free(cseqs);
+done:
+    if (r.w) tr_writer_abort(r.w);
+    if (r.c) core_free(r.c);
+    metrics_free(r.m);
+    if (r.rs)
+        for (uint64_t i = 0; i < n; i++) rh_dvec_free(&r.rs[i].times);
+    free(r.rs);
+    tr_sender_free(r.sender);
+    free(r.rows);
+    if (rc < 0) sim_result_free(out);
+    return rc;
+}
+
+void sim_result_free(sim_result *r)
+{
+    free(r->series.t);
+    free(r->series.batch_size);
+    free(r->series.prefill_tokens);
+    free(r->series.decode_tokens);
+    free(r->series.kv_use);
+    free(r->series.waiting);
+    free(r->series.running);
+    free(r->requests);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,248 @@
+/* import.c — format names, format guessing, and tr_read: any trace into a
+ * sink (see import.h). */
+#include "traces/import/import.h"
+#include "traces/import/importers.h"
+#include "util/progress.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+static const char *const format_names[] = {"unknown", "binary", "jsonl", "mooncake", "azure", "burstgpt", "vidur"};
+
+const char *tr_format_name(tr_format f)
+{
+    return (f >= 0 && f <= TR_FMT_VIDUR) ? format_names[f] : "unknown";
+}
+
+tr_format tr_format_parse(const char *name)
+{
+    for (int i = TR_FMT_BINARY; i <= TR_FMT_VIDUR; i++)
+        if (!strcasecmp(name, format_names[i])) return (tr_format)i;
+    if (!strcasecmp(name, "splitwise")) return TR_FMT_VIDUR;
+    return TR_FMT_UNKNOWN;
+}
+
+void tr_import_opts_init(tr_import_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->block_size = 512;
+}
+
+/* Case-insensitive search within the first line. */
+static int line_has(const char *line, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (!strncasecmp(line + i, word, w)) return 1;
+    return 0;
+}
+
+tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_err *e)
+{
+    const char *s = data;
+    if (n == 0) {
+        rh_fail(e, "%s: empty file", name);
+        return TR_FMT_UNKNOWN;
+    }
+    if (n >= 7 && !memcmp(s, TR_MAGIC, 7)) return TR_FMT_BINARY;
+    if (n >= 4 && !memcmp(s, "\x28\xB5\x2F\xFD", 4)) {
+        rh_fail(e, "%s: a zstd-compressed file, not a trace: decompress it first (zstd -d)", name);
+        return TR_FMT_UNKNOWN;
+    }
+    size_t i = 0;
+    if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) i = 3;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    const char *line = s + i;
+    const char *nl = i < n ? memchr(line, '\n', n - i) : NULL;
+    size_t len = nl ? (size_t)(nl - line) : n - i;
+    if (i < n && s[i] == '{') {
+        if (line_has(line, len, "\"rehearse_trace\"")) return TR_FMT_JSONL;
+        if (line_has(line, len, "\"hash_ids\"") || line_has(line, len, "\"input_length\"")) return TR_FMT_MOONCAKE;
+        rh_fail(e, "%s: line 1: a JSON line with neither \"rehearse_trace\" (our JSONL) nor Mooncake's "
+                   "\"input_length\"; pass --format", name);
+        return TR_FMT_UNKNOWN;
+    }
+    if (line_has(line, len, "ContextTokens")) return TR_FMT_AZURE;
+    if (line_has(line, len, "Request tokens")) return TR_FMT_BURSTGPT;
+    if (line_has(line, len, "arrived_at")) return TR_FMT_VIDUR;
+    for (size_t k = 0; k < len && k < 256; k++)
+        if (line[k] == 0 || ((unsigned char)line[k] < 0x20 && line[k] != '\t' && line[k] != '\r')) {
+            rh_fail(e, "%s: byte %zu: not a trace: neither our binary format (magic %s) nor a text format", name,
+                    (size_t)(line - s) + k, TR_MAGIC);
+            return TR_FMT_UNKNOWN;
+        }
+    rh_fail(e, "%s: line 1: cannot tell the format from the header ('%.*s'); pass --format "
+               "mooncake|azure|burstgpt|vidur|jsonl", name, (int)(len > 60 ? 60 : len), line);
+    return TR_FMT_UNKNOWN;
+}
+
+tr_format tr_format_guess(const char *path, rh_err *e)
+{
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rh_fail(e, "%s: cannot open: %s", path, strerror(errno));
+        return TR_FMT_UNKNOWN;
+    }
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    return tr_format_guess_mem(buf, n, path, e);
+}
+
+/* ---- binary ---- */
+
+static int read_binary(tr_reader *r, const tr_sink *s, uint64_t size, int *truncated, rh_err *e)
+{
+    if (s->header && s->header(s->ctx, tr_reader_header(r), e) < 0) return -1;
+    rh_progress p;
+    rh_progress_begin(&p, "read", size);
+    tr_record rec;
+    int rc;
+    uint64_t k = 0;
+    while ((rc = tr_reader_next(r, &rec, e)) > 0) {
+        int sr = s->record(s->ctx, &rec, e);
+        if (sr < 0) {
+            rc = -1;
+            break;
+        }
+        if (sr > 0) {
+            rc = 0;
+            break;
+        }
+        if ((++k & 0xffff) == 0) rh_progress_update(&p, tr_reader_offset(r));
+    }
+    rh_progress_end(&p);
+    if (rc == 0 && truncated) *truncated = tr_reader_truncated(r);
+    return rc;
+}
+
+/* ---- text formats ---- */
+
+static int read_text(tr_lines *l, tr_format f, const tr_import_opts *o, const tr_sink *s, rh_err *e)
+{
+    if (f == TR_FMT_JSONL) return tr_import_jsonl(l, o, s, e);
+    tr_spool sp;
+    tr_spool_init(&sp);
+    int rc = tr_spool_source(&sp, f, l->name, e);
+    if (rc == 0) {
+        switch (f) {
+        case TR_FMT_MOONCAKE: rc = tr_import_mooncake(l, o, &sp, e); break;
+        case TR_FMT_AZURE: rc = tr_import_azure(l, o, &sp, e); break;
+        case TR_FMT_BURSTGPT: rc = tr_import_burstgpt(l, o, &sp, e); break;
+        case TR_FMT_VIDUR: rc = tr_import_vidur(l, o, &sp, e); break;
+        default: rc = rh_fail(e, "%s: format %s cannot be read here", l->name, tr_format_name(f));
+        }
+    }
+    if (rc == 0 && sp.n == 0 && l->bytes == 0) rc = rh_fail(e, "%s: empty file", l->name);
+    if (rc == 0 && sp.n == 0)
+        rc = rh_fail(e, "%s: no requests in the file%s", l->name, o->model ? " (for that --model)" : "");
+    if (rc == 0) rc = tr_spool_emit(&sp, s, e);
+    tr_spool_free(&sp);
+    return rc;
+}
+
+int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e)
+{
+    tr_import_opts dflt;
+    if (!o) {
+        tr_import_opts_init(&dflt);
+        o = &dflt;
+    }
+    if (truncated) *truncated = 0;
+    tr_format f = o->format ? o->format : tr_format_guess(path, e);
+    if (f == TR_FMT_UNKNOWN) return -1;
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (f == TR_FMT_BINARY) {
+        tr_reader *r = tr_reader_open(path, e);
+        if (!r) return -1;
+        int rc = read_binary(r, s, size, truncated, e);
+        tr_reader_close(r);
+        return rc;
+    }
+    tr_lines l;
+    if (tr_lines_open(&l, path, e) < 0) return -1;
+    rh_progress p;
+    rh_progress_begin(&p, "import", size);
+    l.progress = &p;
+    int rc = read_text(&l, f, o, s, e);
+    rh_progress_end(&p);
+    tr_lines_close(&l);
+    return rc;
+}
+
+int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_opts *o, const tr_sink *s, rh_err *e)
+{
+    tr_import_opts dflt;
+    if (!o) {
+        tr_import_opts_init(&dflt);
+        o = &dflt;
+    }
+    tr_format f = o->format ? o->format : tr_format_guess_mem(data, n, name, e);
+    if (f == TR_FMT_UNKNOWN) return -1;
+    if (f == TR_FMT_BINARY) {
+        tr_reader *r = tr_reader_open_mem(data, n, name, e);
+        if (!r) return -1;
+        int rc = read_binary(r, s, 0, NULL, e);
+        tr_reader_close(r);
+        return rc;
+    }
+    tr_lines l;
+    tr_lines_open_mem(&l, data, n, name);
+    int rc = read_text(&l, f, o, s, e);
+    tr_lines_close(&l);
+    return rc;
+}
+
+/* ---- writing a binary trace from a sink ---- */
+
+static int ws_header(void *ctx, const tr_header *h, rh_err *e)
+{
+    tr_writer_sink *ws = ctx;
+    ws->w = tr_writer_open(ws->path, h, ws->flags, e);
+    return ws->w ? 0 : -1;
+}
+
+static int ws_record(void *ctx, const tr_record *r, rh_err *e)
+{
+    tr_writer_sink *ws = ctx;
+    if (r->kind == TR_REQUEST) ws->n_requests++;
+    else ws->n_steps++;
+    return tr_write(ws->w, r, e);
+}
+
+tr_sink tr_writer_sink_make(tr_writer_sink *ws, const char *path, unsigned flags)
+{
+    memset(ws, 0, sizeof *ws);
+    ws->path = path;
+    ws->flags = flags;
+    return (tr_sink){ws, ws_header, ws_record};
+}
+
+int tr_writer_sink_finish(tr_writer_sink *ws, int ok, rh_err *e)
+{
+    if (!ws->w) return ok ? rh_fail(e, "%s: nothing was written (no header)", ws->path) : -1;
+    tr_writer *w = ws->w;
+    ws->w = NULL;
+    if (!ok) {
+        tr_writer_abort(w);
+        return -1;
+    }
+    return tr_writer_close(w, e);
+}
+
+int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, rh_err *e)
+{
+    tr_writer_sink ws;
+    tr_sink s = tr_writer_sink_make(&ws, out, 0);
+    int rc = tr_read(in, o, &s, NULL, e);
+    rc = tr_writer_sink_finish(&ws, rc == 0, e);
+    if (rc == 0 && n_requests) *n_requests = ws.n_requests;
+    return rc;
+}
