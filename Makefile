@@ -154,11 +154,13 @@ $(BUILD)/rehearse-emu: $(CLI_OBJS) $(HOST_OBJS) $(EMU_OBJS)
 $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 	$(CXX) -o $@ $^ $(PKG_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
-# The CUDA suites run a second time on the emulator (two emulated devices
+# The layer check first (README, Layout), then the suites. The CUDA suites
+# run a second time on the emulator (two emulated devices
 # for the NCCL group; the 8B-shaped model is left to real GPUs), then the
 # emulator checks itself and the engine runs end to end on --backend cuda.
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
 test: $(TEST_BIN) $(BIN) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu
+	$(if $(SUITE),,scripts/check_layers.sh)
 	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)

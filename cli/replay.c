@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "engine/replay.h"
+#include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
 #include "util/args.h"
 

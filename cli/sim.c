@@ -11,7 +11,9 @@
 #include "sim/lua/lua_api.h"
 #include "sim/result.h"
 #include "sim/sim.h"
+#include "traces/import/import.h"
 #include "util/args.h"
+#include "util/atomic_file.h"
 
 static void usage(FILE *f)
 {
@@ -124,7 +126,7 @@ int sim_main(int argc, char **argv)
         json_t *o = sim_result_to_json(&res, per_request);
         char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
         json_decref(o);
-        if (!text || rl_write_file_atomic(result_path, text, strlen(text), &e) < 0) {
+        if (!text || rh_write_file_atomic(result_path, text, strlen(text), &e) < 0) {
             if (!text) rh_fail(&e, "out of memory");
             free(text);
             sim_result_free(&res);

@@ -2,6 +2,7 @@
 #include "cli/trace_cmds.h"
 #include "traces/csvout.h"
 #include "traces/jsonl.h"
+#include "util/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,14 +88,11 @@ int trace_cmd_export(int argc, char **argv)
         rh_fail(&e, "--steps applies to --format csv (JSONL holds every record)");
         return trace_cli_fail(cmd, &e);
     }
-    char tmp[4096] = "";
+    rh_atomic_file af;
     x.f = stdout;
     if (out) {
-        snprintf(tmp, sizeof tmp, "%s.%d.tmp", out, (int)getpid());
-        if (!(x.f = fopen(tmp, "wb"))) {
-            rh_fail(&e, "%s: cannot create: %s", out, strerror(errno));
-            return trace_cli_fail(cmd, &e);
-        }
+        if (rh_atomic_open(&af, out, &e) < 0) return trace_cli_fail(cmd, &e);
+        x.f = af.f;
     }
     tr_jsonl_init(&x.j, x.f);
     tr_sink sink = {&x, ex_header, ex_record};
@@ -102,9 +100,8 @@ int trace_cmd_export(int argc, char **argv)
     int rc = tr_read(in, &o, &sink, &truncated, &e);
     tr_jsonl_free(&x.j);
     if (out) {
-        if (fclose(x.f) != 0 && rc == 0) rc = rh_fail(&e, "%s: write failed: %s", out, strerror(errno));
-        if (rc == 0 && rename(tmp, out) != 0) rc = rh_fail(&e, "%s: cannot rename into place: %s", out, strerror(errno));
-        if (rc < 0) unlink(tmp);
+        if (rc < 0) rh_atomic_abort(&af);
+        else rc = rh_atomic_commit(&af, &e);
     } else if (fflush(stdout) != 0 && rc == 0) {
         rc = rh_fail(&e, "stdout: write failed: %s", strerror(errno));
     }

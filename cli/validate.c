@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "sim/validate/validate.h"
+#include "traces/import/import.h"
 #include "util/args.h"
 
 static void usage(FILE *f)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "traces/import/import.h"
 #include "util/hashmap.h"
 
 typedef struct by_arrival {

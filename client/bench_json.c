@@ -1,6 +1,7 @@
 /* bench_json.c — see bench_json.h (the JSON half; the trace header is in
  * bench_record.c with the rest of the trace output). */
 #include "client/bench_json.h"
+#include "util/json_file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -82,21 +83,7 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
         json_object_update(o, det);
         json_decref(det);
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        json_decref(o);
-        return rh_fail(e, "%s: out of memory", path);
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    int rc = rh_json_save(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17), "the result file", e);
     json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        free(tmp);
-        return rh_fail(e, "%s: cannot write the result file (%s)", path, strerror(err));
-    }
-    free(tmp);
-    return 0;
+    return rc;
 }

@@ -164,7 +164,7 @@ static int start_spec(engine *g, rh_err *e)
         g->drafter = spec_drafter_seam(g->spec);
     }
     uint32_t bins = k->spec_draft_tokens;          /* accepted lengths 0 .. slots */
-    g->spec_stats.hist_n = bins < ENGINE_SPEC_HIST ? bins : ENGINE_SPEC_HIST;
+    g->spec_stats.hist_n = bins < SPEC_HIST_BINS ? bins : SPEC_HIST_BINS;
     g->drafts = calloc(g->cap_seqs, sizeof *g->drafts);
     g->draft_of = calloc(g->cap_seqs, sizeof *g->draft_of);
     g->cand = malloc((size_t)g->m->cfg.vocab_size * sizeof *g->cand);

@@ -37,65 +37,20 @@
 #include "engine/core/core.h"
 #include "engine/model/runner.h"
 #include "engine/model/tp.h"
+#include "engine/speculative/hist.h"
+#include "engine/speculative/seam.h"
 #include "engine/speculative/spec.h"
 #include "traces/trace.h"
 #include "util/err.h"
 
 typedef struct engine engine;
 
-/* Speculative decoding's seam. Before the forward pass, each decode with
- * draft slots asks the drafter for up to k tokens to follow the request's
- * tokens so far; the step then verifies them in one forward over 1 + k
- * positions. Greedy requests accept drafts while each equals the target's
- * argmax after the one before; sampling requests accept draft x with
- * probability min(1, p(x)/q(x)) and on rejection draw from
- * norm(max(0, p - q)) (engine/speculative/verify.h), so tokens keep the target's
- * distribution. A drafter that proposes certain tokens (q = 1: n-gram
- * lookup, a greedy draft model) hands back no q; the engine then draws each
- * row's token with the request's stream and accepts while it equals the
- * draft, which is the same rule and keeps seeded outputs identical to a run
- * without drafts. Accepted tokens plus the first drawn one that differs (or
- * a bonus token after k accepted) are committed. engine/speculative/spec.h builds
- * the n-gram and draft-model drafters. */
-typedef struct engine_draft {
-    uint64_t id;
-    void *state;                /* the drafter's per-request pointer: NULL at first; the engine
-                                   keeps what the drafter leaves here and hands it to forget */
-    const int32_t *tokens;      /* prompt then committed outputs */
-    uint32_t n;                 /* how many */
-    uint32_t k;                 /* draft slots: propose at most k */
-    const kern_sampling *sampling;      /* the request's (a draft model samples alike) */
-    int32_t *out;               /* proposals go here ... */
-    uint32_t n_out;             /* ... and how many (set by the drafter) */
-    const float *q;             /* set by the drafter: NULL, each proposal certain; else n_out rows
-                                   of vocab probabilities they were drawn from, valid until the
-                                   step's verification is done */
-} engine_draft;
-
-typedef struct engine_drafter {
-    void *ctx;
-    /* Simple form: writes up to k proposals following tokens[0..n) to out[];
-     * returns how many. Ids outside the vocabulary end the proposal. Used
-     * when propose_batch is NULL. */
-    uint32_t (*propose)(void *ctx, uint64_t id, const int32_t *tokens, uint32_t n, uint32_t k, int32_t *out);
-    /* The request left the engine; drop its state. May be NULL. */
-    void (*forget)(void *ctx, uint64_t id, void *state);
-    /* Batch form: every decode with draft slots in this step at once (a
-     * draft model runs one forward per draft position over all of them).
-     * 0, or -1 with a message (the step fails). May be NULL. */
-    int (*propose_batch)(void *ctx, engine_draft *d, uint32_t n, rh_err *e);
-    /* After verification: `accepted` of d->n_out proposals stood, so a
-     * drafter's own KV rolls back past them. May be NULL. */
-    void (*verified)(void *ctx, const engine_draft *d, uint32_t accepted);
-} engine_drafter;
-
 /* Speculative counters since engine_new, for /metrics and trace headers. A
  * verify is a decode that had draft slots; hist[j] counts verifies that
- * accepted j drafts (j >= ENGINE_SPEC_HIST - 1 in the last bin). */
-#define ENGINE_SPEC_HIST 33
+ * accepted j drafts (j >= SPEC_HIST_BINS - 1 in the last bin). */
 typedef struct engine_spec_stats {
     uint64_t verifies, proposed, accepted;
-    uint64_t hist[ENGINE_SPEC_HIST];
+    uint64_t hist[SPEC_HIST_BINS];
     uint32_t hist_n;            /* bins in use: the draft slots per decode + 1; 0 when off */
     double accept_rate;         /* accepted / proposed (0 when nothing was proposed) */
     double mean_accepted_len;   /* tokens committed per verify: 1 + accepted / verifies */
@@ -130,7 +85,7 @@ typedef struct engine_config {
     const kern_table *kernels;  /* NULL: the CPU backend */
     tp_config tp;               /* --tp-size, --nnodes, --node-rank, --dist-init-addr (see
                                    engine/model/tp.h); several nodes need core.max_total_tokens */
-    const engine_drafter *drafter;      /* a caller's drafter, or NULL: spec decides */
+    const spec_seam *drafter;   /* a caller's drafter (engine/speculative/seam.h), or NULL: spec decides */
     spec_config spec;           /* --speculative-algorithm and its knobs: the engine builds the
                                    drafter (needs core.spec_steps; 3 when 0) */
     double (*clock)(void *ctx); /* seconds, non-decreasing; NULL: monotonic time since engine_new */

@@ -19,7 +19,7 @@ typedef struct ereq {
     int32_t eos;                /* -1: none (ignore_eos or the model has none) */
     int32_t *stop;
     uint32_t n_stop;
-    void *draft_state;          /* the drafter's per-request pointer (engine_draft.state) */
+    void *draft_state;          /* the drafter's per-request pointer (spec_draft.state) */
     struct ereq *prev, *next;   /* every live request, for engine_free */
 } ereq;
 
@@ -49,8 +49,8 @@ struct engine {
 
     /* speculative decoding (engine_step.c) */
     spec_drafter *spec;         /* the drafter built from cfg.spec, when no caller's is given */
-    const engine_drafter *drafter;      /* the one in use, or NULL */
-    engine_draft *drafts;       /* this step's drafting requests, [cap_seqs] */
+    const spec_seam *drafter;      /* the one in use, or NULL */
+    spec_draft *drafts;       /* this step's drafting requests, [cap_seqs] */
     uint32_t *draft_of;         /* per batch sequence: its index in drafts, or UINT32_MAX */
     uint32_t n_drafts;
     float *probs;               /* target probability rows for verifying sampled drafts */

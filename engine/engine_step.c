@@ -53,7 +53,7 @@ static int lay_out(const core_seq *s, runner_seq *rs, rh_err *e)
  * and its drafts as one run of the request's own array. */
 static int draft(engine *g, const core_batch *b, rh_err *e)
 {
-    const engine_drafter *d = g->drafter;
+    const spec_seam *d = g->drafter;
     g->n_drafts = 0;
     if (!d) return 0;
     for (uint32_t i = 0; i < b->n; i++) {
@@ -63,7 +63,7 @@ static int draft(engine *g, const core_batch *b, rh_err *e)
         ereq *q = s->user;
         uint32_t fill = q->prompt_len + q->n_out;
         g->draft_of[i] = g->n_drafts;
-        g->drafts[g->n_drafts++] = (engine_draft){.id = q->id, .state = q->draft_state, .tokens = q->toks,
+        g->drafts[g->n_drafts++] = (spec_draft){.id = q->id, .state = q->draft_state, .tokens = q->toks,
                                                   .n = fill, .k = s->n_spec, .sampling = &q->sampling,
                                                   .out = q->toks + fill};
     }
@@ -72,7 +72,7 @@ static int draft(engine *g, const core_batch *b, rh_err *e)
         if (d->propose_batch(d->ctx, g->drafts, g->n_drafts, e) < 0) return -1;
     } else {
         for (uint32_t j = 0; j < g->n_drafts; j++) {
-            engine_draft *x = &g->drafts[j];
+            spec_draft *x = &g->drafts[j];
             x->n_out = d->propose(d->ctx, x->id, x->tokens, x->n, x->k, x->out);
             x->q = NULL;
         }
@@ -80,7 +80,7 @@ static int draft(engine *g, const core_batch *b, rh_err *e)
     uint32_t vocab = g->m->cfg.vocab_size;
     for (uint32_t i = 0; i < b->n; i++) {
         if (g->draft_of[i] == UINT32_MAX) continue;
-        engine_draft *x = &g->drafts[g->draft_of[i]];
+        spec_draft *x = &g->drafts[g->draft_of[i]];
         ereq *q = b->seqs[i].user;
         q->draft_state = x->state;
         uint32_t k = x->n_out < b->seqs[i].n_spec ? x->n_out : b->seqs[i].n_spec;
@@ -114,7 +114,7 @@ static float *probs_rows(engine *g, uint32_t rows)
  * the draft that is exactly rejection sampling, and it draws from the
  * request's stream just as a run without drafts does. Drafts with a
  * distribution q go through spec_verify. */
-static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, const engine_draft *dr,
+static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, const spec_draft *dr,
                   core_seq_result *out, rh_err *e)
 {
     uint32_t vocab = g->m->cfg.vocab_size;
@@ -150,14 +150,14 @@ static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, c
 
 /* A decode that had draft slots: the drafter rolls its state back to the
  * drafts that stood, and the counters take the verify. */
-static void count_verify(engine *g, const engine_draft *dr, const core_seq_result *r)
+static void count_verify(engine *g, const spec_draft *dr, const core_seq_result *r)
 {
     if (dr && g->drafter->verified) g->drafter->verified(g->drafter->ctx, dr, r->accepted);
     engine_spec_stats *st = &g->spec_stats;
     st->verifies++;
     st->proposed += r->proposed;
     st->accepted += r->accepted;
-    uint32_t bin = r->accepted < ENGINE_SPEC_HIST - 1 ? r->accepted : ENGINE_SPEC_HIST - 1;
+    uint32_t bin = r->accepted < SPEC_HIST_BINS - 1 ? r->accepted : SPEC_HIST_BINS - 1;
     st->hist[bin]++;
 }
 
@@ -201,7 +201,7 @@ int engine_step_run(engine *g, rh_err *e)
         const runner_seq *rs = &g->seqs[i];
         g->results[i] = (core_seq_result){0};
         if (!rs->n_logits) continue;
-        const engine_draft *dr = NULL;
+        const spec_draft *dr = NULL;
         if (g->drafter && g->draft_of[i] != UINT32_MAX) dr = &g->drafts[g->draft_of[i]];
         if (sample(g, b->seqs[i].user, rs, logits, dr, &g->results[i], e) < 0) return -1;
         if (b->seqs[i].n_spec) count_verify(g, dr, &g->results[i]);

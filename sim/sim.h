@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/core/core.h"
+#include "engine/speculative/hist.h"
 #include "sim/cost/cost.h"
 #include "traces/metrics/metrics.h"
 #include "traces/trace.h"
@@ -25,7 +26,7 @@
 typedef struct sim_accept_model {
     double alpha;            /* per-token acceptance probability (used when hist_n == 0) */
     uint32_t hist_n;         /* histogram of accepted lengths 0..hist_n-1, from a recorded trace */
-    double hist[33];
+    double hist[SPEC_HIST_BINS];
 } sim_accept_model;
 
 typedef struct sim_config {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client/bench_mock.h"
+#include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
 #include "testutil.h"
 

@@ -11,6 +11,7 @@
 #include "client/bench_json.h"
 #include "client/bench_mock.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 
 typedef struct spec {
     double arrival;

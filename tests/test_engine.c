@@ -459,7 +459,7 @@ static void test_drafts_verified_without_changing_tokens(void)
         harness h = {.abort_on_token = -1};
         engine_config c = base_config(m, &h);
         drafter_state ds = {ref, v == 2, m->cfg.vocab_size, 0};
-        engine_drafter d = {.ctx = &ds, .propose = propose};
+        spec_seam d = {.ctx = &ds, .propose = propose};
         if (v) {
             c.core.spec_steps = 3;
             c.drafter = &d;

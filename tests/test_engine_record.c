@@ -12,6 +12,7 @@
 #include "engine/record/recorder.h"
 #include "testutil.h"
 #include "trace_helpers.h"
+#include "traces/import/import.h"
 
 #define N_RECORDS 3000   /* more than the queue's 1024 */
 

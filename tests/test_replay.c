@@ -17,6 +17,7 @@
 #include "engine_helpers.h"
 #include "sim/sim.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 #include "traces/prompt.h"
 
 typedef struct outputs {

@@ -15,6 +15,7 @@
 #include "sim/sim.h"
 #include "test_serve_util.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 #include "traces/prompt.h"
 
 #define VOCAB 512

@@ -14,6 +14,7 @@
 
 #include "test_serve_util.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 
 static model *tiny;
 

@@ -13,6 +13,7 @@
 
 #include "sim/sim.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 
 /* The example coefficients. */
 static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};

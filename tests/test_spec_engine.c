@@ -164,7 +164,7 @@ static void check_counters(sh *h)
     engine_spec_stats st;
     engine_get_spec_stats(h->g, &st);
     uint64_t verifies = 0, weighted = 0, req_prop = 0, req_acc = 0;
-    for (uint32_t j = 0; j < ENGINE_SPEC_HIST; j++) {
+    for (uint32_t j = 0; j < SPEC_HIST_BINS; j++) {
         verifies += st.hist[j];
         weighted += (uint64_t)j * st.hist[j];
         if (j >= st.hist_n) CU_ASSERT_EQUAL(st.hist[j], 0);
@@ -385,9 +385,9 @@ static void test_draft_pool_eviction(void)
     spec_drafter *d = spec_drafter_new(&c, &env, &e);
     CU_ASSERT_FATAL(d != NULL);
     CU_ASSERT_STRING_EQUAL(spec_drafter_model(d), "tiny-llama[0:2]");
-    const engine_drafter *seam = spec_drafter_seam(d);
+    const spec_seam *seam = spec_drafter_seam(d);
     int32_t outa[3], outb[3];
-    engine_draft x[2] = {{.id = 1, .tokens = a, .n = 40, .k = 3, .sampling = &greedy, .out = outa},
+    spec_draft x[2] = {{.id = 1, .tokens = a, .n = 40, .k = 3, .sampling = &greedy, .out = outa},
                          {.id = 2, .tokens = b, .n = 30, .k = 3, .sampling = &greedy, .out = outb}};
     /* a needs 3 pages (positions 0..41), b 2 more: b goes without. */
     CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, x, 2, &e), 0);
@@ -404,7 +404,7 @@ static void test_draft_pool_eviction(void)
     CU_ASSERT_EQUAL(st.pages_free, 1);
 
     /* b alone: a is not drafting, so its pages go to b. */
-    engine_draft y = x[1];
+    spec_draft y = x[1];
     y.k = 3;
     CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, &y, 1, &e), 0);
     CU_ASSERT_EQUAL(y.n_out, 3);
@@ -420,7 +420,7 @@ static void test_draft_pool_eviction(void)
     a[41] = 7;
     int32_t ga2[3];
     CU_ASSERT_EQUAL_FATAL(eh_reference(&half, a, 42, greedy, 0, 3, ga2), 3);
-    engine_draft z = x[0];
+    spec_draft z = x[0];
     z.n = 42;
     z.k = 2;
     CU_ASSERT_EQUAL_FATAL(seam->propose_batch(seam->ctx, &z, 1, &e), 0);

@@ -16,6 +16,7 @@
 #include "engine/replay.h"
 #include "engine/speculative/hist.h"
 #include "engine_helpers.h"
+#include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
 #include "sim/sim.h"
 #include "testutil.h"

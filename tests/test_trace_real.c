@@ -14,6 +14,7 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
+#include "traces/import/import.h"
 #include "traces/tools/stats.h"
 
 typedef struct raw {

@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 #include "trace_helpers.h"
+#include "traces/import/import.h"
 #include "traces/tools/slice.h"
 #include "traces/tools/stats.h"
 #include "traces/tools/synth.h"

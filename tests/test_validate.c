@@ -13,6 +13,7 @@
 #include "sim/sim.h"
 #include "sim/validate/validate.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 #include "traces/trace.h"
 
 static double row_value(json_t *v, const char *metric, int col)

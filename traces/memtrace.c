@@ -3,7 +3,6 @@
  * Hashes and token times are copied into an arena of chunks that are never
  * reallocated: growing the trace must not move arrays that requests already
  * point at. */
-#include "traces/import/import.h"
 #include "traces/trace.h"
 
 #include <stdlib.h>
@@ -166,16 +165,9 @@ static int load_record(void *ctx, const tr_record *r, rh_err *e)
     return r->kind == TR_REQUEST ? tr_trace_add_request(t, &r->req, e) : tr_trace_add_step(t, &r->step, e);
 }
 
-int tr_trace_load(const char *path, tr_trace *t, rh_err *e)
+tr_sink tr_trace_sink(tr_trace *t)
 {
-    tr_trace_init(t);
-    tr_sink s = {t, load_header, load_record};
-    if (tr_read(path, NULL, &s, NULL, e) < 0) {
-        tr_trace_free(t);
-        tr_trace_init(t);
-        return -1;
-    }
-    return 0;
+    return (tr_sink){t, load_header, load_record};
 }
 
 int tr_trace_save(const tr_trace *t, const char *path, rh_err *e)

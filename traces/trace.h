@@ -128,6 +128,16 @@ int tr_header_set_hardware(tr_header *h, const char *hw);
 int tr_header_set(tr_header *h, const char *key, const char *value);   /* replaces */
 const char *tr_header_get(const tr_header *h, const char *key);        /* NULL if absent */
 
+/* ---- record streams ----
+ * Readers of every format (traces/import/import.h) hand records to a sink:
+ * the header once, then each record in file order. */
+/* Where records go. `record` returns 0 to go on, 1 to stop early, -1 on error. */
+typedef struct tr_sink {
+    void *ctx;
+    int (*header)(void *ctx, const tr_header *h, rh_err *e);
+    int (*record)(void *ctx, const tr_record *r, rh_err *e);
+} tr_sink;
+
 /* ---- streaming writer ----
  * By default the writer writes a temporary file next to PATH and renames it
  * to PATH on close, so a failed run never leaves a half-written PATH. With
@@ -203,11 +213,9 @@ typedef struct tr_trace {
 } tr_trace;
 
 void tr_trace_init(tr_trace *t);
-/* Loads any trace file: our binary format streams in; other formats (our
- * JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their content
- * and imported with default options (traces/import/import.h). `t` is an output:
- * whatever it held is overwritten, not freed. On failure it is left empty. */
-int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
+/* A sink that copies every record into t (and the header over t's): what
+ * tr_trace_load (traces/import/import.h) fills a trace with. */
+tr_sink tr_trace_sink(tr_trace *t);
 /* Copies the record (and its arrays) into the trace. */
 int tr_trace_add_request(tr_trace *t, const tr_request *r, rh_err *e);
 int tr_trace_add_step(tr_trace *t, const tr_step *s, rh_err *e);

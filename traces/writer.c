@@ -15,6 +15,7 @@
  * the device. */
 #include "traces/codec.h"
 #include "traces/trace.h"
+#include "util/atomic_file.h"
 #include "util/progress.h"
 
 #include <errno.h>
@@ -33,7 +34,8 @@
 
 struct tr_writer {
     FILE *f;
-    char *path, *tmp_path;       /* tmp_path: written then renamed (not live) */
+    char *path;
+    rh_atomic_file af;           /* not live: written whole or not at all (af.path set) */
     unsigned flags;
     ZSTD_CCtx *cctx;
     tr_block_enc blk;            /* the block being filled */
@@ -136,7 +138,8 @@ static int end_block(tr_writer *w, rh_err *e)
 
 static void writer_free(tr_writer *w)
 {
-    if (w->f) fclose(w->f);
+    if (w->af.path) rh_atomic_abort(&w->af);
+    else if (w->f) fclose(w->f);
     ZSTD_freeCCtx(w->cctx);
     tr_block_enc_free(&w->blk);
     tr_bytes_free(&w->pend);
@@ -144,7 +147,6 @@ static void writer_free(tr_writer *w)
     free(w->out);
     free(w->frame);
     free(w->path);
-    free(w->tmp_path);
     free(w);
 }
 
@@ -168,26 +170,22 @@ tr_writer *tr_writer_open(const char *path, const tr_header *h, unsigned flags, 
     }
     ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, LEVEL);
     ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
-    const char *target = path;
     struct stat st;
     w->special = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    if (!(flags & TR_WRITE_LIVE) && !w->special) {
-        size_t n = strlen(path) + 32;
-        w->tmp_path = malloc(n);
-        if (!w->tmp_path) {
-            rh_fail(e, "%s: out of memory", path);
+    if (!(flags & TR_WRITE_LIVE)) {
+        if (rh_atomic_open(&w->af, path, e) < 0) {
             writer_free(w);
             return NULL;
         }
-        snprintf(w->tmp_path, n, "%s.%d.tmp", path, (int)getpid());
-        target = w->tmp_path;
-    }
-    errno = 0;
-    w->f = fopen(target, "wb");
-    if (!w->f) {
-        rh_fail(e, "%s: cannot create: %s", path, strerror(errno));
-        writer_free(w);
-        return NULL;
+        w->f = w->af.f;
+    } else {
+        errno = 0;
+        w->f = fopen(path, "wb");
+        if (!w->f) {
+            rh_fail(e, "%s: cannot create: %s", path, strerror(errno));
+            writer_free(w);
+            return NULL;
+        }
     }
     /* Live: no stdio buffer, so what a failed write leaves is known (and
      * cut off), and nothing is left over for fclose to write after it. */
@@ -285,12 +283,10 @@ int tr_writer_close(tr_writer *w, rh_err *e)
     if (tr_writer_flush(w, e) < 0) goto fail;
     FILE *f = w->f;
     w->f = NULL;
-    if (fclose(f) != 0) {
+    if (w->af.path) {
+        if (rh_atomic_commit(&w->af, e) < 0) goto fail;
+    } else if (fclose(f) != 0) {
         io_fail(w, e, "write failed");
-        goto fail;
-    }
-    if (w->tmp_path && rename(w->tmp_path, w->path) != 0) {
-        rh_fail(e, "%s: cannot rename %s into place: %s", w->path, w->tmp_path, strerror(errno));
         goto fail;
     }
     writer_free(w);
@@ -304,11 +300,12 @@ fail:
 void tr_writer_abort(tr_writer *w)
 {
     if (!w) return;
-    if (w->f) {
-        fclose(w->f);
-        w->f = NULL;
+    if (!(w->flags & TR_WRITE_LIVE)) {
+        if (w->af.path) rh_atomic_abort(&w->af);   /* closes w->f, removes the temporary file */
+    } else {
+        if (w->f) fclose(w->f);
+        if (!w->special) unlink(w->path);
     }
-    if (w->tmp_path) unlink(w->tmp_path);
-    else if (!w->special) unlink(w->path);
+    w->f = NULL;
     writer_free(w);
 }

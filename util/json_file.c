@@ -1,19 +1,18 @@
 /* json_file.c — see json_file.h. */
 #include "util/json_file.h"
 
-#include <stdio.h>
+#include "util/atomic_file.h"
 
 int rh_json_save(const json_t *o, const char *path, size_t flags, const char *what, rh_err *e)
 {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return rh_fail(e, "%s: path too long", path);
-    if (json_dump_file(o, tmp, flags) != 0) {
-        remove(tmp);
+    rh_atomic_file a;
+    rh_err why;
+    if (rh_atomic_open(&a, path, &why) < 0)
         return rh_fail(e, "%s: cannot write %s (does its directory exist? is the disk full?)", path, what);
+    if (json_dumpf(o, a.f, flags) != 0) {
+        rh_atomic_abort(&a);
+        return rh_fail(e, "%s: cannot write %s (is the disk full?)", path, what);
     }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot write %s (rename into place failed)", path, what);
-    }
+    if (rh_atomic_commit(&a, &why) < 0) return rh_fail(e, "%s: cannot write %s (%s)", path, what, why.msg);
     return 0;
 }

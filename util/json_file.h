@@ -7,9 +7,9 @@
 
 #include "util/err.h"
 
-/* Dumps o (jansson flags) to PATH.tmp and renames it over path, so a failure
- * never leaves half a file behind. -1 with "PATH: cannot write WHAT" (and
- * why) on failure; nothing is left at PATH.tmp. */
+/* Dumps o (jansson flags) as the whole of PATH (util/atomic_file.h: a
+ * failure never leaves half a file behind). -1 with "PATH: cannot write
+ * WHAT" and why. */
 int rh_json_save(const json_t *o, const char *path, size_t flags, const char *what, rh_err *e);
 
 #endif

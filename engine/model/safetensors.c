@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/half.h"
+#include "util/atomic_file.h"
 
 /* A header larger than this is not a weights file (the reference
  * implementation caps it at 100 MB too). */
@@ -266,23 +267,21 @@ int st_write(const char *path, const st_out *ts, size_t n, rh_err *e)
     /* Pad the header with spaces to a multiple of 8 so f32 data is aligned
      * in the mapping and readers can use it in place. */
     size_t tl = strlen(text), hl = (tl + 7) / 8 * 8;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
+    rh_atomic_file af;
+    if (rh_atomic_open(&af, path, e) < 0) {
         free(text);
-        return rh_fail(e, "%s: %s", tmp, strerror(errno));
+        return -1;
     }
+    FILE *fp = af.f;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hl >> (8 * i));
     int bad = fwrite(len8, 1, 8, fp) != 8 || fwrite(text, 1, tl, fp) != tl;
     for (size_t i = tl; i < hl && !bad; i++) bad = fputc(' ', fp) == EOF;
     free(text);
     for (size_t i = 0; i < n && !bad; i++) bad = write_data(fp, &ts[i]) != 0;
-    if (fclose(fp) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
+    if (bad) {
+        rh_atomic_abort(&af);
         return rh_fail(e, "%s: cannot write the file", path);
     }
-    return 0;
+    return rh_atomic_commit(&af, e);
 }

@@ -192,7 +192,7 @@ static void meter_spec(server *s)
                             .draft_tokens = now.proposed - was->proposed,
                             .accepted_tokens = now.accepted - was->accepted};
     for (uint32_t p = 0; p < PROM_SPEC_POSITIONS; p++)
-        for (uint32_t j = p + 1; j < ENGINE_SPEC_HIST; j++) d.accepted_at[p] += now.hist[j] - was->hist[j];
+        for (uint32_t j = p + 1; j < SPEC_HIST_BINS; j++) d.accepted_at[p] += now.hist[j] - was->hist[j];
     prom_spec_add(s->prom, &d);
     s->spec_seen = now;
 }

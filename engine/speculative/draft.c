@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/model/runner.h"
 #include "engine/speculative/internal.h"
 #include "engine/speculative/verify.h"
 
@@ -151,7 +152,7 @@ void draft_forget(void *ctx, uint64_t id, void *state)
     free(st);
 }
 
-void draft_verified(void *ctx, const engine_draft *d, uint32_t accepted)
+void draft_verified(void *ctx, const spec_draft *d, uint32_t accepted)
 {
     spec_drafter *s = ctx;
     dstate *st = d->state;
@@ -190,7 +191,7 @@ static int forward(draft_model *dm, uint32_t n, const float **logits, rh_err *e)
 }
 
 /* Brings every drafting request's kv up to n - 1 in bounded forwards. */
-static int catch_up(draft_model *dm, engine_draft *d, uint32_t n, rh_err *e)
+static int catch_up(draft_model *dm, spec_draft *d, uint32_t n, rh_err *e)
 {
     for (;;) {
         uint32_t m = 0, rows = 0;
@@ -213,7 +214,7 @@ static int catch_up(draft_model *dm, engine_draft *d, uint32_t n, rh_err *e)
 /* Draft j + 1 of a request from its logit row: the argmax for greedy
  * requests, else a draw from the draft's own distribution under the
  * request's sampling, whose row (q_row) is kept for the verifier. */
-static void choose(draft_model *dm, engine_draft *d, uint32_t j, const float *row, float *q_row)
+static void choose(draft_model *dm, spec_draft *d, uint32_t j, const float *row, float *q_row)
 {
     dstate *st = d->state;
     if (!q_row) {
@@ -225,7 +226,7 @@ static void choose(draft_model *dm, engine_draft *d, uint32_t j, const float *ro
     d->out[j] = spec_draw(q_row, dm->vocab, &st->rng);
 }
 
-int draft_propose_batch(void *ctx, engine_draft *d, uint32_t n, rh_err *e)
+int draft_propose_batch(void *ctx, spec_draft *d, uint32_t n, rh_err *e)
 {
     spec_drafter *s = ctx;
     draft_model *dm = s->dm;
@@ -244,7 +245,7 @@ int draft_propose_batch(void *ctx, engine_draft *d, uint32_t n, rh_err *e)
     }
     size_t qo = 0;
     for (uint32_t i = 0; i < n; i++) {
-        engine_draft *x = &d[i];
+        spec_draft *x = &d[i];
         x->n_out = 0;
         x->q = NULL;
         dstate *st = x->state;

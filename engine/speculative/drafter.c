@@ -34,7 +34,7 @@ void spec_drafter_free(spec_drafter *d)
     free(d);
 }
 
-const struct engine_drafter *spec_drafter_seam(spec_drafter *d) { return &d->seam; }
+const struct spec_seam *spec_drafter_seam(spec_drafter *d) { return &d->seam; }
 
 const char *spec_drafter_model(const spec_drafter *d) { return d->dm ? draft_model_name(d->dm) : ""; }
 

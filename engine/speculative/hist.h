@@ -15,6 +15,9 @@
 #include "util/err.h"
 
 #define SPEC_HIST_KEY "spec_accept_hist"
+/* Bins of an accepted-length histogram: 0..31 drafts accepted, and the last
+ * for 32 or more (the engine's counters and the simulator's model alike). */
+#define SPEC_HIST_BINS 33
 
 /* Writes "c0,c1,...,c(n-1)" to buf; -1 when it does not fit. */
 int spec_hist_format(const uint64_t *hist, uint32_t n, char *buf, size_t cap);

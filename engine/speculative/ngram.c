@@ -43,12 +43,12 @@ uint32_t spec_ngram_lookup(const int32_t *tokens, uint32_t n, uint32_t min_n, ui
  * verifying all k keeps the recorded work equal to the computed work, as
  * the simulator and the cost fit assume; on a machine with idle compute at
  * that batch size the extra rows cost little. */
-int ngram_propose_batch(void *ctx, engine_draft *d, uint32_t n, rh_err *e)
+int ngram_propose_batch(void *ctx, spec_draft *d, uint32_t n, rh_err *e)
 {
     const spec_drafter *s = ctx;
     (void)e;
     for (uint32_t i = 0; i < n; i++) {
-        engine_draft *x = &d[i];
+        spec_draft *x = &d[i];
         x->q = NULL;
         x->n_out = spec_ngram_lookup(x->tokens, x->n, s->cfg.ngram_min, s->cfg.ngram_max, x->k, x->out);
         if (x->n_out || !x->n) continue;

@@ -1,5 +1,5 @@
 /* spec.h — speculative decoding's drafters, for the engine's drafter seam
- * (engine_drafter in engine/engine.h).
+ * (spec_seam in seam.h).
  *
  *   NGRAM  prompt lookup: the longest suffix of the request's tokens (prompt
  *          and output so far), from --speculative-ngram-max-match-window-size
@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "engine/model/weights.h"
+#include "engine/speculative/seam.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
 
@@ -81,7 +82,6 @@ uint32_t spec_ngram_lookup(const int32_t *tokens, uint32_t n, uint32_t min_n, ui
 
 /* ---- drafters ---- */
 
-struct engine_drafter;
 typedef struct spec_drafter spec_drafter;
 
 /* What a drafter needs from the engine that runs it. */
@@ -99,7 +99,7 @@ typedef struct spec_env {
 spec_drafter *spec_drafter_new(const spec_config *c, const spec_env *env, rh_err *e);
 void spec_drafter_free(spec_drafter *d);
 /* The seam the engine calls; valid while d lives. */
-const struct engine_drafter *spec_drafter_seam(spec_drafter *d);
+const spec_seam *spec_drafter_seam(spec_drafter *d);
 /* The draft model's name ("tiny-llama[0:1]" for self-speculation), or "" for n-gram. */
 const char *spec_drafter_model(const spec_drafter *d);
 

@@ -56,7 +56,6 @@ void rl_open_plot(lua_State *L);                          /* adds plot */
 void rl_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
 void rl_push_json(lua_State *L, const json_t *j);
 json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e);
-int rl_write_file_atomic(const char *path, const char *text, size_t len, rh_err *e);
 
 /* Raised (as a Lua error with this exact message) when --emit-jobs has
  * written a sweep's jobs: the script stops there and `rehearse run` exits 0. */

@@ -5,6 +5,7 @@
  * inside objects and a `rehearse.json.null` sentinel inside arrays (so array
  * lengths survive). A Lua table is an array when its keys are exactly 1..n. */
 #include "sim/lua/lua_api.h"
+#include "util/atomic_file.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -154,26 +155,6 @@ json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e)
     }
 }
 
-/* Writes `text` to `path` through a temporary file, so a failure never
- * leaves half a file behind. */
-int rl_write_file_atomic(const char *path, const char *text, size_t len, rh_err *e)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return rh_fail(e, "%s: cannot write", path);
-    size_t w = fwrite(text, 1, len, f);
-    if (fclose(f) != 0 || w != len) {
-        remove(tmp);
-        return rh_fail(e, "%s: write failed (disk full?)", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return rh_fail(e, "%s: cannot rename into place", path);
-    }
-    return 0;
-}
-
 static int l_json_encode(lua_State *L)
 {
     rh_err e;
@@ -209,7 +190,7 @@ static int l_json_write(lua_State *L)
     char *s = json_dumps(j, JSON_ENCODE_ANY | JSON_INDENT(2) | JSON_REAL_PRECISION(12));
     json_decref(j);
     if (!s) return luaL_error(L, "json.write: out of memory");
-    int rc = rl_write_file_atomic(path, s, strlen(s), &e);
+    int rc = rh_write_file_atomic(path, s, strlen(s), &e);
     free(s);
     if (rc < 0) return luaL_error(L, "json.write: %s", e.msg);
     return 0;
@@ -349,7 +330,7 @@ static int l_csv_write(lua_State *L)
         return luaL_error(L, "csv.write %s: out of memory", path);
     }
     rh_err e;
-    int rc = rl_write_file_atomic(path, b.s ? b.s : "", b.n, &e);
+    int rc = rh_write_file_atomic(path, b.s ? b.s : "", b.n, &e);
     free(b.s);
     if (rc < 0) return luaL_error(L, "csv.write: %s", e.msg);
     return 0;

@@ -24,7 +24,9 @@
 #include "sim/lua/lua_api.h"
 #include "sim/result.h"
 #include "sim/sim.h"
+#include "traces/import/import.h"
 #include "util/progress.h"
+#include "util/atomic_file.h"
 
 static rl_options g_opt;
 static int g_sweep_ordinal;
@@ -502,7 +504,7 @@ static int ensure_files(lua_State *L, rl_job *j, int ordinal, int index, rh_err 
     }
     if (!j->cost->path || !*j->cost->path) {
         snprintf(path, sizeof path, "%s/cost-%d-%04d.json", g_opt.emit_jobs_dir, ordinal, index);
-        if (rl_write_file_atomic(path, j->cost->json_text, strlen(j->cost->json_text), e) < 0) return -1;
+        if (rh_write_file_atomic(path, j->cost->json_text, strlen(j->cost->json_text), e) < 0) return -1;
         free(j->cost->path);
         j->cost->path = strdup(path);
     }
@@ -563,7 +565,7 @@ static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
         len += l;
         free(line);
     }
-    int rc = rl_write_file_atomic(path, text, len, e);
+    int rc = rh_write_file_atomic(path, text, len, e);
     free(text);
     if (rc < 0) return -1;
     char sb[PATH_MAX + 512], sbpath[PATH_MAX];
@@ -573,7 +575,7 @@ static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
              "#!/bin/bash\n#SBATCH --array=1-%d\n#SBATCH --job-name=rehearse-sweep-%d\n"
              "sed -n \"${SLURM_ARRAY_TASK_ID}p\" '%s' | bash\n", n, ordinal, jabs);
     free(jabs);
-    if (rl_write_file_atomic(sbpath, sb, strlen(sb), e) < 0) return -1;
+    if (rh_write_file_atomic(sbpath, sb, strlen(sb), e) < 0) return -1;
     fprintf(stderr,
             "rehearse: sweep %d: wrote %d jobs to %s (one `rehearse sim` per line)\n"
             "  run them:  parallel < %s     or: sbatch %s\n"

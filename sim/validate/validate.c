@@ -11,12 +11,13 @@
 #include <strings.h>
 
 #include "engine/speculative/hist.h"
-#include "sim/lua/lua_api.h"
+#include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
 #include "sim/plot/plot.h"
 #include "sim/sim.h"
 #include "sim/validate/validate_steps.h"
 #include "util/fs.h"
+#include "util/atomic_file.h"
 
 const char *const validate_metrics[VALIDATE_N_METRICS] = {
     "completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
@@ -364,7 +365,7 @@ int validate_run(const validate_config *c, const tr_trace *t, const cost_model *
     json_t *sum = summary_json(c, out);
     snprintf(path, sizeof path, "%s/summary.json", c->dir);
     char *text = json_dumps(sum, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    if (!text || rl_write_file_atomic(path, text, strlen(text), e) < 0) {
+    if (!text || rh_write_file_atomic(path, text, strlen(text), e) < 0) {
         free(text);
         json_decref(sum);
         return -1;

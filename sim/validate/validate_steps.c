@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "sim/plot/plot.h"
+#include "util/atomic_file.h"
 
 static bool usable(const tr_step *s)
 {
@@ -17,10 +18,9 @@ static bool usable(const tr_step *s)
 
 static int write_csv(const cost_model *m, const tr_step *steps, size_t n, uint32_t tp, const char *path, rh_err *e)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return rh_fail(e, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return rh_fail(e, "%s: cannot write: %s", path, strerror(errno));
+    rh_atomic_file af;
+    if (rh_atomic_open(&af, path, e) < 0) return -1;
+    FILE *f = af.f;
     fprintf(f, "step,class,measured_ms,predicted_ms,rel_error\n");
     for (size_t i = 0; i < n; i++) {
         if (!usable(&steps[i])) continue;
@@ -31,15 +31,7 @@ static int write_csv(const cost_model *m, const tr_step *steps, size_t n, uint32
         fprintf(f, "%llu,%s,%.6g,%.6g,%.6g\n", (unsigned long long)steps[i].index,
                 cost_class_name(cost_step_class(&steps[i])), meas * 1e3, pred * 1e3, fabs(pred - meas) / meas);
     }
-    if (ferror(f) | fclose(f)) {
-        unlink(tmp);
-        return rh_fail(e, "%s: write failed", path);
-    }
-    if (rename(tmp, path) < 0) {
-        unlink(tmp);
-        return rh_fail(e, "%s: cannot move into place: %s", path, strerror(errno));
-    }
-    return 0;
+    return rh_atomic_commit(&af, e);
 }
 
 int validate_steps(const cost_model *m, const tr_step *steps, size_t n, uint32_t tp, const char *csv_path,

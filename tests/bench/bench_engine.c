@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "engine/replay.h"
+#include "traces/import/import.h"
 #include "traces/tools/slice.h"
 
 typedef struct scenario {

@@ -24,6 +24,7 @@
 
 #include "client/bench.h"
 #include "engine/serve/server.h"
+#include "traces/import/import.h"
 #include "util/progress.h"
 #include "util/stats.h"
 

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "sim/sim.h"
+#include "traces/import/import.h"
 #include "util/progress.h"
 
 static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};

@@ -34,6 +34,7 @@
 #include "engine/replay.h"
 #include "engine/speculative/hist.h"
 #include "sim/cost/cost_fit.h"
+#include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
 #include "sim/sim.h"
 #include "util/progress.h"

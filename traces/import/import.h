@@ -40,18 +40,18 @@ typedef struct tr_import_opts {
 
 void tr_import_opts_init(tr_import_opts *o);
 
-/* Where records go. `record` returns 0 to go on, 1 to stop early, -1 on error. */
-typedef struct tr_sink {
-    void *ctx;
-    int (*header)(void *ctx, const tr_header *h, rh_err *e);
-    int (*record)(void *ctx, const tr_record *r, rh_err *e);
-} tr_sink;
 
 /* Reads a trace of any format into the sink. With a binary trace that was
  * cut short (no end marker) *truncated is set to 1 (may be NULL). */
 int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e);
 int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_opts *o, const tr_sink *s,
                 rh_err *e);
+
+/* Loads any trace file whole: our binary format streams in; other formats
+ * (our JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their
+ * content and imported with default options. `t` is an output: whatever it
+ * held is overwritten, not freed. On failure it is left empty. */
+int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
 
 /* Imports any trace into a binary trace at `out` (nothing is left at `out`
  * on failure). *n_requests receives the count (may be NULL). */
