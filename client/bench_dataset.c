@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces/rng.h"
+#include "util/rng.h"
 #include "traces/prompt.h"
 
 static int alloc_items(bench_dataset *d, size_t n, size_t n_hashes, const char *name, rh_err *e)
@@ -30,13 +30,13 @@ static int alloc_items(bench_dataset *d, size_t n, size_t n_hashes, const char *
 
 /* A length drawn uniformly from [L(1-x), L(1+x)] (whole tokens, at least 1),
  * the random dataset's rule in vLLM's benchmark. */
-static uint32_t draw_len(tr_rng *r, uint32_t len, double ratio)
+static uint32_t draw_len(rh_rng *r, uint32_t len, double ratio)
 {
     double lo = floor((double)len * (1.0 - ratio)), hi = ceil((double)len * (1.0 + ratio));
     if (lo < 1) lo = 1;
     if (hi < lo) hi = lo;
     uint64_t span = (uint64_t)(hi - lo) + 1;
-    uint64_t v = (uint64_t)lo + tr_rng_below(r, span);
+    uint64_t v = (uint64_t)lo + rh_rng_below(r, span);
     return v > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : (uint32_t)v;
 }
 
@@ -48,13 +48,13 @@ int bench_dataset_random(bench_dataset *d, const bench_random_opts *o, uint32_t 
     if (!(o->range_ratio >= 0 && o->range_ratio < 1))
         return rh_fail(e, "--random-range-ratio must be in [0, 1) (got %g)", o->range_ratio);
     if (alloc_items(d, o->num_prompts, 1, "random", e) < 0) return -1;
-    tr_rng r;
-    tr_rng_seed(&r, o->seed);
+    rh_rng r;
+    rh_rng_seed(&r, o->seed);
     /* The shared prefix is one "block" of prefix_len tokens generated from one
      * hash, so tr_prompt_tokens gives every prompt the same leading ids. */
     d->gen_block_size = o->prefix_len;
     d->trace_block_size = record_block_size;
-    d->hash_pool[0] = tr_rng_u64(&r);
+    d->hash_pool[0] = rh_rng_u64(&r);
     for (size_t i = 0; i < d->n; i++) {
         bench_item *it = &d->items[i];
         it->input_len = o->prefix_len + draw_len(&r, o->input_len, o->range_ratio);
@@ -77,9 +77,9 @@ int bench_dataset_shared_prefix(bench_dataset *d, const bench_shared_prefix_opts
     size_t total = (size_t)o->num_groups * o->prompts_per_group;
     size_t n = o->num_prompts && o->num_prompts < total ? o->num_prompts : total;
     if (alloc_items(d, total, o->num_groups, "shared-prefix", e) < 0) return -1;
-    tr_rng r;
-    tr_rng_seed(&r, o->seed);
-    for (uint32_t g = 0; g < o->num_groups; g++) d->hash_pool[g] = tr_rng_u64(&r);
+    rh_rng r;
+    rh_rng_seed(&r, o->seed);
+    for (uint32_t g = 0; g < o->num_groups; g++) d->hash_pool[g] = rh_rng_u64(&r);
     uint32_t *group = malloc(total * sizeof *group);
     if (!group) {
         bench_dataset_free(d);
@@ -89,7 +89,7 @@ int bench_dataset_shared_prefix(bench_dataset *d, const bench_shared_prefix_opts
     /* Shuffled so the groups interleave, as SGLang's generator sends them:
      * a server sees a system prompt again only after others evicted it, or not. */
     for (size_t i = total; i > 1; i--) {
-        size_t j = (size_t)tr_rng_below(&r, i);
+        size_t j = (size_t)rh_rng_below(&r, i);
         uint32_t t = group[i - 1];
         group[i - 1] = group[j];
         group[j] = t;
@@ -112,13 +112,13 @@ int bench_dataset_shared_prefix(bench_dataset *d, const bench_shared_prefix_opts
 
 void bench_dataset_set_rate(bench_dataset *d, double rate, double burstiness, uint64_t seed)
 {
-    tr_rng r;
+    rh_rng r;
     /* Its own stream, so changing the rate never changes the prompts. */
-    tr_rng_seed(&r, seed ^ 0x5851f42d4c957f2dull);
+    rh_rng_seed(&r, seed ^ 0x5851f42d4c957f2dull);
     double t = 0;
     for (size_t i = 0; i < d->n; i++) {
         d->items[i].arrival = t;
-        if (isfinite(rate) && rate > 0) t += tr_rng_gamma(&r, burstiness, 1.0 / (rate * burstiness));
+        if (isfinite(rate) && rate > 0) t += rh_rng_gamma(&r, burstiness, 1.0 / (rate * burstiness));
     }
 }
 

@@ -19,6 +19,7 @@
 #include "traces/prompt.h"
 #include "traces/sender.h"
 #include "util/args.h"
+#include "util/hash.h"
 #include "util/progress.h"
 
 #define MAX_WARNINGS 10        /* printed one by one; the rest are counted */
@@ -114,14 +115,6 @@ static void on_message(void *ctx, const char *msg)
     warn(ctx, msg);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Sends trace request i at time t: its prompt ids, then into the engine. A
  * request the engine refuses is answered at once with an error, as a server
  * would answer it. */
@@ -157,7 +150,7 @@ static void send(replay *r, uint32_t i, double t)
         .prompt_len = q->input_len,
         .max_tokens = max_tokens,
         .sampling = r->cfg->sampling,
-        .seed = mix64(r->cfg->engine.core.seed ^ mix64(i)),
+        .seed = rh_hash64(r->cfg->engine.core.seed ^ rh_hash64(i)),
         .ignore_eos = true,
         .user = s,
     };

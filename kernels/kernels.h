@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/rng.h"
+
 /* The sequences of a batch as attention sees them. */
 typedef struct kern_attn_batch {
     uint32_t n_seqs;
@@ -174,20 +176,11 @@ static inline uint32_t kern_ctx_bucket(uint32_t ctx)
     return b;
 }
 
-/* A request's random stream: the state for a seed, and the next uniform in [0, 1).
- * splitmix64, so any seed (0 included) gives a good stream. */
+/* A request's random stream: the splitmix64 state (util/rng.h) for a seed;
+ * rh_splitmix_unit draws from it. Any seed (0 included) gives a good stream. */
 static inline uint64_t kern_rng_init(uint64_t seed)
 {
     return seed ^ 0x6a09e667f3bcc909ull;
-}
-
-static inline double kern_rng_uniform(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* The CPU backend (kernels/cpu). */

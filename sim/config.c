@@ -8,13 +8,6 @@
 #include "sim/sim.h"
 #include "util/args.h"
 
-/* "a_b" and "a-b" name the same knob (Lua keys cannot hold '-'). */
-static void canon(const char *in, char *out, size_t n)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < n; i++) out[i] = in[i] == '_' ? '-' : in[i];
-    out[i] = '\0';
-}
 
 /* An accepted-length histogram given as "c0,c1,...,ck" (counts of verifies
  * that accepted 0, 1, ... k drafts). */
@@ -83,7 +76,7 @@ static int set_slo(double *slot, const char *flag, const char *v, rh_err *e)
 int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
 {
     char name[96];
-    canon(name_in, name, sizeof name);
+    rh_knob_name(name_in, name, sizeof name);
     double d;
     unsigned long long u;
     if (!strcmp(name, "rate-scale")) {

@@ -17,6 +17,7 @@
 #include "engine/record/outcome.h"
 #include "traces/sender.h"
 #include "util/progress.h"
+#include "util/rng.h"
 
 /* Per trace request. */
 typedef struct req_state {
@@ -48,20 +49,6 @@ typedef struct run {
     rh_err err;
     rh_progress bar;
 } run;
-
-/* splitmix64: small, fast and good enough for acceptance draws. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
 
 void sim_config_default(sim_config *c)
 {
@@ -197,13 +184,13 @@ static uint32_t draw_accepted(run *r, uint32_t k)
         /* Accepted length from the recorded histogram, truncated at k. */
         double total = 0;
         for (uint32_t j = 0; j < a->hist_n; j++) total += a->hist[j];
-        double u = rng_unit(&r->rng) * total;
+        double u = rh_splitmix_unit(&r->rng) * total;
         uint32_t j = 0;
         while (j + 1 < a->hist_n && u >= a->hist[j]) u -= a->hist[j++];
         return j < k ? j : k;
     }
     uint32_t j = 0;
-    while (j < k && rng_unit(&r->rng) < a->alpha) j++;
+    while (j < k && rh_splitmix_unit(&r->rng) < a->alpha) j++;
     return j;
 }
 

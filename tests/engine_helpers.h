@@ -29,7 +29,7 @@ static inline model *eh_tiny_model(void)
 static inline void eh_random_prompt(uint64_t seed, uint32_t vocab, int32_t *out, uint32_t n)
 {
     uint64_t s = kern_rng_init(seed);
-    for (uint32_t i = 0; i < n; i++) out[i] = (int32_t)(kern_rng_uniform(&s) * vocab);
+    for (uint32_t i = 0; i < n; i++) out[i] = (int32_t)(rh_splitmix_unit(&s) * vocab);
 }
 
 /* The prompt generated alone: out gets max_new ids; returns how many. */

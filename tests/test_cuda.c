@@ -42,7 +42,7 @@ static uint64_t rng = 4242;
 
 static float frand(void)
 {
-    return (float)(kern_rng_uniform(&rng) * 2.0 - 1.0);
+    return (float)(rh_splitmix_unit(&rng) * 2.0 - 1.0);
 }
 
 static float bf(float x)
@@ -333,7 +333,7 @@ static void check_attention(uint32_t n_heads, uint32_t n_kv, uint32_t hd, uint32
     uint32_t pool = pages + 5, *perm = malloc(pool * sizeof *perm);
     for (uint32_t i = 0; i < pool; i++) perm[i] = i;
     for (uint32_t i = pool - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(kern_rng_uniform(&rng) * (i + 1)), t = perm[i];
+        uint32_t j = (uint32_t)(rh_splitmix_unit(&rng) * (i + 1)), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
@@ -559,7 +559,7 @@ static void check_model(const char *preset, uint32_t layers, int features, uint3
     model *m = make_model(preset, layers, features);
     uint32_t V = m->cfg.vocab_size, ps = 16, np = (prompt + dec + ps - 1) / ps + 1;
     int32_t *tok = malloc((prompt + dec) * sizeof *tok);
-    for (uint32_t i = 0; i < prompt + dec; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
+    for (uint32_t i = 0; i < prompt + dec; i++) tok[i] = (int32_t)(rh_splitmix_unit(&rng) * V);
     uint32_t *pages = malloc(np * sizeof *pages);
     for (uint32_t i = 0; i < np; i++) pages[i] = np - 1 - i;
     size_t bytes = (size_t)(1 + dec) * V * 4;
@@ -640,11 +640,11 @@ static void test_paged_chunked_graphs(void)
     model *m = make_model("llama-100m", 2, 0);
     uint32_t V = m->cfg.vocab_size, ps = 16, N = 300, D = 12, np = (N + D) / ps + 2;
     int32_t tok[320];
-    for (uint32_t i = 0; i < N + D; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
+    for (uint32_t i = 0; i < N + D; i++) tok[i] = (int32_t)(rh_splitmix_unit(&rng) * V);
     uint32_t ident[32], shuf[32];
     for (uint32_t i = 0; i < np; i++) ident[i] = shuf[i] = i;
     for (uint32_t i = np - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(kern_rng_uniform(&rng) * (i + 1)), t = shuf[i];
+        uint32_t j = (uint32_t)(rh_splitmix_unit(&rng) * (i + 1)), t = shuf[i];
         shuf[i] = shuf[j];
         shuf[j] = t;
     }
@@ -694,7 +694,7 @@ static model *nccl_case(int32_t tok[80], const uint32_t *pages, uint32_t n_pages
 {
     model *m = make_model("tiny-llama", 0, 1);
     uint32_t V = m->cfg.vocab_size;
-    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(kern_rng_uniform(&rng) * V);
+    for (int i = 0; i < 80; i++) tok[i] = (int32_t)(rh_splitmix_unit(&rng) * V);
     *one = malloc((size_t)(1 + dec) * V * 4);
     *other = malloc((size_t)(1 + dec) * V * 4);
     runner *r = make_runner(m, K, 16, n_pages);

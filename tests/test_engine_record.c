@@ -29,14 +29,14 @@ static tr_header header(void)
 /* The same seeded mix of requests and steps into a recorder. */
 static int write_records(recorder *r, uint64_t seed, uint32_t n)
 {
-    tr_rng g;
-    tr_rng_seed(&g, seed);
+    rh_rng g;
+    rh_rng_seed(&g, seed);
     uint64_t hashes[64];
     double times[100];
     rh_err e;
     for (uint32_t i = 0; i < n; i++) {
         int rc;
-        if (tr_rng_below(&g, 2)) {
+        if (rh_rng_below(&g, 2)) {
             tr_request q;
             th_random_request(&g, i, i * 0.01, 16, &q, hashes, times);
             rc = rec_request(r, &q, &e);
@@ -92,14 +92,14 @@ static void test_threaded_writes_what_sync_writes(void)
     CU_ASSERT(same);
     /* And both hold exactly what was handed over: the same seeded records,
      * made again here, in the order they were written. */
-    tr_rng g;
-    tr_rng_seed(&g, 7);
+    rh_rng g;
+    rh_rng_seed(&g, 7);
     uint64_t hashes[64];
     double times[100];
     size_t nq = 0, ns = 0;
     int as_written = 1;
     for (uint32_t i = 0; i < N_RECORDS && as_written; i++) {
-        if (tr_rng_below(&g, 2)) {
+        if (rh_rng_below(&g, 2)) {
             tr_request q;
             th_random_request(&g, i, i * 0.01, 16, &q, hashes, times);
             as_written = nq < ta.n_requests && th_req_equal(&q, &ta.requests[nq]) && th_req_equal(&q, &tb.requests[nq]);

@@ -14,7 +14,7 @@ static uint64_t rng_state = 12345;
 
 static float frand(void)
 {
-    return (float)(kern_rng_uniform(&rng_state) * 2.0 - 1.0);
+    return (float)(rh_splitmix_unit(&rng_state) * 2.0 - 1.0);
 }
 
 static double max_rel_err(const float *a, const float *b, size_t n)
@@ -81,7 +81,7 @@ static void check_paged_attention(uint32_t page_size, uint32_t n_heads, uint32_t
     uint32_t *perm = malloc(pool_pages * sizeof *perm);
     for (uint32_t i = 0; i < pool_pages; i++) perm[i] = i;
     for (uint32_t i = pool_pages - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(kern_rng_uniform(&rng_state) * (i + 1));
+        uint32_t j = (uint32_t)(rh_splitmix_unit(&rng_state) * (i + 1));
         uint32_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;

@@ -18,7 +18,7 @@ static uint64_t rng = 777;
 
 static uint32_t urand(uint32_t n)
 {
-    return (uint32_t)(kern_rng_uniform(&rng) * n);
+    return (uint32_t)(rh_splitmix_unit(&rng) * n);
 }
 
 /* tiny-llama, or (variant 1) the same size with every optional feature on:

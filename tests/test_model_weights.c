@@ -22,7 +22,7 @@ static uint64_t rng = 4242;
 
 static float frand(void)
 {
-    return (float)(kern_rng_uniform(&rng) * 2.0 - 1.0);
+    return (float)(rh_splitmix_unit(&rng) * 2.0 - 1.0);
 }
 
 static uint32_t f32_bits(float f)
@@ -67,7 +67,7 @@ static void test_half_conversions(void)
     /* Random values across the ranges round to the nearest representable. */
     int near16 = 1, near_bf = 1;
     for (int i = 0; i < 20000; i++) {
-        float x = ldexpf(frand(), (int)(kern_rng_uniform(&rng) * 40) - 26);
+        float x = ldexpf(frand(), (int)(rh_splitmix_unit(&rng) * 40) - 26);
         near16 &= is_nearest(x, rh_f32_to_f16(x), rh_f16_to_f32);
         near_bf &= is_nearest(x, rh_f32_to_bf16(x), rh_bf16_to_f32);
     }

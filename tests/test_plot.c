@@ -25,23 +25,23 @@ static void test_csv_reader(void)
     char path[256];
     tu_tmp_path("plot.csv", path, sizeof path);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(path, CSV, strlen(CSV)), 0);
-    csv_table t;
+    rh_csv_table t;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(csv_read(path, &t, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rh_csv_read(path, &t, &e), 0);
     CU_ASSERT_EQUAL(t.ncol, 4);
     CU_ASSERT_EQUAL(t.nrow, 6);
-    CU_ASSERT_STRING_EQUAL(csv_cell(&t, 0, 3), "a, quoted");
-    CU_ASSERT_STRING_EQUAL(csv_cell(&t, 1, 3), "b");
-    CU_ASSERT_STRING_EQUAL(csv_cell(&t, 2, 3), "say \"hi\"");
-    CU_ASSERT_STRING_EQUAL(csv_cell(&t, 5, 3), "");    /* missing trailing field */
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 0, 3), "a, quoted");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 1, 3), "b");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 2, 3), "say \"hi\"");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 5, 3), "");    /* missing trailing field */
     int ok;
-    CU_ASSERT_DOUBLE_EQUAL(csv_num(&t, 5, csv_col(&t, "p99_ttft_ms"), &ok), 1300, 0);
+    CU_ASSERT_DOUBLE_EQUAL(rh_csv_num(&t, 5, rh_csv_col(&t, "p99_ttft_ms"), &ok), 1300, 0);
     CU_ASSERT(ok);
-    csv_num(&t, 0, 3, &ok);
+    rh_csv_num(&t, 0, 3, &ok);
     CU_ASSERT(!ok);
-    CU_ASSERT_EQUAL(csv_col(&t, "nope"), -1);
-    csv_free(&t);
-    CU_ASSERT_EQUAL(csv_read("build/tmp/does-not-exist.csv", &t, &e), -1);
+    CU_ASSERT_EQUAL(rh_csv_col(&t, "nope"), -1);
+    rh_csv_free(&t);
+    CU_ASSERT_EQUAL(rh_csv_read("build/tmp/does-not-exist.csv", &t, &e), -1);
     CU_ASSERT(strstr(e.msg, "does-not-exist.csv") != NULL);
 }
 

@@ -17,7 +17,7 @@ static uint64_t rng = 99;
 
 static uint32_t urand(uint32_t n)
 {
-    return (uint32_t)(kern_rng_uniform(&rng) * n);
+    return (uint32_t)(rh_splitmix_unit(&rng) * n);
 }
 
 /* ---- byte-level ------------------------------------------------------- */

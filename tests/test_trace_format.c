@@ -23,16 +23,16 @@ typedef struct written {
 
 static void make_records(written *w, size_t n, uint64_t seed, uint32_t block_size)
 {
-    tr_rng r;
-    tr_rng_seed(&r, seed);
+    rh_rng r;
+    rh_rng_seed(&r, seed);
     w->recs = calloc(n, sizeof *w->recs);
     w->hashes = calloc(n * 64, sizeof *w->hashes);
     w->times = calloc(n * 100, sizeof *w->times);
     uint64_t id = 0, index = 0;
     double t = 0;
     for (size_t i = 0; i < n; i++) {
-        t += tr_rng_uniform(&r);
-        if (tr_rng_below(&r, 4) == 0) {
+        t += rh_rng_uniform(&r);
+        if (rh_rng_below(&r, 4) == 0) {
             w->recs[i].kind = TR_STEP;
             th_random_step(&r, index, t, &w->recs[i].step);
             index = w->recs[i].step.index + 1;

@@ -16,20 +16,20 @@
 
 static void test_numbers_read_back_exactly(void)
 {
-    tr_rng r;
-    tr_rng_seed(&r, 3);
+    rh_rng r;
+    rh_rng_seed(&r, 3);
     char buf[40];
     int ok = 1;
     for (int i = 0; i < 200000 && ok; i++) {
         double x;
         if (i % 3 == 0) {
-            uint64_t u = tr_rng_u64(&r);
+            uint64_t u = rh_rng_u64(&r);
             memcpy(&x, &u, sizeof x);
             if (!isfinite(x)) continue;
         } else if (i % 3 == 1) {
-            x = (double)(int64_t)(tr_rng_u64(&r) % 9000000000000000ULL) / 1e9 * (i % 2 ? 1 : -1);
+            x = (double)(int64_t)(rh_rng_u64(&r) % 9000000000000000ULL) / 1e9 * (i % 2 ? 1 : -1);
         } else {
-            x = tr_rng_uniform(&r) * 1000;
+            x = rh_rng_uniform(&r) * 1000;
         }
         size_t n = tr_format_f64(buf, x);
         double y;
@@ -121,8 +121,8 @@ static char *to_jsonl(const tr_header *h, const tr_record *recs, size_t n, size_
 
 static void test_records_roundtrip_through_jsonl(void)
 {
-    tr_rng r;
-    tr_rng_seed(&r, 11);
+    rh_rng r;
+    rh_rng_seed(&r, 11);
     size_t n = 5000;
     tr_record *recs = calloc(n, sizeof *recs);
     uint64_t *hashes = calloc(n * 64, 8);

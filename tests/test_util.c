@@ -5,7 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
 #include "util/args.h"
+#include "util/atomic_file.h"
+#include "util/csv.h"
+#include "util/hashmap.h"
+#include "util/rng.h"
 #include "util/stats.h"
 
 static void test_percentiles_match_numpy(void)
@@ -96,10 +105,161 @@ static void test_args_forms(void)
     CU_ASSERT_EQUAL(v, -3);
 }
 
+/* The maps against a plain array of what was put: 20,000 keys (growth many
+ * times over), sequential and scattered, strings holding NUL bytes and the
+ * empty string, overwrites, and lookups of keys never put. */
+static void test_maps_against_arrays(void)
+{
+    enum { N = 20000 };
+    rh_map64 m = {0};
+    rh_strmap sm = {0};
+    static uint64_t key[N];
+    uint64_t g = 5;
+    for (int i = 0; i < N; i++) key[i] = i % 2 ? (uint64_t)i : rh_splitmix_next(&g);
+    for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(rh_map64_put(&m, key[i], (uint64_t)i * 3), 0);
+    for (int i = 0; i < N; i += 7) CU_ASSERT_EQUAL(rh_map64_put(&m, key[i], (uint64_t)i * 5), 0);
+    CU_ASSERT_EQUAL(m.n, N);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        uint64_t v = 0;
+        ok &= rh_map64_get(&m, key[i], &v) == 1 && v == (uint64_t)i * (i % 7 ? 3 : 5);
+    }
+    CU_ASSERT(ok);
+    CU_ASSERT_EQUAL(rh_map64_get(&m, 1ull << 63, NULL), 0);
+    int fresh = -1;
+    uint64_t *slot = rh_map64_slot(&m, key[10], 99, &fresh);
+    CU_ASSERT(slot && fresh == 0 && *slot == 30);
+    slot = rh_map64_slot(&m, 1ull << 62, 99, &fresh);
+    CU_ASSERT(slot && fresh == 1 && *slot == 99);
+    rh_map64_free(&m);
+    CU_ASSERT_EQUAL(rh_map64_get(&m, key[0], NULL), 0);
+
+    /* Keys: i's four raw bytes (NULs among them) and 0-4 more: all distinct. */
+    char buf[16];
+    ok = 1;
+    for (int i = 0; i < N; i++) {
+        memcpy(buf, &i, 4);
+        memcpy(buf + 4, "abcd", 4);
+        ok &= rh_strmap_put(&sm, buf, 4 + (size_t)(i % 5), -i) == 0;
+    }
+    CU_ASSERT_EQUAL(rh_strmap_put(&sm, "", 0, 42), 0);
+    CU_ASSERT_EQUAL(sm.n, N + 1);
+    for (int i = 0; i < N; i++) {
+        memcpy(buf, &i, 4);
+        memcpy(buf + 4, "abcd", 4);
+        int64_t v = 1;
+        ok &= rh_strmap_get(&sm, buf, 4 + (size_t)(i % 5), &v) == 1 && v == -i;
+        ok &= rh_strmap_get(&sm, buf, 3, NULL) == 0;                        /* a prefix is another key */
+        if (i % 5 < 4) ok &= rh_strmap_get(&sm, buf, 5 + (size_t)(i % 5), NULL) == 0;
+    }
+    CU_ASSERT(ok);
+    int64_t v = 0;
+    CU_ASSERT(rh_strmap_get(&sm, "", 0, &v) == 1 && v == 42);
+    CU_ASSERT_EQUAL(rh_strmap_get(&sm, "never", 5, NULL), 0);
+    rh_strmap_free(&sm);
+}
+
+static void test_knob_names(void)
+{
+    char out[16];
+    CU_ASSERT_EQUAL(rh_knob_name("max_running_requests", out, sizeof out), -1);   /* does not fit */
+    CU_ASSERT_EQUAL(rh_knob_name("page_size", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "page-size");
+    CU_ASSERT_EQUAL(rh_knob_name("tp-size", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "tp-size");
+}
+
+/* A CSV with every case the reader promises: CRLF, a quoted comma, a quoted
+ * newline, a doubled quote, a blank line, a short row, a long row. */
+static void test_csv_reader(void)
+{
+    const char *text = "name,\"v,1\",note\r\n"
+                       "a,1,\"two\nlines\"\r\n"
+                       "\r\n"
+                       "\"b \"\"q\"\"\",2\n"
+                       "c,3,x,extra\n";
+    char path[256];
+    tu_tmp_path("util.csv", path, sizeof path);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(path, text, strlen(text)), 0);
+    rh_csv_table t;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(rh_csv_read(path, &t, &e), 0);
+    CU_ASSERT_EQUAL(t.ncol, 3);
+    CU_ASSERT_STRING_EQUAL(t.names[1], "v,1");
+    CU_ASSERT_EQUAL_FATAL(t.nrow, 3);
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 0, 2), "two\nlines");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 1, 0), "b \"q\"");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 1, 2), "");
+    CU_ASSERT_STRING_EQUAL(rh_csv_cell(&t, 2, 2), "x");
+    int ok;
+    CU_ASSERT_DOUBLE_EQUAL(rh_csv_num(&t, 2, rh_csv_col(&t, "v,1"), &ok), 3, 0);
+    CU_ASSERT(ok);
+    rh_csv_num(&t, 0, 2, &ok);
+    CU_ASSERT(!ok);
+    rh_csv_free(&t);
+    /* The splitter leaves spans in place: quotes off, "" still doubled. */
+    rh_csv_field f[4];
+    const char *rec = "x,\"a,\"\"b\",,z";
+    CU_ASSERT_EQUAL(rh_csv_split(rec, strlen(rec), f, 4), 4);
+    CU_ASSERT(f[1].quoted && f[1].n == 5 && !memcmp(f[1].s, "a,\"\"b", 5));
+    CU_ASSERT(!f[2].quoted && f[2].n == 0);
+    CU_ASSERT_EQUAL(rh_csv_split(rec, strlen(rec), f, 3), -1);
+    /* An unterminated quote names the line it starts on. */
+    const char *bad = "a,b\n1,2\n\"open,3\n";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(path, bad, strlen(bad)), 0);
+    CU_ASSERT_EQUAL(rh_csv_read(path, &t, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, ":3: unterminated quoted field"));
+    remove(path);
+}
+
+/* Whole or not at all: a commit replaces the file; an abort, and a write to
+ * a missing directory, leave it (and no temporary file) as it was; a device
+ * is written in place, never replaced. */
+static void test_atomic_file(void)
+{
+    char path[256], cmd[600], out[256];
+    tu_tmp_path("atomic.txt", path, sizeof path);
+    rh_err e;
+    CU_ASSERT_EQUAL(rh_write_file_atomic(path, "old", 3, &e), 0);
+    rh_atomic_file a;
+    CU_ASSERT_EQUAL_FATAL(rh_atomic_open(&a, path, &e), 0);
+    fputs("half", a.f);
+    rh_atomic_abort(&a);
+    snprintf(cmd, sizeof cmd, "ls %s.*.tmp 2>/dev/null | wc -l", path);
+    tu_run(cmd, out, sizeof out);
+    CU_ASSERT_EQUAL(atoi(out), 0);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_PTR_NOT_NULL(fgets(out, sizeof out, f));
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(out, "old");
+    CU_ASSERT_EQUAL(rh_write_file_atomic(path, "new", 3, &e), 0);
+    f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_PTR_NOT_NULL(fgets(out, sizeof out, f));
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(out, "new");
+    snprintf(cmd, sizeof cmd, "ls %s.*.tmp 2>/dev/null | wc -l", path);
+    tu_run(cmd, out, sizeof out);
+    CU_ASSERT_EQUAL(atoi(out), 0);
+    CU_ASSERT_EQUAL(rh_write_file_atomic("build/tmp/no/such/dir/x", "x", 1, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "build/tmp/no/such/dir/x: cannot create"));
+    CU_ASSERT_EQUAL(rh_write_file_atomic("/dev/null", "x", 1, &e), 0);
+    struct stat st;
+    CU_ASSERT(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    CU_ASSERT_EQUAL(rh_write_file_atomic("/dev/full", "x", 1, &e), -1);   /* the disk is full: said so */
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "/dev/full: write failed"));
+    remove(path);
+}
+
 void register_test_util(void)
 {
     CU_pSuite s = CU_add_suite("util", NULL, NULL);
     CU_add_test(s, "percentiles match numpy", test_percentiles_match_numpy);
     CU_add_test(s, "argument forms", test_args_forms);
     CU_add_test(s, "radix sort equals qsort", test_radix_sort_equals_qsort);
+    CU_add_test(s, "hash maps against arrays", test_maps_against_arrays);
+    CU_add_test(s, "knob names: _ reads as -", test_knob_names);
+    CU_add_test(s, "CSV: quotes, newlines, CRLF, short and long rows", test_csv_reader);
+    CU_add_test(s, "atomic files: whole or not at all, devices in place", test_atomic_file);
 }

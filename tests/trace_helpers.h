@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces/rng.h"
+#include "util/rng.h"
 #include "traces/trace.h"
 
 static inline int th_same_double(double a, double b)
@@ -56,55 +56,55 @@ static inline int th_step_equal(const tr_step *a, const tr_step *b)
 
 /* Times that take every path of the time encoding: whole ns, us and ms,
  * negative deltas, values that are not whole ns, -0.0, huge values. */
-static inline double th_time(tr_rng *r, double around)
+static inline double th_time(rh_rng *r, double around)
 {
-    switch (tr_rng_below(r, 10)) {
-    case 0: return around + (double)tr_rng_below(r, 1000) / 1e3;          /* ms */
-    case 1: return around + (double)tr_rng_below(r, 1000000) / 1e6;       /* us */
-    case 2: return around + tr_rng_uniform(r);                             /* arbitrary */
+    switch (rh_rng_below(r, 10)) {
+    case 0: return around + (double)rh_rng_below(r, 1000) / 1e3;          /* ms */
+    case 1: return around + (double)rh_rng_below(r, 1000000) / 1e6;       /* us */
+    case 2: return around + rh_rng_uniform(r);                             /* arbitrary */
     case 3: return -0.0;
-    case 4: return around - tr_rng_uniform(r) * 5;                         /* going back */
-    case 5: return tr_rng_uniform(r) * 1e12;                               /* beyond the ns range */
-    case 6: return 1e-300 * tr_rng_uniform(r);                             /* subnormal-ish */
-    default: return tr_round_ns(around + tr_rng_uniform(r));               /* whole ns */
+    case 4: return around - rh_rng_uniform(r) * 5;                         /* going back */
+    case 5: return rh_rng_uniform(r) * 1e12;                               /* beyond the ns range */
+    case 6: return 1e-300 * rh_rng_uniform(r);                             /* subnormal-ish */
+    default: return tr_round_ns(around + rh_rng_uniform(r));               /* whole ns */
     }
 }
 
 /* A random valid request; arrays live in the caller's buffers. */
-static inline void th_random_request(tr_rng *r, uint64_t id, double t, uint32_t block_size, tr_request *q,
+static inline void th_random_request(rh_rng *r, uint64_t id, double t, uint32_t block_size, tr_request *q,
                                      uint64_t *hashes, double *times)
 {
     memset(q, 0, sizeof *q);
-    q->id = tr_rng_below(r, 20) ? id : tr_rng_u64(r);
+    q->id = rh_rng_below(r, 20) ? id : rh_rng_u64(r);
     q->arrival = th_time(r, t);
-    q->input_len = (uint32_t)tr_rng_below(r, 20) ? (uint32_t)tr_rng_below(r, 9000) : TR_MAX_TOKENS;
-    q->output_len = (uint32_t)tr_rng_below(r, 600);
-    if (tr_rng_below(r, 3) == 0) {
-        q->session_id = tr_rng_below(r, 4) ? 1 + tr_rng_below(r, 50) : tr_rng_u64(r);
-        q->turn = (uint32_t)tr_rng_below(r, 10);
+    q->input_len = (uint32_t)rh_rng_below(r, 20) ? (uint32_t)rh_rng_below(r, 9000) : TR_MAX_TOKENS;
+    q->output_len = (uint32_t)rh_rng_below(r, 600);
+    if (rh_rng_below(r, 3) == 0) {
+        q->session_id = rh_rng_below(r, 4) ? 1 + rh_rng_below(r, 50) : rh_rng_u64(r);
+        q->turn = (uint32_t)rh_rng_below(r, 10);
     }
-    if (tr_rng_below(r, 4) == 0) q->flags = (uint32_t)tr_rng_u64(r);
+    if (rh_rng_below(r, 4) == 0) q->flags = (uint32_t)rh_rng_u64(r);
     uint32_t max = tr_blocks(q->input_len, block_size);
-    if (max && tr_rng_below(r, 4)) {
-        uint32_t n = (uint32_t)tr_rng_below(r, max < 64 ? max : 64) + 1;
-        uint64_t h = tr_rng_below(r, 3) ? tr_rng_below(r, 1000) : tr_rng_u64(r);
+    if (max && rh_rng_below(r, 4)) {
+        uint32_t n = (uint32_t)rh_rng_below(r, max < 64 ? max : 64) + 1;
+        uint64_t h = rh_rng_below(r, 3) ? rh_rng_below(r, 1000) : rh_rng_u64(r);
         for (uint32_t i = 0; i < n; i++) {
             hashes[i] = h;
             /* mostly runs, sometimes jumps (including wrap-around) */
-            h = tr_rng_below(r, 5) ? h + 1 : (tr_rng_below(r, 2) ? tr_rng_u64(r) : h - tr_rng_below(r, 100));
+            h = rh_rng_below(r, 5) ? h + 1 : (rh_rng_below(r, 2) ? rh_rng_u64(r) : h - rh_rng_below(r, 100));
         }
         q->n_hashes = n;
         q->hashes = hashes;
     }
-    if (tr_rng_below(r, 3) == 0) {
+    if (rh_rng_below(r, 3) == 0) {
         q->flags |= TR_REQ_MEASURED;
         q->ttft = th_time(r, 0.2);
         q->e2e = th_time(r, 3);
-        q->cached_tokens = (uint32_t)tr_rng_below(r, 5000);
-        q->spec_proposed = (uint32_t)tr_rng_below(r, 300);
-        q->spec_accepted = (uint32_t)tr_rng_below(r, 300);
-        q->retractions = (uint32_t)tr_rng_below(r, 3);
-        q->finish = (uint8_t)tr_rng_below(r, 5);
+        q->cached_tokens = (uint32_t)rh_rng_below(r, 5000);
+        q->spec_proposed = (uint32_t)rh_rng_below(r, 300);
+        q->spec_accepted = (uint32_t)rh_rng_below(r, 300);
+        q->retractions = (uint32_t)rh_rng_below(r, 3);
+        q->finish = (uint8_t)rh_rng_below(r, 5);
         uint32_t n = q->output_len < 100 ? q->output_len : 100;
         double tt = 0;
         for (uint32_t i = 0; i < n; i++) times[i] = (tt = th_time(r, tt + 0.02));
@@ -113,31 +113,31 @@ static inline void th_random_request(tr_rng *r, uint64_t id, double t, uint32_t 
     }
 }
 
-static inline void th_random_step(tr_rng *r, uint64_t index, double t, tr_step *s)
+static inline void th_random_step(rh_rng *r, uint64_t index, double t, tr_step *s)
 {
     memset(s, 0, sizeof *s);
-    s->index = tr_rng_below(r, 20) ? index : tr_rng_below(r, 1000000);
+    s->index = rh_rng_below(r, 20) ? index : rh_rng_below(r, 1000000);
     s->start = th_time(r, t);
     s->duration = th_time(r, 0.03);
-    s->prefill_tokens = (uint32_t)tr_rng_below(r, 16384);
-    s->prefill_seqs = (uint32_t)tr_rng_below(r, 8);
-    s->decode_seqs = (uint32_t)tr_rng_below(r, 256);
-    s->decode_tokens = s->decode_seqs * (1 + (uint32_t)tr_rng_below(r, 4));
-    s->prefill_context = tr_rng_below(r, 1u << 30);
-    s->prefill_attn = tr_rng_u64(r);
-    s->decode_context = tr_rng_below(r, 1u << 30);
-    if (tr_rng_below(r, 3) == 0) {
-        s->spec_proposed = (uint32_t)tr_rng_below(r, 1000);
-        s->spec_accepted = (uint32_t)tr_rng_below(r, 1000);
+    s->prefill_tokens = (uint32_t)rh_rng_below(r, 16384);
+    s->prefill_seqs = (uint32_t)rh_rng_below(r, 8);
+    s->decode_seqs = (uint32_t)rh_rng_below(r, 256);
+    s->decode_tokens = s->decode_seqs * (1 + (uint32_t)rh_rng_below(r, 4));
+    s->prefill_context = rh_rng_below(r, 1u << 30);
+    s->prefill_attn = rh_rng_u64(r);
+    s->decode_context = rh_rng_below(r, 1u << 30);
+    if (rh_rng_below(r, 3) == 0) {
+        s->spec_proposed = (uint32_t)rh_rng_below(r, 1000);
+        s->spec_accepted = (uint32_t)rh_rng_below(r, 1000);
     }
-    s->pages_used = (uint32_t)tr_rng_u64(r);
-    s->pages_total = tr_rng_below(r, 10) ? 100000 : (uint32_t)tr_rng_u64(r);
-    s->waiting = (uint32_t)tr_rng_below(r, 1000);
-    s->running = (uint32_t)tr_rng_below(r, 256);
-    s->retractions = tr_rng_below(r, 5) ? 0 : (uint32_t)tr_rng_below(r, 10);
-    s->finished = (uint32_t)tr_rng_below(r, 10);
-    if (tr_rng_below(r, 2)) s->sched_time = th_time(r, 0.001);
-    if (tr_rng_below(r, 4) == 0) s->flags = TR_STEP_SCHED_HIDDEN;
+    s->pages_used = (uint32_t)rh_rng_u64(r);
+    s->pages_total = rh_rng_below(r, 10) ? 100000 : (uint32_t)rh_rng_u64(r);
+    s->waiting = (uint32_t)rh_rng_below(r, 1000);
+    s->running = (uint32_t)rh_rng_below(r, 256);
+    s->retractions = rh_rng_below(r, 5) ? 0 : (uint32_t)rh_rng_below(r, 10);
+    s->finished = (uint32_t)rh_rng_below(r, 10);
+    if (rh_rng_below(r, 2)) s->sched_time = th_time(r, 0.001);
+    if (rh_rng_below(r, 4) == 0) s->flags = TR_STEP_SCHED_HIDDEN;
 }
 
 /* Reads a whole file into memory (tests only). */

@@ -1,16 +1,8 @@
 /* prompt.c — see prompt.h. */
 #include "traces/prompt.h"
+#include "util/hash.h"
 
 #include <xxhash.h>
-
-/* splitmix64's finalizer: a bijective mix whose output bits each depend on
- * every input bit. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* One token id from a key (mixed once per block) and a position. Hashing the
  * pair rather than stepping a generator makes every token independent of the
@@ -19,12 +11,12 @@ static uint64_t mix64(uint64_t z)
 static int32_t token_of(uint64_t base, uint64_t pos, uint32_t vocab)
 {
     /* The high 32 bits scaled to [0, vocab): a multiply instead of a division. */
-    return (int32_t)(((mix64(base + (pos + 1) * 0x9e3779b97f4a7c15ull) >> 32) * vocab) >> 32);
+    return (int32_t)(((rh_mix64(base + (pos + 1) * RH_GOLDEN_GAMMA) >> 32) * vocab) >> 32);
 }
 
 static uint64_t key_base(uint64_t seed, uint64_t domain, uint64_t key)
 {
-    return mix64(mix64(seed ^ domain) ^ key);
+    return rh_mix64(rh_mix64(seed ^ domain) ^ key);
 }
 
 /* Different domains for block tokens and private tokens, so a request id can

@@ -108,3 +108,11 @@ int rh_wants_help(int argc, char **argv)
     }
     return 0;
 }
+
+int rh_knob_name(const char *in, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; in[i] && i + 1 < n; i++) out[i] = in[i] == '_' ? '-' : in[i];
+    if (n) out[i] = '\0';
+    return in[i] ? -1 : 0;
+}

@@ -17,6 +17,7 @@
 #ifndef RH_ARGS_H
 #define RH_ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/err.h"
@@ -47,6 +48,12 @@ int rh_parse_i64(const char *s, const char *what, long long *out, rh_err *e);
 int rh_parse_u64(const char *s, const char *what, unsigned long long *out, rh_err *e);
 /* A whole number in [lo, hi]; out of range: "WHAT: N is outside [lo, hi]". */
 int rh_parse_u32(const char *s, const char *what, uint32_t lo, uint32_t hi, uint32_t *out, rh_err *e);
+
+/* A knob's name in command-line spelling: '_' read as '-' (Lua keys cannot
+ * hold '-'), so "max_running_requests" and "max-running-requests" name the
+ * same knob. 0, or -1 when it does not fit in n (out is then cut short and
+ * names no knob). */
+int rh_knob_name(const char *in, char *out, size_t n);
 
 /* True if argv holds -h or --help. */
 int rh_wants_help(int argc, char **argv);

@@ -81,9 +81,7 @@ void core_config_default(core_config *cfg)
 static const knob *find_knob(const char *name)
 {
     char buf[64];
-    size_t n = strlen(name);
-    if (n >= sizeof buf) return NULL;
-    for (size_t i = 0; i <= n; i++) buf[i] = name[i] == '_' ? '-' : name[i];
+    if (rh_knob_name(name, buf, sizeof buf) < 0) return NULL;
     for (size_t i = 0; i < N_KNOBS; i++)
         if (!strcmp(buf, knobs[i].name) || (knobs[i].alias && !strcmp(buf, knobs[i].alias))) return &knobs[i];
     return NULL;

@@ -7,22 +7,14 @@
 #include <string.h>
 
 #include "engine/core/internal.h"
+#include "util/hash.h"
 
 /* ---- id map: u64 id -> request, open addressing ---- */
 #define MAP_EMPTY NULL
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static core_req *map_get(const core *c, uint64_t id)
 {
-    uint64_t i = mix64(id) & c->map_mask;
+    uint64_t i = rh_mix64(id) & c->map_mask;
     while (c->map_reqs[i]) {
         if (c->map_ids[i] == id) return c->map_reqs[i];
         i = (i + 1) & c->map_mask;
@@ -42,7 +34,7 @@ static int map_grow(core *c)
     }
     for (uint64_t i = 0; i < old_cap; i++) {
         if (!c->map_reqs[i]) continue;
-        uint64_t j = mix64(c->map_ids[i]) & (cap - 1);
+        uint64_t j = rh_mix64(c->map_ids[i]) & (cap - 1);
         while (reqs[j]) j = (j + 1) & (cap - 1);
         ids[j] = c->map_ids[i];
         reqs[j] = c->map_reqs[i];
@@ -58,7 +50,7 @@ static int map_grow(core *c)
 static int map_put(core *c, core_req *r)
 {
     if ((c->map_n + 1) * 2 > c->map_mask + 1 && map_grow(c) < 0) return -1;
-    uint64_t i = mix64(r->id) & c->map_mask;
+    uint64_t i = rh_mix64(r->id) & c->map_mask;
     while (c->map_reqs[i]) i = (i + 1) & c->map_mask;
     c->map_ids[i] = r->id;
     c->map_reqs[i] = r;
@@ -68,7 +60,7 @@ static int map_put(core *c, core_req *r)
 
 static void map_del(core *c, uint64_t id)
 {
-    uint64_t mask = c->map_mask, i = mix64(id) & mask;
+    uint64_t mask = c->map_mask, i = rh_mix64(id) & mask;
     while (c->map_reqs[i] && c->map_ids[i] != id) i = (i + 1) & mask;
     if (!c->map_reqs[i]) return;
     c->map_n--;
@@ -78,7 +70,7 @@ static void map_del(core *c, uint64_t id)
         for (;;) {
             j = (j + 1) & mask;
             if (!c->map_reqs[j]) return;
-            uint64_t k = mix64(c->map_ids[j]) & mask;
+            uint64_t k = rh_mix64(c->map_ids[j]) & mask;
             bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
             if (!stays) {
                 c->map_ids[i] = c->map_ids[j];
@@ -342,7 +334,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     if (c->ratio_min > 1.0) c->ratio_min = 1.0;
     c->ratio_decay = (c->ratio_init - c->ratio_min) / CORE_RATIO_DECAY_STEPS;
     c->ratio = c->ratio_init;
-    c->rng = mix64(cfg->seed ^ 0x9E3779B97F4A7C15ull) | 1;
+    c->rng = rh_hash64(cfg->seed);   /* the random policy's splitmix64 stream */
 
     if (cfg->policy == CORE_POLICY_LUA) {
         c->lua = c->policy_path ? clua_open_file(c->policy_path, cfg->seed, cfg->policy_max_memory, e)

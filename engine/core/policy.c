@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "engine/core/internal.h"
+#include "util/rng.h"
 
 /* lof: (max_new_tokens desc, queue position asc) */
 static int by_lof(const void *a, const void *b)
@@ -56,15 +57,9 @@ static int by_key_desc(const void *a, const void *b)
     return x->scratch < y->scratch ? -1 : (x->scratch > y->scratch);
 }
 
-/* xorshift64*: small, fast and fully determined by the seed. */
 static uint64_t next_rand(core *c)
 {
-    uint64_t x = c->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    c->rng = x;
-    return x * 0x2545F4914F6CDD1Dull;
+    return rh_splitmix_next(&c->rng);
 }
 
 static int ensure_order(core *c, uint64_t need)

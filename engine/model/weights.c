@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "util/half.h"
+#include "util/hash.h"
 #include "util/mem.h"
 #include "util/progress.h"
 
@@ -148,10 +149,7 @@ static float uniform_at(uint64_t key, uint64_t i)
 {
     /* Counter-based (splitmix64 of key + i): element i's value depends only
      * on the seed, the tensor's name and i, never on fill order. */
-    uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    uint64_t z = rh_mix64(key + (i + 1) * RH_GOLDEN_GAMMA);
     return (float)((double)(z >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;   /* [-1, 1) */
 }
 

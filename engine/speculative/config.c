@@ -19,13 +19,6 @@ const char *spec_algorithm_name(spec_algorithm a)
     return a == SPEC_NGRAM ? "NGRAM" : a == SPEC_DRAFT ? "DRAFT" : "none";
 }
 
-/* "a_b" and "a-b" name the same knob (Lua keys cannot hold '-'). */
-static void canon(const char *in, char *out, size_t n)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < n; i++) out[i] = in[i] == '_' ? '-' : in[i];
-    out[i] = '\0';
-}
 
 static const char *const knobs[] = {
     "speculative-algorithm", "speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size",
@@ -35,7 +28,7 @@ static const char *const knobs[] = {
 int spec_config_is_knob(const char *name_in)
 {
     char name[96];
-    canon(name_in, name, sizeof name);
+    rh_knob_name(name_in, name, sizeof name);
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
         if (!strcmp(name, knobs[i])) return 1;
     return 0;
@@ -50,7 +43,7 @@ static int set_u32(uint32_t *slot, const char *flag, const char *v, uint32_t lo,
 int spec_config_set(spec_config *c, const char *name_in, const char *v, rh_err *e)
 {
     char name[96];
-    canon(name_in, name, sizeof name);
+    rh_knob_name(name_in, name, sizeof name);
     if (!strcmp(name, "speculative-algorithm")) {
         if (!v) return rh_fail(e, "--speculative-algorithm needs a value (NGRAM or DRAFT)");
         if (!strcasecmp(v, "ngram")) c->algorithm = SPEC_NGRAM;

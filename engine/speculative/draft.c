@@ -26,6 +26,7 @@
 #include "engine/model/runner.h"
 #include "engine/speculative/internal.h"
 #include "engine/speculative/verify.h"
+#include "util/hash.h"
 
 #define CATCHUP_ROWS 2048     /* rows per catch-up forward: bounds the activations */
 
@@ -58,14 +59,6 @@ struct draft_model {
     size_t cap_q;
     kern_cand *cand;
 };
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 static uint32_t pages_for(const draft_model *dm, uint64_t tokens)
 {
@@ -131,7 +124,7 @@ static dstate *state_new(draft_model *dm, uint64_t id)
     dstate *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->id = id;
-    st->rng = kern_rng_init(mix64(dm->seed) ^ mix64(id));
+    st->rng = kern_rng_init(rh_hash64(dm->seed) ^ rh_hash64(id));
     st->slot = dm->n_states;
     dm->states[dm->n_states++] = st;
     return st;

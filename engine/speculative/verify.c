@@ -68,7 +68,7 @@ int32_t spec_draw(const float *p, uint32_t vocab, uint64_t *rng)
 {
     double total = 0;
     for (uint32_t i = 0; i < vocab; i++) total += p[i];
-    double u = kern_rng_uniform(rng) * total, acc = 0;
+    double u = rh_splitmix_unit(rng) * total, acc = 0;
     int32_t last = 0;
     for (uint32_t i = 0; i < vocab; i++) {
         if (p[i] <= 0) continue;
@@ -90,7 +90,7 @@ static int32_t draw_residual(const float *p, const float *q, int32_t x, uint32_t
         if (r > 0) total += r;
     }
     if (!(total > 0)) return spec_draw(p, vocab, rng);
-    double u = kern_rng_uniform(rng) * total, acc = 0;
+    double u = rh_splitmix_unit(rng) * total, acc = 0;
     int32_t last = -1;
     for (uint32_t i = 0; i < vocab; i++) {
         double r = (double)p[i] - (q ? (double)q[i] : (i == (uint32_t)x ? 1.0 : 0.0));
@@ -113,7 +113,7 @@ uint32_t spec_verify(const float *p, const float *q, const int32_t *drafts, uint
         /* A draft its own distribution gave no mass cannot have been drawn
          * from it; it stands only where the target could have drawn it. */
         double ratio = qx > 0 ? px / qx : (px > 0 ? 1.0 : 0.0);
-        if (kern_rng_uniform(rng) < ratio) {
+        if (rh_splitmix_unit(rng) < ratio) {
             out[j] = x;
             continue;
         }

@@ -100,7 +100,7 @@ int32_t cpu_sample(const float *logits, uint32_t vocab, const kern_sampling *p, 
         total = mass;
     }
 
-    double u = kern_rng_uniform(rng) * total, acc = 0;
+    double u = rh_splitmix_unit(rng) * total, acc = 0;
     for (uint32_t i = n; i-- > lo;) {
         acc += c[i].v;
         if (u < acc) return c[i].id;

@@ -25,6 +25,7 @@
 #include "sim/result.h"
 #include "sim/sim.h"
 #include "traces/import/import.h"
+#include "util/args.h"
 #include "util/progress.h"
 #include "util/atomic_file.h"
 
@@ -237,9 +238,7 @@ static const char *own(rl_job *j, const char *s)
 static void add_arg(rl_job *j, const char *name, const char *value)
 {
     char flag[128];
-    size_t i = 0;
-    for (; name[i] && i + 1 < sizeof flag; i++) flag[i] = name[i] == '_' ? '-' : name[i];
-    flag[i] = '\0';
+    rh_knob_name(name, flag, sizeof flag);
     size_t len = strlen(j->args);
     snprintf(j->args + len, sizeof j->args - len, " --%s '%s'", flag, value);
 }

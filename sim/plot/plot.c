@@ -113,7 +113,7 @@ typedef struct groups {
     int *of_row;           /* group index of each row */
 } groups;
 
-static int group_rows(const csv_table *t, int col, groups *g)
+static int group_rows(const rh_csv_table *t, int col, groups *g)
 {
     memset(g, 0, sizeof *g);
     g->of_row = calloc(t->nrow ? t->nrow : 1, sizeof *g->of_row);
@@ -125,7 +125,7 @@ static int group_rows(const csv_table *t, int col, groups *g)
         return 0;
     }
     for (size_t r = 0; r < t->nrow; r++) {
-        const char *v = csv_cell(t, r, col);
+        const char *v = rh_csv_cell(t, r, col);
         int k = 0;
         while (k < g->n && strcmp(g->name[k], v)) k++;
         if (k == g->n) g->name[g->n++] = v;
@@ -151,14 +151,14 @@ static int cmp_xy(const void *a, const void *b)
 }
 
 /* Splits "a,b,c" into column indices; -1 and a message on an unknown name. */
-static int y_columns(const csv_table *t, const char *list, int *cols, int max, const char *path, rh_err *e)
+static int y_columns(const rh_csv_table *t, const char *list, int *cols, int max, const char *path, rh_err *e)
 {
     int n = 0;
     char buf[512];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (n == max) return rh_fail(e, "too many y columns (at most %d)", max);
-        int c = csv_col(t, tok);
+        int c = rh_csv_col(t, tok);
         if (c < 0) return rh_fail(e, "%s: no column '%s'", path, tok);
         cols[n++] = c;
     }
@@ -166,24 +166,24 @@ static int y_columns(const csv_table *t, const char *list, int *cols, int max, c
     return n;
 }
 
-static int need_col(const csv_table *t, const char *name, const char *role, const char *path, rh_err *e)
+static int need_col(const rh_csv_table *t, const char *name, const char *role, const char *path, rh_err *e)
 {
     if (!name || !*name) return rh_fail(e, "the %s column is required for this plot", role);
-    int c = csv_col(t, name);
+    int c = rh_csv_col(t, name);
     if (c < 0) return rh_fail(e, "%s: no column '%s' (the %s)", path, name, role);
     return c;
 }
 
 /* Series of (x, y): one per group and y column. Writes blocks separated by
  * two blank lines (gnuplot's `index`), and the titles into the preamble. */
-static int shape_series(const plot_spec *s, const csv_table *t, FILE *dat, FILE *pre, rh_err *e)
+static int shape_series(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
     int xc = need_col(t, s->x, "x", s->csv, e);
     if (xc < 0) return -1;
     int ycols[16];
     int ny = y_columns(t, s->y, ycols, 16, s->csv, e);
     if (ny < 0) return -1;
-    int bc = s->by ? csv_col(t, s->by) : -1;
+    int bc = s->by ? rh_csv_col(t, s->by) : -1;
     if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
     groups g;
     if (group_rows(t, bc, &g) < 0) return rh_fail(e, "out of memory");
@@ -200,7 +200,7 @@ static int shape_series(const plot_spec *s, const csv_table *t, FILE *dat, FILE 
             for (size_t r = 0; r < t->nrow; r++) {
                 if (g.of_row[r] != gi) continue;
                 int ok1, ok2;
-                double x = csv_num(t, r, xc, &ok1), y = csv_num(t, r, ycols[yi], &ok2);
+                double x = rh_csv_num(t, r, xc, &ok1), y = rh_csv_num(t, r, ycols[yi], &ok2);
                 if (ok1 && ok2) pts[n++] = (xy){x, y};
             }
             if (s->kind != PLOT_SCATTER) qsort(pts, n, sizeof *pts, cmp_xy);
@@ -231,11 +231,11 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Empirical CDF per group: sorted values against i/n. */
-static int shape_cdf(const plot_spec *s, const csv_table *t, FILE *dat, FILE *pre, rh_err *e)
+static int shape_cdf(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
     int yc = need_col(t, s->y, "value (y)", s->csv, e);
     if (yc < 0) return -1;
-    int bc = s->by ? csv_col(t, s->by) : -1;
+    int bc = s->by ? rh_csv_col(t, s->by) : -1;
     if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
     groups g;
     if (group_rows(t, bc, &g) < 0) return rh_fail(e, "out of memory");
@@ -250,7 +250,7 @@ static int shape_cdf(const plot_spec *s, const csv_table *t, FILE *dat, FILE *pr
         size_t n = 0;
         for (size_t r = 0; r < t->nrow; r++) {
             int ok;
-            double x = csv_num(t, r, yc, &ok);
+            double x = rh_csv_num(t, r, yc, &ok);
             if (g.of_row[r] == gi && ok) v[n++] = x;
         }
         qsort(v, n, sizeof *v, cmp_double);
@@ -288,16 +288,16 @@ static int cmp_label(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int make_axis(const csv_table *t, int col, axis *a)
+static int make_axis(const rh_csv_table *t, int col, axis *a)
 {
     a->n = 0;
     a->label = calloc(t->nrow ? t->nrow : 1, sizeof *a->label);
     if (!a->label) return -1;
     int numeric = 1;
     for (size_t r = 0; r < t->nrow; r++) {
-        const char *v = csv_cell(t, r, col);
+        const char *v = rh_csv_cell(t, r, col);
         int ok;
-        csv_num(t, r, col, &ok);
+        rh_csv_num(t, r, col, &ok);
         numeric &= ok;
         if (axis_index(a, v) < 0) a->label[a->n++] = v;
     }
@@ -316,7 +316,7 @@ static void put_tics(FILE *pre, const char *which, const axis *a)
     fputs(")\n", pre);
 }
 
-static int shape_heatmap(const plot_spec *s, const csv_table *t, FILE *dat, FILE *pre, rh_err *e)
+static int shape_heatmap(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
     int xc = need_col(t, s->x, "x", s->csv, e);
     if (xc < 0) return -1;
@@ -334,9 +334,9 @@ static int shape_heatmap(const plot_spec *s, const csv_table *t, FILE *dat, FILE
     double zmin = INFINITY, zmax = -INFINITY;
     for (size_t r = 0; r < t->nrow; r++) {
         int ok;
-        double z = csv_num(t, r, zc, &ok);
+        double z = rh_csv_num(t, r, zc, &ok);
         if (!ok) continue;
-        fprintf(dat, "%d\t%d\t%.10g\n", axis_index(&ax, csv_cell(t, r, xc)), axis_index(&ay, csv_cell(t, r, yc)), z);
+        fprintf(dat, "%d\t%d\t%.10g\n", axis_index(&ax, rh_csv_cell(t, r, xc)), axis_index(&ay, rh_csv_cell(t, r, yc)), z);
         any = 1;
         if (z < zmin) zmin = z;
         if (z > zmax) zmax = z;
@@ -357,14 +357,14 @@ static int shape_heatmap(const plot_spec *s, const csv_table *t, FILE *dat, FILE
 }
 
 /* Grouped bars: a row per x value, a column per group (or y column). */
-static int shape_bars(const plot_spec *s, const csv_table *t, FILE *dat, FILE *pre, rh_err *e)
+static int shape_bars(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
     int xc = need_col(t, s->x, "x (categories)", s->csv, e);
     if (xc < 0) return -1;
     int ycols[16];
     int ny = y_columns(t, s->y, ycols, 16, s->csv, e);
     if (ny < 0) return -1;
-    int bc = s->by ? csv_col(t, s->by) : -1;
+    int bc = s->by ? rh_csv_col(t, s->by) : -1;
     if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
     if (bc >= 0 && ny > 1) return rh_fail(e, "bars take either several y columns or a group column, not both");
     axis ax = {0};
@@ -389,10 +389,10 @@ static int shape_bars(const plot_spec *s, const csv_table *t, FILE *dat, FILE *p
         for (int c = 0; c < ncols; c++) {
             double v = NAN;
             for (size_t r = 0; r < t->nrow; r++) {
-                if (strcmp(csv_cell(t, r, xc), ax.label[xi])) continue;
+                if (strcmp(rh_csv_cell(t, r, xc), ax.label[xi])) continue;
                 if (bc >= 0 && g.of_row[r] != c) continue;
                 int ok;
-                double y = csv_num(t, r, ycols[bc >= 0 ? 0 : c], &ok);
+                double y = rh_csv_num(t, r, ycols[bc >= 0 ? 0 : c], &ok);
                 if (ok) v = y;
             }
             fprintf(dat, "\t%.10g", v);
@@ -439,13 +439,13 @@ static int run_gnuplot(const char *gnuplot, const char *script, rh_err *e)
 }
 
 /* True when every numeric value of column `x` is a power of two. */
-static int x_all_powers_of_two(const csv_table *t, const char *x)
+static int x_all_powers_of_two(const rh_csv_table *t, const char *x)
 {
-    int c = x ? csv_col(t, x) : -1;
+    int c = x ? rh_csv_col(t, x) : -1;
     if (c < 0) return 0;
     for (size_t r = 0; r < t->nrow; r++) {
         int ok;
-        double v = csv_num(t, r, c, &ok);
+        double v = rh_csv_num(t, r, c, &ok);
         if (!ok) continue;
         if (!(v >= 1) || v != floor(v) || v > 9.007199254740992e15) return 0;
         unsigned long long u = (unsigned long long)v;
@@ -463,10 +463,10 @@ int plot_draw(const plot_spec *s, rh_err *e)
     char tpl[PATH_MAX];
     snprintf(tpl, sizeof tpl, "%s/%s.gp", plot_template_dir(), plot_kind_name(s->kind == PLOT_TIMESERIES ? PLOT_LINES : s->kind));
     if (access(tpl, R_OK) != 0) return rh_fail(e, "plot template %s is missing (set REHEARSE_SCRIPTS)", tpl);
-    csv_table t;
-    if (csv_read(s->csv, &t, e) < 0) return -1;
+    rh_csv_table t;
+    if (rh_csv_read(s->csv, &t, e) < 0) return -1;
     if (t.nrow == 0) {
-        csv_free(&t);
+        rh_csv_free(&t);
         return rh_fail(e, "%s: no data rows to plot", s->csv);
     }
     char datp[PATH_MAX + 8], gpp[PATH_MAX + 8];
@@ -476,7 +476,7 @@ int plot_draw(const plot_spec *s, rh_err *e)
     if (!dat || !pre) {
         if (dat) fclose(dat);
         if (pre) fclose(pre);
-        csv_free(&t);
+        rh_csv_free(&t);
         return rh_fail(e, "%s: cannot write the plot files", s->out);
     }
     fprintf(pre, "# %s plot of %s, drawn by rehearse plot; edit and run `gnuplot %s` to redraw.\n",
@@ -536,7 +536,7 @@ int plot_draw(const plot_spec *s, rh_err *e)
     case PLOT_BARS: rc = shape_bars(s, &t, dat, pre, e); break;
     default: rc = shape_series(s, &t, dat, pre, e); break;
     }
-    csv_free(&t);
+    rh_csv_free(&t);
     fprintf(pre, "load ");
     put_str(pre, tpl);
     fputc('\n', pre);

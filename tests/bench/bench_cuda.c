@@ -329,7 +329,7 @@ static void bench_attention(attn_row *a)
     for (uint32_t i = 0; i < pages; i++) perm[i] = i;
     uint64_t st = 99;
     for (uint32_t i = pages - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(kern_rng_uniform(&st) * (i + 1)), t = perm[i];
+        uint32_t j = (uint32_t)(rh_splitmix_unit(&st) * (i + 1)), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }

@@ -49,8 +49,8 @@ static void bench_gemm(gemm_row *rows, int n_rows, rh_progress *pg, int *done)
         float *x = malloc((size_t)g->m * g->k * 4), *w = malloc((size_t)g->n * g->k * 4);
         float *y = malloc((size_t)g->m * g->n * 4);
         uint64_t s = 1;
-        for (size_t i = 0; i < (size_t)g->m * g->k; i++) x[i] = (float)kern_rng_uniform(&s) - 0.5f;
-        for (size_t i = 0; i < (size_t)g->n * g->k; i++) w[i] = (float)kern_rng_uniform(&s) - 0.5f;
+        for (size_t i = 0; i < (size_t)g->m * g->k; i++) x[i] = (float)rh_splitmix_unit(&s) - 0.5f;
+        for (size_t i = 0; i < (size_t)g->n * g->k; i++) w[i] = (float)rh_splitmix_unit(&s) - 0.5f;
         double flops = 2.0 * g->m * g->n * g->k;
         /* About 25 ms a measurement, nine of each, alternating so that load
          * from other processes hits both; the best of each is compared. */
@@ -94,7 +94,7 @@ static int bench_throughput(const model *m, tput_row *t, int reps, rh_err *e)
     uint32_t *pages = malloc((size_t)B * per_seq * sizeof *pages);
     runner_seq *seqs = malloc(B * sizeof *seqs);
     uint64_t s = 7;
-    for (size_t i = 0; i < (size_t)B * P; i++) tok[i] = (int32_t)(kern_rng_uniform(&s) * c->vocab_size);
+    for (size_t i = 0; i < (size_t)B * P; i++) tok[i] = (int32_t)(rh_splitmix_unit(&s) * c->vocab_size);
     for (uint32_t i = 0; i < B * per_seq; i++) pages[i] = i;
     kern_sampling greedy = {0, 1, 0};
     double best_pre = 1e30, best_dec = 1e30;

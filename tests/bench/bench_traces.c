@@ -19,7 +19,7 @@
 
 #include "traces/import/import.h"
 #include "traces/jsonl.h"
-#include "traces/rng.h"
+#include "util/rng.h"
 #include "traces/tools/synth.h"
 #include "util/progress.h"
 
@@ -120,16 +120,16 @@ static timing time_import(const char *in, tr_format f, int runs, const char *out
 static void write_azure_csv(const char *path, size_t rows)
 {
     FILE *f = fopen(path, "wb");
-    tr_rng r;
-    tr_rng_seed(&r, 2023);
+    rh_rng r;
+    rh_rng_seed(&r, 2023);
     fputs("TIMESTAMP,ContextTokens,GeneratedTokens", f);
     uint64_t us = 0;
     for (size_t i = 0; i < rows; i++) {
-        us += (uint64_t)tr_rng_exp(&r, 1.0 / 180000.0);
+        us += (uint64_t)rh_rng_exp(&r, 1.0 / 180000.0);
         uint64_t s = us / 1000000, frac = us % 1000000;
         fprintf(f, "\r\n2023-11-16 %02u:%02u:%02u.%06llu0,%u,%u", (unsigned)(s / 3600 % 24), (unsigned)(s / 60 % 60),
-                (unsigned)(s % 60), (unsigned long long)frac, 1 + (unsigned)tr_rng_below(&r, 8000),
-                1 + (unsigned)tr_rng_below(&r, 700));
+                (unsigned)(s % 60), (unsigned long long)frac, 1 + (unsigned)rh_rng_below(&r, 8000),
+                1 + (unsigned)rh_rng_below(&r, 700));
     }
     fclose(f);
 }

@@ -92,10 +92,10 @@ int tr_import_azure(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
     if (tr_csv_columns(l, line, n, names, 3, 3, col, e) < 0) return -1;
     int need = col[0] > col[1] ? col[0] : col[1];
     need = need > col[2] ? need : col[2];
-    tr_csv_field f[16];
+    rh_csv_field f[16];
     while ((rc = tr_lines_next(l, &line, &n, e)) > 0) {
         if (n == 0) continue;
-        int k = tr_csv_split(line, n, f, 16);
+        int k = rh_csv_split(line, n, f, 16);
         if (k < 0) return rh_fail(e, "%s: line %llu: too many columns", l->name, (unsigned long long)l->line_no);
         if (k <= need)
             return rh_fail(e, "%s: line %llu: missing field '%s' (%d columns)", l->name, (unsigned long long)l->line_no,

@@ -7,7 +7,7 @@
  * TR_REQ_FAILED. Session IDs (UUIDs) become session numbers 1, 2, ... in
  * order of first appearance and turns are numbered in arrival order.
  * "Elapsed time" and "Log Type" are not kept. */
-#include "traces/idmap.h"
+#include "util/hashmap.h"
 #include "traces/import/importers.h"
 
 #include <string.h>
@@ -28,13 +28,12 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
     if (o->model && (tr_header_set_model(&sp->header, o->model) < 0 ||
                      tr_header_set(&sp->header, "model_filter", o->model) < 0))
         return rh_fail(e, "out of memory");
-    tr_strmap sessions;
-    tr_strmap_init(&sessions);
-    tr_csv_field f[64];
+    rh_strmap sessions = {0};
+    rh_csv_field f[64];
     size_t model_len = o->model ? strlen(o->model) : 0;
     while ((rc = tr_lines_next(l, &line, &n, e)) > 0) {
         if (n == 0) continue;
-        int k = tr_csv_split(line, n, f, 64);
+        int k = rh_csv_split(line, n, f, 64);
         if (k < 0) {
             rc = rh_fail(e, "%s: line %llu: too many columns", l->name, (unsigned long long)l->line_no);
             break;
@@ -47,7 +46,7 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
                          names[missing]);
             break;
         }
-        const tr_csv_field *model = &f[col[C_MODEL]];
+        const rh_csv_field *model = &f[col[C_MODEL]];
         if (o->model && (model->n != model_len || strncasecmp(model->s, o->model, model_len))) continue;
         tr_spool_row row = {0};
         if (tr_field_seconds(l, names[C_TS], f[col[C_TS]].s, f[col[C_TS]].n, 9, &row.ns, e) < 0 ||
@@ -59,12 +58,12 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
         if (row.output_len == 0) row.flags |= TR_REQ_FAILED;
         if (col[C_SESSION] >= 0 && f[col[C_SESSION]].n) {
             int fresh;
-            uint64_t *id = tr_strmap_get(&sessions, f[col[C_SESSION]].s, f[col[C_SESSION]].n, sessions.n + 1, &fresh);
+            int64_t *id = rh_strmap_slot(&sessions, f[col[C_SESSION]].s, f[col[C_SESSION]].n, (int64_t)sessions.n + 1, &fresh);
             if (!id) {
                 rc = rh_fail(e, "out of memory");
                 break;
             }
-            row.session = *id;
+            row.session = (uint64_t)*id;
         }
         if (tr_spool_add(sp, &row, NULL, e) < 0) {
             rc = -1;
@@ -72,6 +71,6 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
         }
     }
     sp->n_sessions = sessions.n;
-    tr_strmap_free(&sessions);
+    rh_strmap_free(&sessions);
     return rc < 0 ? -1 : 0;
 }

@@ -1,33 +1,11 @@
-/* fields.c — CSV splitting and the field parsers the importers share. */
+/* fields.c — the field parsers the importers share (CSV columns, counts,
+ * times), each failure naming the file, the line and the field. */
 #include "traces/import/importers.h"
 #include "traces/num.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
-
-int tr_csv_split(const char *line, size_t n, tr_csv_field *f, int max)
-{
-    int k = 0;
-    size_t i = 0;
-    for (;;) {
-        if (k == max) return -1;
-        if (i < n && line[i] == '"') {
-            size_t start = ++i;
-            while (i < n && !(line[i] == '"' && (i + 1 >= n || line[i + 1] != '"'))) i += (line[i] == '"') ? 2 : 1;
-            f[k++] = (tr_csv_field){line + start, (i < n ? i : n) - start};
-            if (i < n) i++;   /* closing quote */
-            while (i < n && line[i] != ',') i++;
-        } else {
-            const char *c = i < n ? memchr(line + i, ',', n - i) : NULL;
-            size_t end = c ? (size_t)(c - line) : n;
-            f[k++] = (tr_csv_field){line + i, end - i};
-            i = end;
-        }
-        if (i >= n) return k;
-        i++;   /* the comma */
-    }
-}
 
 static void trim(const char **s, size_t *n)
 {
@@ -39,8 +17,8 @@ static void trim(const char **s, size_t *n)
 int tr_csv_columns(tr_lines *l, const char *line, size_t n, const char *const *names, int n_names,
                    int n_required, int *idx, rh_err *e)
 {
-    tr_csv_field f[64];
-    int k = tr_csv_split(line, n, f, 64);
+    rh_csv_field f[64];
+    int k = rh_csv_split(line, n, f, 64);
     if (k < 0) return rh_fail(e, "%s: line %llu: more than 64 columns", l->name, (unsigned long long)l->line_no);
     for (int i = 0; i < n_names; i++) {
         idx[i] = -1;

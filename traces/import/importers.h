@@ -9,6 +9,7 @@
 #include "traces/import/import.h"
 #include "traces/import/lines.h"
 #include "traces/import/spool.h"
+#include "util/csv.h"
 
 int tr_import_jsonl(tr_lines *l, const tr_import_opts *o, const tr_sink *s, rh_err *e);
 int tr_import_mooncake(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
@@ -16,16 +17,7 @@ int tr_import_azure(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
 int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
 int tr_import_vidur(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
 
-/* ---- shared CSV helpers ---- */
-typedef struct tr_csv_field {
-    const char *s;
-    size_t n;
-} tr_csv_field;
-
-/* Splits a CSV line on commas (double-quoted fields may hold commas; the
- * quotes are dropped, "" inside stays doubled). Returns the field count, or
- * -1 when there are more than `max`. */
-int tr_csv_split(const char *line, size_t n, tr_csv_field *f, int max);
+/* ---- shared CSV helpers (records split by util/csv.h) ---- */
 /* Finds the named columns in a header line (case-insensitive, spaces and a
  * UTF-8 byte-order mark ignored). idx[i] = -1 when names[i] is absent;
  * -1 with "line 1: missing column 'X'" when a required one (the first

@@ -14,10 +14,10 @@ int tr_import_vidur(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
     if (rc < 0) return -1;
     if (rc == 0) return rh_fail(e, "%s: empty file: no header line", l->name);
     if (tr_csv_columns(l, line, n, names, 3, 3, col, e) < 0) return -1;
-    tr_csv_field f[64];
+    rh_csv_field f[64];
     while ((rc = tr_lines_next(l, &line, &n, e)) > 0) {
         if (n == 0) continue;
-        int k = tr_csv_split(line, n, f, 64);
+        int k = rh_csv_split(line, n, f, 64);
         if (k < 0) return rh_fail(e, "%s: line %llu: too many columns", l->name, (unsigned long long)l->line_no);
         for (int i = 0; i < 3; i++)
             if (col[i] >= k)

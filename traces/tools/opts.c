@@ -9,12 +9,6 @@
 #include "traces/tools/synth.h"
 #include "util/args.h"
 
-static void canon(const char *in, char *out, size_t n)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < n; i++) out[i] = in[i] == '_' ? '-' : in[i];
-    out[i] = '\0';
-}
 
 static int num(const char *flag, const char *v, double *out, rh_err *e)
 {
@@ -50,7 +44,7 @@ static int dist(const char *flag, const char *v, tr_len_dist *d, rh_err *e)
 int tr_synth_opts_set(tr_synth_opts *o, const char *name_in, const char *v, rh_err *e)
 {
     char name[64], flag[72];
-    canon(name_in, name, sizeof name);
+    rh_knob_name(name_in, name, sizeof name);
     snprintf(flag, sizeof flag, "--%s", name);
     int r;
     if (!strcmp(name, "seed")) r = count(flag, v, &o->seed, e);
@@ -98,7 +92,7 @@ void tr_synth_opts_finish(tr_synth_opts *o)
 int tr_slice_opts_set(tr_slice_opts *o, const char *name_in, const char *v, rh_err *e)
 {
     char name[64], flag[72];
-    canon(name_in, name, sizeof name);
+    rh_knob_name(name_in, name, sizeof name);
     snprintf(flag, sizeof flag, "--%s", name);
     int r;
     double x;

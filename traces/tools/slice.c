@@ -1,7 +1,7 @@
 /* slice.c — see slice.h. */
 #include "traces/tools/slice.h"
-#include "traces/idmap.h"
-#include "traces/rng.h"
+#include "util/hashmap.h"
+#include "util/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@ struct tr_slicer {
     int keep_steps;
     uint32_t block_size;        /* the trace's, from its header */
     uint64_t position, kept;
-    tr_u64map renumber;         /* rescaled block keys -> ids in order of first use */
+    rh_map64 renumber;         /* rescaled block keys -> ids in order of first use */
     uint64_t next_id;
     uint64_t *hashes;
     size_t hashes_cap;
@@ -93,9 +93,9 @@ static int rescale_hashes(tr_slicer *s, tr_request *r, rh_err *e)
         double last = floor(((double)(j + 1) * block_size - 1) / s->o.input_scale);
         uint64_t k = (uint64_t)(last / block_size);
         if (k >= n_old) k = n_old - 1;
-        uint64_t key = tr_mix64(r->hashes[k] ^ tr_mix64(j));
+        uint64_t key = rh_hash64(r->hashes[k] ^ rh_hash64(j));
         int fresh;
-        uint64_t *id = tr_u64map_get(&s->renumber, key, s->next_id, &fresh);
+        uint64_t *id = rh_map64_slot(&s->renumber, key, s->next_id, &fresh);
         if (!id) return rh_fail(e, "out of memory");
         s->next_id += fresh;
         s->hashes[j] = *id;
@@ -128,7 +128,7 @@ static int sl_record(void *ctx, const tr_record *rec, rh_err *e)
     if (!window(s, rec->req.arrival)) return 0;
     uint64_t pos = s->position++;
     if (s->o.sample < 1) {
-        uint64_t x = tr_mix64(s->o.seed ^ tr_mix64(pos));
+        uint64_t x = rh_hash64(s->o.seed ^ rh_hash64(pos));
         if ((double)(x >> 11) * 0x1.0p-53 >= s->o.sample) return 0;
     }
     tr_record c = *rec;
@@ -152,7 +152,6 @@ tr_slicer *tr_slicer_new(const tr_slice_opts *o, const tr_sink *down)
     s->down = *down;
     s->reshapes = o->rate_scale != 1 || o->input_scale != 1 || o->output_scale != 1;
     s->keep_steps = !s->reshapes && !o->first && o->sample >= 1;
-    tr_u64map_init(&s->renumber);
     return s;
 }
 
@@ -169,7 +168,7 @@ uint64_t tr_slicer_kept(const tr_slicer *s)
 void tr_slicer_free(tr_slicer *s)
 {
     if (!s) return;
-    tr_u64map_free(&s->renumber);
+    rh_map64_free(&s->renumber);
     free(s->hashes);
     free(s);
 }

@@ -1,6 +1,6 @@
 /* stats.c — see stats.h. */
 #include "traces/tools/stats.h"
-#include "traces/idmap.h"
+#include "util/hashmap.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,8 +11,8 @@ struct tr_stats_acc {
     tr_header header;
     tr_stats s;
     rh_dvec in, out;
-    tr_u64map prefixes;         /* chain hash of each prefix seen */
-    tr_u64map sessions;
+    rh_map64 prefixes;         /* chain hash of each prefix seen */
+    rh_map64 sessions;
 };
 
 tr_stats_acc *tr_stats_new(void)
@@ -31,8 +31,8 @@ void tr_stats_free(tr_stats_acc *a)
     tr_header_free(&a->header);
     rh_dvec_free(&a->in);
     rh_dvec_free(&a->out);
-    tr_u64map_free(&a->prefixes);
-    tr_u64map_free(&a->sessions);
+    rh_map64_free(&a->prefixes);
+    rh_map64_free(&a->sessions);
     free(a);
 }
 
@@ -67,14 +67,14 @@ static int acc_record(void *ctx, const tr_record *rec, rh_err *e)
         return rh_fail(e, "out of memory");
     if (r->session_id) {
         int fresh;
-        if (!tr_u64map_get(&a->sessions, r->session_id, 0, &fresh)) return rh_fail(e, "out of memory");
+        if (!rh_map64_slot(&a->sessions, r->session_id, 0, &fresh)) return rh_fail(e, "out of memory");
         s->sessions += fresh;
     }
     uint64_t key = 0x5eed5eed5eed5eedULL;
     for (uint32_t i = 0; i < r->n_hashes; i++) {
         key = XXH3_64bits_withSeed(&r->hashes[i], sizeof r->hashes[i], key);
         int fresh;
-        if (!tr_u64map_get(&a->prefixes, key, 0, &fresh)) return rh_fail(e, "out of memory");
+        if (!rh_map64_slot(&a->prefixes, key, 0, &fresh)) return rh_fail(e, "out of memory");
         s->block_hits += !fresh;
     }
     s->blocks += r->n_hashes;

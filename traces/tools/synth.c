@@ -1,6 +1,6 @@
 /* synth.c — see synth.h. */
 #include "traces/tools/synth.h"
-#include "traces/rng.h"
+#include "util/rng.h"
 #include "util/progress.h"
 
 #include <math.h>
@@ -104,7 +104,7 @@ typedef struct session {
 
 typedef struct synth {
     const tr_synth_opts *o;
-    tr_rng arrivals, inputs, outputs, choice;
+    rh_rng arrivals, inputs, outputs, choice;
     pairs pool;
     uint64_t next_hash, n_sessions;
     uint32_t n_prompts;
@@ -125,16 +125,16 @@ static uint32_t clamp_len(double x)
     return (uint32_t)llround(x);
 }
 
-static uint32_t draw(tr_rng *r, const tr_len_dist *d)
+static uint32_t draw(rh_rng *r, const tr_len_dist *d)
 {
     switch (d->kind) {
     case TR_LEN_UNIFORM: {
         uint32_t lo = clamp_len(d->mean * (1 - d->range_ratio)), hi = clamp_len(d->mean * (1 + d->range_ratio));
-        return lo + (uint32_t)tr_rng_below(r, (uint64_t)hi - lo + 1);
+        return lo + (uint32_t)rh_rng_below(r, (uint64_t)hi - lo + 1);
     }
     case TR_LEN_LOGNORMAL: {
         double mu = log(d->mean) - d->sigma * d->sigma / 2;
-        return clamp_len(exp(mu + d->sigma * tr_rng_normal(r)));
+        return clamp_len(exp(mu + d->sigma * rh_rng_normal(r)));
     }
     default:
         return clamp_len(d->mean);
@@ -145,7 +145,7 @@ static uint32_t draw(tr_rng *r, const tr_len_dist *d)
 static void draw_lengths(synth *s, uint32_t *in, uint32_t *out)
 {
     if (s->pool.n) {
-        size_t k = (size_t)tr_rng_below(&s->inputs, s->pool.n);
+        size_t k = (size_t)rh_rng_below(&s->inputs, s->pool.n);
         *in = s->pool.in[k];
         *out = s->pool.out[k];
         return;
@@ -302,10 +302,10 @@ static int synth_setup(synth *s, const tr_synth_opts *o, rh_err *e)
     s->o = o;
     /* One stream per aspect: changing the output distribution does not move
      * the arrivals, and so on. */
-    tr_rng_seed(&s->arrivals, tr_mix64(o->seed) ^ 1);
-    tr_rng_seed(&s->inputs, tr_mix64(o->seed) ^ 2);
-    tr_rng_seed(&s->outputs, tr_mix64(o->seed) ^ 3);
-    tr_rng_seed(&s->choice, tr_mix64(o->seed) ^ 4);
+    rh_rng_seed(&s->arrivals, rh_hash64(o->seed) ^ 1);
+    rh_rng_seed(&s->inputs, rh_hash64(o->seed) ^ 2);
+    rh_rng_seed(&s->outputs, rh_hash64(o->seed) ^ 3);
+    rh_rng_seed(&s->choice, rh_hash64(o->seed) ^ 4);
     if (o->lengths_from) {
         tr_sink sink = {&s->pool, NULL, pairs_record};
         if (tr_read(o->lengths_from, NULL, &sink, NULL, e) < 0) return -1;
@@ -321,7 +321,7 @@ static int synth_setup(synth *s, const tr_synth_opts *o, rh_err *e)
         for (uint32_t i = 0; i < s->n_prompts; i++) s->prompt_base[i] = UNSET, s->perm[i] = i;
         for (uint32_t i = 0; i < o->groups; i++) s->system_base[i] = UNSET;
         for (uint32_t i = s->n_prompts; i > 1; i--) {
-            uint32_t j = (uint32_t)tr_rng_below(&s->choice, i), t = s->perm[i - 1];
+            uint32_t j = (uint32_t)rh_rng_below(&s->choice, i), t = s->perm[i - 1];
             s->perm[i - 1] = s->perm[j];
             s->perm[j] = t;
         }
@@ -355,8 +355,8 @@ int tr_synth(const tr_synth_opts *o, const tr_sink *sink, rh_err *e)
         r->id = k;
         if (o->arrival != TR_ARRIVAL_CLOSED) {
             t += o->arrival == TR_ARRIVAL_GAMMA
-                     ? tr_rng_gamma(&s.arrivals, o->burstiness, 1.0 / (o->rate * o->burstiness))
-                     : tr_rng_exp(&s.arrivals, o->rate);
+                     ? rh_rng_gamma(&s.arrivals, o->burstiness, 1.0 / (o->rate * o->burstiness))
+                     : rh_rng_exp(&s.arrivals, o->rate);
             if (o->duration > 0 && t > o->duration) break;
             r->arrival = (double)llround(t * 1e6) / 1e6;
         }
@@ -365,7 +365,7 @@ int tr_synth(const tr_synth_opts *o, const tr_sink *sink, rh_err *e)
         r->output_len = out;
         session *ss = NULL;
         if (s.n_slots) {
-            ss = &s.sessions[s.n_slots == 1 ? 0 : tr_rng_below(&s.choice, s.n_slots)];
+            ss = &s.sessions[s.n_slots == 1 ? 0 : rh_rng_below(&s.choice, s.n_slots)];
             /* A session ends after its last turn, or when its context would
              * pass the token limit; a new one takes its place. */
             if (ss->open && (ss->turn + 1 >= o->turns ||

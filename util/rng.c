@@ -1,21 +1,13 @@
 /* rng.c — see rng.h. */
-#include "traces/rng.h"
+#include "util/rng.h"
 
 #include <math.h>
 
-uint64_t tr_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-void tr_rng_seed(tr_rng *r, uint64_t seed)
+void rh_rng_seed(rh_rng *r, uint64_t seed)
 {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) {
-        x = tr_mix64(x);
+        x = rh_hash64(x);
         r->s[i] = x;
     }
     r->has_spare = 0;
@@ -27,7 +19,7 @@ static inline uint64_t rotl(uint64_t x, int k)
     return (x << k) | (x >> (64 - k));
 }
 
-uint64_t tr_rng_u64(tr_rng *r)
+uint64_t rh_rng_u64(rh_rng *r)
 {
     uint64_t *s = r->s;
     uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
@@ -40,33 +32,33 @@ uint64_t tr_rng_u64(tr_rng *r)
     return out;
 }
 
-double tr_rng_uniform(tr_rng *r)
+double rh_rng_uniform(rh_rng *r)
 {
-    return (double)(tr_rng_u64(r) >> 11) * 0x1.0p-53;
+    return (double)(rh_rng_u64(r) >> 11) * 0x1.0p-53;
 }
 
-uint64_t tr_rng_below(tr_rng *r, uint64_t n)
+uint64_t rh_rng_below(rh_rng *r, uint64_t n)
 {
     /* Rejection keeps it exactly uniform. */
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = tr_rng_u64(r);
+    do x = rh_rng_u64(r);
     while (x >= limit);
     return x % n;
 }
 
-double tr_rng_exp(tr_rng *r, double rate)
+double rh_rng_exp(rh_rng *r, double rate)
 {
-    return -log1p(-tr_rng_uniform(r)) / rate;
+    return -log1p(-rh_rng_uniform(r)) / rate;
 }
 
-double tr_rng_normal(tr_rng *r)
+double rh_rng_normal(rh_rng *r)
 {
     if (r->has_spare) {
         r->has_spare = 0;
         return r->spare;
     }
-    double u = 1.0 - tr_rng_uniform(r), v = tr_rng_uniform(r);
+    double u = 1.0 - rh_rng_uniform(r), v = rh_rng_uniform(r);
     double m = sqrt(-2.0 * log(u));
     r->spare = m * sin(2.0 * M_PI * v);
     r->has_spare = 1;
@@ -74,21 +66,21 @@ double tr_rng_normal(tr_rng *r)
 }
 
 /* Marsaglia and Tsang's method; shapes below 1 are boosted by U^(1/shape). */
-double tr_rng_gamma(tr_rng *r, double shape, double scale)
+double rh_rng_gamma(rh_rng *r, double shape, double scale)
 {
     if (shape < 1.0) {
-        double u = 1.0 - tr_rng_uniform(r);
-        return tr_rng_gamma(r, shape + 1.0, scale) * pow(u, 1.0 / shape);
+        double u = 1.0 - rh_rng_uniform(r);
+        return rh_rng_gamma(r, shape + 1.0, scale) * pow(u, 1.0 / shape);
     }
     double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
     for (;;) {
         double x, v;
         do {
-            x = tr_rng_normal(r);
+            x = rh_rng_normal(r);
             v = 1.0 + c * x;
         } while (v <= 0);
         v = v * v * v;
-        double u = 1.0 - tr_rng_uniform(r);
+        double u = 1.0 - rh_rng_uniform(r);
         if (u < 1.0 - 0.0331 * x * x * x * x) return d * v * scale;
         if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v * scale;
     }
