@@ -121,33 +121,6 @@ static int cmd_list(void)
     return 0;
 }
 
-static int has_file(const char *dir, const char *name)
-{
-    char p[4200];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return stat(p, &st) == 0;
-}
-
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The model of a MODEL argument: its directory's weights when it has any,
- * else dummy weights from the seed. */
-static model *open_model(const char *spec, const char *weights, uint64_t wseed, rh_err *e)
-{
-    model_config c;
-    if (model_config_resolve(spec, &c, e)) return NULL;
-    if (!weights && is_dir(spec) &&
-        (has_file(spec, "model.safetensors") || has_file(spec, "model.safetensors.index.json")))
-        weights = spec;
-    if (weights) return model_load(weights, &c, 0, e);
-    return model_new_dummy(&c, wseed, 0, e);
-}
-
 static int cmd_generate(int argc, char **argv)
 {
     rh_args a;
@@ -188,10 +161,10 @@ static int cmd_generate(int argc, char **argv)
     if (runner_sampling_check(&gp.sampling, &e)) return fail(e.msg);
 
     const char *spec = a.pos[0];
-    if (!tok_path && is_dir(spec) && has_file(spec, "tokenizer.json")) tok_path = spec;
+    tok_path = tok_path_of(spec, tok_path);
     tokenizer *tk = tok_path ? tok_load(tok_path, &e) : tok_new_bytes();
     if (!tk) return fail(tok_path ? e.msg : "out of memory");
-    model *m = open_model(spec, weights, wseed, &e);
+    model *m = model_open(spec, weights, wseed, 0, &e);
     if (!m) {
         tok_free(tk);
         return fail(e.msg);

@@ -60,7 +60,7 @@ int run_main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;
     }
-    rl_options opt = {0};
+    rlua_options opt = {0};
     opt.self_path = "/proc/self/exe";
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -105,7 +105,7 @@ int run_main(int argc, char **argv)
         goto bad;
     }
     luaL_openlibs(L);
-    rl_open(L, &opt);
+    rlua_open(L, &opt);
     push_args(L, a.npos, a.pos);
     /* The standard `arg` table too, as the lua interpreter sets it. */
     lua_createtable(L, a.npos, 1);
@@ -133,7 +133,7 @@ int run_main(int argc, char **argv)
     int status = 0;
     if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        if (msg && strstr(msg, RL_JOBS_EMITTED)) {
+        if (msg && strstr(msg, RLUA_JOBS_EMITTED)) {
             status = 0;
         } else {
             fprintf(stderr, "rehearse run: %s\n", msg ? msg : "(error object is not a string)");

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "sim/validate/validate_steps.h"
 #include "util/args.h"
+#include "util/fs.h"
 #include "util/progress.h"
 
 static const char *help_text =
@@ -23,62 +24,6 @@ static const char *help_text =
     "  --tp N      tensor-parallel size to price at (default: the cost file's own)\n"
     "  --no-plot   write the CSV only\n"
     "  --json      print the summary as JSON\n";
-
-typedef struct step_vec {
-    tr_step *v;
-    size_t n, cap;
-} step_vec;
-
-static int read_steps(const char *path, step_vec *out, rh_err *e)
-{
-    tr_reader *r = tr_reader_open(path, e);
-    if (!r) return -1;
-    rh_progress bar;
-    rh_progress_begin(&bar, "reading steps", 0);
-    tr_record rec;
-    int rc;
-    uint64_t records = 0;
-    while ((rc = tr_reader_next(r, &rec, e)) == 1) {
-        if (rec.kind == TR_STEP) {
-            if (out->n == out->cap) {
-                size_t cap = out->cap ? 2 * out->cap : 4096;
-                tr_step *v = realloc(out->v, cap * sizeof *v);
-                if (!v) {
-                    rc = rh_fail(e, "%s: out of memory reading steps", path);
-                    break;
-                }
-                out->v = v;
-                out->cap = cap;
-            }
-            out->v[out->n++] = rec.step;
-        }
-        if ((++records & 4095) == 0) rh_progress_update(&bar, records);
-    }
-    rh_progress_end(&bar);
-    tr_reader_close(r);
-    if (rc == 0 && out->n == 0)
-        rc = rh_fail(e, "%s: no step records (a recorded run from rehearse replay or serve has them)", path);
-    return rc < 0 ? -1 : 0;
-}
-
-/* mkdir -p */
-static int make_dir(const char *dir, rh_err *e)
-{
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return rh_fail(e, "%s: path too long", dir);
-    for (char *s = p + 1;; s++) {
-        char c = *s;
-        if (c == '/' || c == '\0') {
-            *s = '\0';
-            if (mkdir(p, 0755) < 0 && errno != EEXIST) return rh_fail(e, "%s: cannot create: %s", p, strerror(errno));
-            *s = c;
-        }
-        if (!c) break;
-    }
-    struct stat st;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) return rh_fail(e, "%s: not a directory", dir);
-    return 0;
-}
 
 static void print_table(const vs_result *r)
 {
@@ -143,14 +88,17 @@ int validate_steps_main(int argc, char **argv)
     if (a.npos != 2) return fail("needs RECORDED and COST (rehearse validate-steps --help)");
     cost_model *m = cost_load(a.pos[1], &e);
     if (!m) return fail(e.msg);
-    step_vec steps = {0};
+    tr_step *steps = NULL;
+    size_t n_steps = 0;
     char csv[4096], out[4096];
     snprintf(csv, sizeof csv, "%s/steps.csv", dir);
     snprintf(out, sizeof out, "%s/scatter", dir);
     vs_result r;
-    int rc = read_steps(a.pos[0], &steps, &e);
-    if (rc == 0) rc = make_dir(dir, &e);
-    if (rc == 0) rc = validate_steps(m, steps.v, steps.n, (uint32_t)tp, csv, &r, &e);
+    int rc = tr_read_steps(a.pos[0], &steps, &n_steps, NULL, &e);
+    if (rc == 0 && n_steps == 0)
+        rc = rh_fail(&e, "%s: no step records (a recorded run from rehearse replay or serve has them)", a.pos[0]);
+    if (rc == 0 && rh_mkdir_p(dir) < 0) rc = rh_fail(&e, "%s: cannot create: %s", dir, strerror(errno));
+    if (rc == 0) rc = validate_steps(m, steps, n_steps, (uint32_t)tp, csv, &r, &e);
     if (rc == 0 && plot) {
         char title[512];
         snprintf(title, sizeof title, "Step time: %s predicted against measured", m->ops->kind);
@@ -171,7 +119,7 @@ int validate_steps_main(int argc, char **argv)
             printf("wrote %s%s%s%s\n", csv, plot ? ", " : "", plot ? out : "", plot ? ".png/.svg" : "");
         }
     }
-    free(steps.v);
+    free(steps);
     cost_free(m);
     return rc < 0 ? fail(e.msg) : 0;
 }

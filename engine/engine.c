@@ -33,32 +33,14 @@ const core *engine_core(const engine *g) { return g->c; }
 const char *engine_hardware(const engine *g) { return g->hardware; }
 bool engine_idle(const engine *g) { return core_idle(g->c) && g->n_pending == 0; }
 
-static int has_file(const char *dir, const char *name)
-{
-    char p[4200];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return stat(p, &st) == 0;
-}
-
-/* A MODEL argument as `rehearse model` reads it: a directory's own weights
- * when it has any, else dummy weights from the seed. */
+/* The MODEL argument (model_open), noting where its weights came from. */
 static model *open_model(engine *g, const engine_config *c, rh_err *e)
 {
     if (!c->model || !*c->model) return rh_fail(e, "no model given (a preset name, config.json or directory)"), NULL;
-    model_config mc;
-    if (model_config_resolve(c->model, &mc, e)) return NULL;
-    const char *weights = c->weights;
-    struct stat st;
-    if (!weights && stat(c->model, &st) == 0 && S_ISDIR(st.st_mode) &&
-        (has_file(c->model, "model.safetensors") || has_file(c->model, "model.safetensors.index.json")))
-        weights = c->model;
-    if (weights) {
-        snprintf(g->weights, sizeof g->weights, "%s", weights);
-        return model_load(weights, &mc, 0, e);
-    }
-    snprintf(g->weights, sizeof g->weights, "dummy, seed %llu", (unsigned long long)c->weight_seed);
-    return model_new_dummy(&mc, c->weight_seed, 0, e);
+    const char *w = model_weights_of(c->model, c->weights);
+    if (w) snprintf(g->weights, sizeof g->weights, "%s", w);
+    else snprintf(g->weights, sizeof g->weights, "dummy, seed %llu", (unsigned long long)c->weight_seed);
+    return model_open(c->model, c->weights, c->weight_seed, 0, e);
 }
 
 /* "cpu: AMD EPYC 7B13", from /proc/cpuinfo; "cpu" when it cannot be read. */

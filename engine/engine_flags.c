@@ -1,5 +1,9 @@
 /* engine_flags.c — the engine's own flags (see engine.h), parsed in one
- * place so serve, replay and validate spell and check them alike. */
+ * place so serve, replay and validate spell and check them alike. One table
+ * drives takes-value, set and help, as engine/core/config.c's does for the
+ * scheduler's knobs: a flag is parsed by its kind, never by falling through
+ * to whichever branch happens to come last. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,67 +11,108 @@
 #include "kernels/kernels.h"
 #include "util/args.h"
 
-static const char *const flags[] = {"model",      "weights", "weight-seed", "backend",       "mem-fraction-static",
-                                    "tp-size",    "tp",      "nnodes",      "node-rank",     "dist-init-addr"};
+enum flag_kind { F_STR, F_U64, F_U32, F_FRACTION, F_BACKEND, F_ADDR };
+
+typedef struct flag {
+    const char *name, *alias;
+    enum flag_kind kind;
+    size_t off;                 /* into engine_config */
+    uint32_t lo, hi;            /* F_U32 */
+    const char *meta, *help;
+} flag;
+
+#define OFF(f) offsetof(engine_config, f)
+static const flag flags[] = {
+    {"model", NULL, F_STR, OFF(model), 0, 0, "MODEL", "preset name, config.json or Hugging Face directory (required)"},
+    {"weights", NULL, F_STR, OFF(weights), 0, 0, "PATH", "safetensors weights (default: MODEL's own, else dummy)"},
+    {"weight-seed", NULL, F_U64, OFF(weight_seed), 0, 0, "S", "seed of dummy weights (0)"},
+    {"backend", NULL, F_BACKEND, OFF(kernels), 0, 0, "cpu|cuda",
+     "the kernels (default cpu; cuda needs a GPU and an nvcc build)"},
+    {"mem-fraction-static", NULL, F_FRACTION, OFF(mem_fraction), 0, 0, "F",
+     "KV pool share of free memory without --max-total-tokens (0.3)"},
+    {"tp-size", "tp", F_U32, OFF(tp.tp_size), 1, 4096, "N",
+     "heads and MLP split over N ranks, an all-reduce after each (NCCL on GPUs; threads on the CPU) (1)"},
+    {"nnodes", NULL, F_U32, OFF(tp.nnodes), 1, 4096, "M",
+     "N/M ranks on each of M nodes (1; cuda only; every node needs --max-total-tokens)"},
+    {"node-rank", NULL, F_U32, OFF(tp.node_rank), 0, 4095, "K", "this node's rank; nodes other than 0 follow node 0 (0)"},
+    {"dist-init-addr", NULL, F_ADDR, OFF(tp.dist_init_addr), 0, 0, "HOST:PORT",
+     "where the nodes meet (NCCL's bootstrap; needed with --nnodes)"},
+};
+#undef OFF
+#define N_FLAGS (sizeof flags / sizeof flags[0])
+
+static const flag *find(const char *name)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (!strcmp(name, flags[i].name) || (flags[i].alias && !strcmp(name, flags[i].alias))) return &flags[i];
+    return NULL;
+}
 
 int engine_flag_takes_value(const char *name)
 {
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (!strcmp(name, flags[i])) return 1;
-    return 0;
+    return find(name) != NULL;
 }
 
 int engine_flag_set(engine_config *c, const char *name, const char *v, rh_err *e)
 {
-    if (!engine_flag_takes_value(name)) return 0;
-    if (!strcmp(name, "model")) c->model = v;
-    else if (!strcmp(name, "weights")) c->weights = v;
-    else if (!strcmp(name, "dist-init-addr")) {
-        const char *colon = strrchr(v, ':');
-        if (!colon || colon == v || !colon[1]) return rh_fail(e, "--dist-init-addr: '%s' is not HOST:PORT", v);
-        c->tp.dist_init_addr = v;
-    } else if (!strcmp(name, "weight-seed")) {
+    const flag *f = find(name);
+    if (!f) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "--%s", f->name);
+    void *at = (char *)c + f->off;
+    switch (f->kind) {
+    case F_STR:
+        *(const char **)at = v;
+        break;
+    case F_U64: {
         unsigned long long u;
-        if (rh_parse_u64(v, "--weight-seed", &u, e) < 0) return -1;
-        c->weight_seed = u;
-    } else if (!strcmp(name, "backend")) {
+        if (rh_parse_u64(v, what, &u, e) < 0) return -1;
+        *(uint64_t *)at = u;
+        break;
+    }
+    case F_U32:
+        if (rh_parse_u32(v, what, f->lo, f->hi, (uint32_t *)at, e) < 0) return -1;
+        break;
+    case F_FRACTION: {
+        double d;
+        if (rh_parse_double(v, what, &d, e) < 0) return -1;
+        if (!(d > 0 && d <= 1)) return rh_fail(e, "%s must be in (0, 1] (got %s)", what, v);
+        *(double *)at = d;
+        break;
+    }
+    case F_BACKEND:
         /* The forward runs on the thread that steps the engine (or the
          * server's runner thread); a CUDA context comes up lazily on each
          * thread that calls a kernel. */
         if (!strcmp(v, "cpu")) {
-            c->kernels = kern_cpu();
+            *(const kern_table **)at = kern_cpu();
         } else if (!strcmp(v, "cuda")) {
             const char *why = NULL;
-            if (!(c->kernels = kern_cuda(&why)))
+            if (!(*(const kern_table **)at = kern_cuda(&why)))
                 return rh_fail(e, "--backend cuda: %s", why && *why ? why : "the CUDA backend is not available");
         } else {
             return rh_fail(e, "--backend: '%s' is not cpu or cuda", v);
         }
-    } else if (!strcmp(name, "mem-fraction-static")) {
-        double d;
-        if (rh_parse_double(v, "--mem-fraction-static", &d, e) < 0) return -1;
-        if (!(d > 0 && d <= 1)) return rh_fail(e, "--mem-fraction-static must be in (0, 1] (got %s)", v);
-        c->mem_fraction = d;
-    } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp")) {
-        if (rh_parse_u32(v, "--tp-size", 1, 4096, &c->tp.tp_size, e) < 0) return -1;
-    } else if (!strcmp(name, "nnodes")) {
-        if (rh_parse_u32(v, "--nnodes", 1, 4096, &c->tp.nnodes, e) < 0) return -1;
-    } else {
-        if (rh_parse_u32(v, "--node-rank", 0, 4095, &c->tp.node_rank, e) < 0) return -1;
+        break;
+    case F_ADDR: {
+        const char *colon = strrchr(v, ':');
+        if (!colon || colon == v || !colon[1]) return rh_fail(e, "%s: '%s' is not HOST:PORT", what, v);
+        *(const char **)at = v;
+        break;
+    }
     }
     return 1;
 }
 
 const char *engine_flags_help(void)
 {
-    return "  --model MODEL               preset name, config.json or Hugging Face directory (required)\n"
-           "  --weights PATH              safetensors weights (default: MODEL's own, else dummy)\n"
-           "  --weight-seed S             seed of dummy weights (0)\n"
-           "  --backend cpu|cuda          the kernels (default cpu; cuda needs a GPU and an nvcc build)\n"
-           "  --mem-fraction-static F     KV pool share of free memory without --max-total-tokens (0.3)\n"
-           "  --tp-size N                 tensor parallel over N ranks: heads and MLP split, an all-reduce\n"
-           "                              after each (GPUs with NCCL; threads on the CPU backend) (1)\n"
-           "  --nnodes M, --node-rank K   N/M ranks on each of M nodes, this one K (1, 0; cuda only;\n"
-           "                              nodes other than 0 follow node 0; all need --max-total-tokens)\n"
-           "  --dist-init-addr HOST:PORT  where the nodes meet (NCCL's bootstrap; needed with --nnodes)\n";
+    static char text[4096];
+    if (text[0]) return text;
+    size_t n = 0;
+    for (size_t i = 0; i < N_FLAGS && n < sizeof text; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", flags[i].name, flags[i].meta);
+        n += (size_t)snprintf(text + n, sizeof text - n, "  %-26s  %s\n", left, flags[i].help);
+    }
+    return text;
 }

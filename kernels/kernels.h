@@ -1,9 +1,10 @@
 /* kernels.h — the compute kernels of the forward pass, behind one dispatch table.
  *
  * The forward pass (engine/model/forward.c) calls only the entries of a
- * kern_table, so a backend is one filled-in table: kernels/cpu fills it now
- * (OpenBLAS sgemm, own loops for the rest); a CUDA backend fills the same
- * table later. Pointers handed to the compute entries are backend memory,
+ * kern_table, so a backend is one filled-in table: kernels/cpu (OpenBLAS
+ * sgemm, own loops for the rest) and kernels/cuda (cuBLAS GEMMs, own CUDA
+ * kernels; kernels/cuda/emu runs them on the CPU for tests) fill the same
+ * table. Pointers handed to the compute entries are backend memory,
  * from the table's `alloc`; the CPU backend's memory is host memory
  * (host_memory = 1), so callers skip copy_in/copy_out there.
  *

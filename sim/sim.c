@@ -48,6 +48,11 @@ typedef struct run {
     int failed;              /* an error inside a hook */
     rh_err err;
     rh_progress bar;
+    const cost_model *cost;
+    double now;              /* the virtual clock */
+    core_seq_result *results;   /* per batch: draft acceptances */
+    cost_seq *cseqs;            /* per batch: what the cost model prices */
+    uint32_t cap_seqs;
 } run;
 
 void sim_config_default(sim_config *c)
@@ -282,126 +287,134 @@ static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, cons
     return w;
 }
 
-int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+/* Step 1: the run's state — records per request, metrics, the sender, the
+ * core, and the output file when one is asked for. */
+static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
 {
-    memset(out, 0, sizeof *out);
-    if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
-    if (cost_check_tp(cost, cfg->tp, e) < 0) return -1;
-    double wall0 = rh_now();
-    run r;
-    memset(&r, 0, sizeof r);
-    r.cfg = cfg;
-    r.trace = trace;
-    r.rng = cfg->seed ^ 0x5157A11ull;
-    core_hooks hooks = {.ctx = &r, .on_step = on_step, .on_event = on_event};
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->trace = trace;
+    r->cost = cost;
+    r->rng = cfg->seed ^ 0x5157A11ull;
     uint64_t n = trace->n_requests;
-    int rc = -1;
-    r.rs = calloc(n ? n : 1, sizeof *r.rs);
-    r.m = metrics_new(&cfg->slo);
-    if (!r.rs || !r.m) {
-        rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
-        goto done;
-    }
-    if (!(r.sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) goto done;
-    r.c = core_new(&cfg->core, &hooks, e);
-    if (!r.c) goto done;
-    if (cfg->out_path && !(r.w = open_output(cfg, trace, cost, e))) goto done;
+    r->rs = calloc(n ? n : 1, sizeof *r->rs);
+    r->m = metrics_new(&cfg->slo);
+    if (!r->rs || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+    if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
+    core_hooks hooks = {.ctx = r, .on_step = on_step, .on_event = on_event};
+    if (!(r->c = core_new(&cfg->core, &hooks, e))) return -1;
+    if (cfg->out_path && !(r->w = open_output(cfg, trace, cost, e))) return -1;
+    return 0;
+}
 
-    core_seq_result *results = NULL;
-    cost_seq *cseqs = NULL;
-    uint32_t cap_seqs = 0;
-    if (cfg->progress) rh_progress_begin(&r.bar, "sim", n);
-    else r.bar.enabled = 0;
-    double now = 0;
+/* Room for a batch of k sequences in the pricing and result buffers. */
+static int reserve(run *r, uint32_t k, rh_err *e)
+{
+    if (k <= r->cap_seqs) return 0;
+    uint32_t cap = k * 2;
+    core_seq_result *a = realloc(r->results, cap * sizeof *a);
+    if (a) r->results = a;
+    cost_seq *c = realloc(r->cseqs, cap * sizeof *c);
+    if (c) r->cseqs = c;
+    if (!a || !c) return rh_fail(e, "out of memory");
+    r->cap_seqs = cap;
+    return 0;
+}
+
+/* Step 2a: the price of one batch, its draft acceptances drawn on the way
+ * (results, when speculating). */
+static int price_batch(run *r, const core_batch *b, double *dt, rh_err *e)
+{
+    const sim_config *cfg = r->cfg;
+    if (reserve(r, b->n, e) < 0) return -1;
+    uint32_t draft_seqs = 0;
+    bool spec = cfg->core.spec_steps > 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const core_seq *q = &b->seqs[i];
+        r->cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
+        if (spec) r->results[i] = (core_seq_result){0};
+        if (q->n_spec) {
+            r->results[i].proposed = q->n_spec;
+            r->results[i].accepted = draw_accepted(r, q->n_spec);
+            draft_seqs++;
+        }
+    }
+    cost_batch cb = {.seqs = r->cseqs, .n = b->n, .tp = cfg->tp};
+    if (cfg->spec_draft_model && draft_seqs) {
+        cb.draft_seqs = draft_seqs;
+        cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
+    }
+    cost_batch_summarize(&cb);
+    *dt = cost_step_time(r->cost, &cb);
+    if (!(*dt > 0) || !isfinite(*dt))
+        return rh_fail(e, "cost model %s returned %g s for a step of %u sequences", r->cost->path ? r->cost->path : "",
+                       *dt, b->n);
+    return 0;
+}
+
+/* Step 2: the event loop, until every request is done. The clock is
+ * r->now. */
+static int run_loop(run *r, rh_err *e)
+{
+    const sim_config *cfg = r->cfg;
     uint64_t steps = 0;
-    while (!r.failed) {
-        double next = send_due(&r, now);
-        if (r.failed) break;
+    if (cfg->progress) rh_progress_begin(&r->bar, "sim", r->trace->n_requests);
+    else r->bar.enabled = 0;
+    int rc = 0;
+    while (!r->failed && rc == 0) {
+        double next = send_due(r, r->now);
+        if (r->failed) break;
         core_batch b;
-        uint32_t k = core_schedule(r.c, now, &b);
-        if (k == 0) {
+        if (core_schedule(r->c, r->now, &b) == 0) {
             if (next == INFINITY) {
-                if (core_idle(r.c) && tr_sender_left(r.sender) == 0) break;
-                if (!core_idle(r.c)) {
-                    rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
-                               "the KV pool is too small for them (raise --max-total-tokens)", now);
-                    goto loop_fail;
-                }
+                /* Nothing to run and nothing left to send: done, unless
+                 * requests wait for room that never comes. */
+                if (!core_idle(r->c))
+                    rc = rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
+                                    "the KV pool is too small for them (raise --max-total-tokens)",
+                                 r->now);
                 break;
             }
-            now = next;
+            r->now = next;
             continue;
         }
-        if (k > cap_seqs) {
-            cap_seqs = k * 2;
-            void *a = realloc(results, cap_seqs * sizeof *results);
-            if (a) results = a;
-            void *c2 = realloc(cseqs, cap_seqs * sizeof *cseqs);
-            if (c2) cseqs = c2;
-            if (!a || !c2) {
-                rh_fail(e, "out of memory");
-                goto loop_fail;
-            }
+        double dt;
+        if (price_batch(r, &b, &dt, e) < 0) {
+            rc = -1;
+            break;
         }
-        uint32_t draft_seqs = 0;
-        bool spec = cfg->core.spec_steps > 0;
-        for (uint32_t i = 0; i < k; i++) {
-            const core_seq *q = &b.seqs[i];
-            cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
-            if (spec) results[i] = (core_seq_result){0};
-            if (q->n_spec) {
-                results[i].proposed = q->n_spec;
-                results[i].accepted = draw_accepted(&r, q->n_spec);
-                draft_seqs++;
-            }
-        }
-        cost_batch cb = {.seqs = cseqs, .n = k, .tp = cfg->tp};
-        if (cfg->spec_draft_model && draft_seqs) {
-            cb.draft_seqs = draft_seqs;
-            cb.draft_steps = b.spec_steps;    /* forward passes of the drafter */
-        }
-        cost_batch_summarize(&cb);
-        double dt = cost_step_time(cost, &cb);
-        if (!(dt > 0) || !isfinite(dt)) {
-            rh_fail(e, "cost model %s returned %g s for a step of %u sequences", cost->path ? cost->path : "",
-                    dt, k);
-            goto loop_fail;
-        }
-        now += dt;
+        r->now += dt;
         /* Without drafts every sampling sequence commits one token: no results needed. */
-        if (core_complete(r.c, &b, spec ? results : NULL, now, e) < 0) goto loop_fail;
+        if (core_complete(r->c, &b, cfg->core.spec_steps > 0 ? r->results : NULL, r->now, e) < 0) {
+            rc = -1;
+            break;
+        }
         if ((++steps & 1023) == 0) {
-            snprintf(r.bar.extra, sizeof r.bar.extra, "clock %.1f s", now);
-            rh_progress_update(&r.bar, r.done);
+            snprintf(r->bar.extra, sizeof r->bar.extra, "clock %.1f s", r->now);
+            rh_progress_update(&r->bar, r->done);
         }
     }
-    if (r.failed) {
-        memcpy(e, &r.err, sizeof *e);
-        goto loop_fail;
+    if (rc == 0 && r->failed) {
+        memcpy(e, &r->err, sizeof *e);
+        rc = -1;
     }
-    rh_progress_end(&r.bar);
-    free(results);
-    free(cseqs);
-    results = NULL;
-    cseqs = NULL;
+    rh_progress_end(&r->bar);
+    return rc;
+}
 
-    if (r.itl_count && metrics_add_itl(r.m, r.itl_gap, r.itl_count) < 0) {
-        rh_fail(e, "out of memory");
-        goto done;
-    }
-    if (metrics_summarize(r.m, &out->summary) < 0) {
-        rh_fail(e, "out of memory");
-        goto done;
-    }
-    bin_series(&r, now, &out->series);
+/* Step 3: what the run returns — the summary, the binned series, one
+ * outcome per request — and the output file, closed. */
+static int run_finish(run *r, sim_result *out, rh_err *e)
+{
+    const tr_trace *trace = r->trace;
+    uint64_t n = trace->n_requests;
+    if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) return rh_fail(e, "out of memory");
+    if (metrics_summarize(r->m, &out->summary) < 0) return rh_fail(e, "out of memory");
+    bin_series(r, r->now, &out->series);
     out->n_requests = n;
-    out->requests = calloc(n ? n : 1, sizeof *out->requests);
-    if (!out->requests) {
-        rh_fail(e, "out of memory");
-        goto done;
-    }
+    if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");
     for (uint64_t i = 0; i < n; i++) {
-        const req_state *s = &r.rs[i];
+        const req_state *s = &r->rs[i];
         const tr_request *q = &trace->requests[i];
         out->requests[i] = (sim_request_result){
             .id = q->id, .send = s->o.send,
@@ -411,28 +424,39 @@ int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost
             .cached_tokens = s->o.cached, .retractions = s->o.retractions,
         };
     }
-    if (r.w) {
-        tr_writer *w = r.w;
-        r.w = NULL;
-        if (tr_writer_close(w, e) < 0) goto done;
+    if (r->w) {
+        tr_writer *w = r->w;
+        r->w = NULL;
+        if (tr_writer_close(w, e) < 0) return -1;
     }
-    out->wall_s = rh_now() - wall0;
-    rc = 0;
-    goto done;
-loop_fail:
-    rh_progress_end(&r.bar);
-    free(results);
-    free(cseqs);
-done:
-    if (r.w) tr_writer_abort(r.w);
-    if (r.c) core_free(r.c);
-    metrics_free(r.m);
-    if (r.rs)
-        for (uint64_t i = 0; i < n; i++) rh_dvec_free(&r.rs[i].times);
-    free(r.rs);
-    tr_sender_free(r.sender);
-    free(r.rows);
+    return 0;
+}
+
+static void run_close(run *r)
+{
+    if (r->w) tr_writer_abort(r->w);
+    if (r->c) core_free(r->c);
+    metrics_free(r->m);
+    if (r->rs)
+        for (uint64_t i = 0; i < r->trace->n_requests; i++) rh_dvec_free(&r->rs[i].times);
+    free(r->rs);
+    tr_sender_free(r->sender);
+    free(r->rows);
+    free(r->results);
+    free(r->cseqs);
+}
+
+int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
+    if (cost_check_tp(cost, cfg->tp, e) < 0) return -1;
+    double wall0 = rh_now();
+    run r;
+    int rc = run_open(&r, cfg, trace, cost, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0 ? -1 : 0;
+    run_close(&r);
     if (rc < 0) sim_result_free(out);
+    else out->wall_s = rh_now() - wall0;
     return rc;
 }
 

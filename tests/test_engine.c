@@ -325,6 +325,39 @@ static void test_tensor_parallel_refusals(void)
     CU_ASSERT_EQUAL(engine_flag_set(&c, "node-rank", "x", &e), -1);
     CU_ASSERT_EQUAL(engine_flag_set(&c, "backend", "tpu", &e), -1);
     CU_ASSERT_EQUAL(engine_flag_set(&c, "chunked-prefill-size", "8", &e), 0);
+    /* Each flag sets its own field and only that one: every flag of the
+     * table, each a fresh config compared field by field with a default. */
+    static const struct { const char *flag, *value; } each[] = {
+        {"model", "tiny-llama"}, {"weights", "w.safetensors"}, {"weight-seed", "7"}, {"backend", "cpu"},
+        {"mem-fraction-static", "0.5"}, {"tp-size", "3"}, {"tp", "5"}, {"nnodes", "6"}, {"node-rank", "2"},
+        {"dist-init-addr", "h:1"},
+    };
+    for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
+        engine_config d, x;
+        engine_config_default(&d);
+        engine_config_default(&x);
+        CU_ASSERT_EQUAL(engine_flag_takes_value(each[i].flag), 1);
+        CU_ASSERT_EQUAL_FATAL(engine_flag_set(&x, each[i].flag, each[i].value, &e), 1);
+        int changed = (x.model != d.model) + (x.weights != d.weights) + (x.weight_seed != d.weight_seed) +
+                      (x.kernels != d.kernels) + (x.mem_fraction != d.mem_fraction) + (x.tp.tp_size != d.tp.tp_size) +
+                      (x.tp.nnodes != d.tp.nnodes) + (x.tp.node_rank != d.tp.node_rank) +
+                      (x.tp.dist_init_addr != d.tp.dist_init_addr);
+        CU_ASSERT_EQUAL(changed, 1);
+        if (changed != 1) printf("\n  --%s %s changed %d fields\n", each[i].flag, each[i].value, changed);
+    }
+    engine_config x;
+    engine_config_default(&x);
+    CU_ASSERT(engine_flag_set(&x, "weight-seed", "7", &e) == 1 && x.weight_seed == 7);
+    CU_ASSERT(engine_flag_set(&x, "mem-fraction-static", "0.5", &e) == 1 && x.mem_fraction == 0.5);
+    CU_ASSERT(engine_flag_set(&x, "tp", "5", &e) == 1 && x.tp.tp_size == 5);
+    CU_ASSERT(engine_flag_set(&x, "nnodes", "6", &e) == 1 && x.tp.nnodes == 6 && x.tp.node_rank == 0);
+    CU_ASSERT(engine_flag_set(&x, "backend", "cpu", &e) == 1 && x.kernels == kern_cpu());
+    CU_ASSERT_EQUAL(engine_flag_set(&x, "mem-fraction-static", "1.5", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--mem-fraction-static"));
+    CU_ASSERT_EQUAL(engine_flag_set(&x, "nnodes", "0", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--nnodes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(engine_flags_help(), "--node-rank K"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(engine_flags_help(), "--dist-init-addr HOST:PORT"));
     /* A node other than 0 follows; it never runs a scheduler of its own. */
     c.m = m;
     c.tp = (tp_config){2, 1, 0, NULL};

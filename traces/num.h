@@ -1,6 +1,6 @@
 /* num.h — number parsing on text spans (not NUL-terminated), for importers.
  *
- * Internal to traces/. Timestamps are parsed as exact decimal text into
+ * For traces/ and its importers. Timestamps are parsed as exact decimal text into
  * integer nanoseconds (no binary floating point on the way), so "0.1" is
  * 100000000 ns and offsets between rows are exact. */
 #ifndef RH_TRACES_NUM_H

@@ -183,6 +183,11 @@ void tr_reader_close(tr_reader *r);
  * The buffer must outlive the reader. */
 tr_reader *tr_reader_open_mem(const void *data, size_t n, const char *name, rh_err *e);
 
+/* The step records of a binary trace, streamed into one array (*steps, the
+ * caller frees it; *n of them, 0 when the trace has none) with a progress
+ * bar on the way; the header is copied into *h unless h is NULL. */
+int tr_read_steps(const char *path, tr_step **steps, size_t *n, tr_header *h, rh_err *e);
+
 /* ---- record checks and helpers ---- */
 /* 0, or -1 naming the field that breaks the format's rules: lengths above
  * TR_MAX_TOKENS, non-finite times, more block hashes than the prompt has

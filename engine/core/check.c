@@ -54,9 +54,9 @@ int core_check(const core *c, rh_err *e)
     uint32_t *refs = calloc(c->kv.n_pages, sizeof *refs);
     if (!refs) return rh_fail(e, "core_check: out of memory");
 
-    /* Mark queue membership through scratch2; every mark must be exactly 1. */
+    /* Mark queue membership through check_marks; every mark must be exactly 1. */
     for (uint64_t i = 0; i <= c->map_mask; i++)
-        if (c->map_reqs[i]) c->map_reqs[i]->scratch2 = 0;
+        if (c->map_reqs[i]) c->map_reqs[i]->check_marks = 0;
     uint32_t n_wait = 0;
     const core_req *prev = NULL;
     for (core_req *r = c->wait_head; r; prev = r, r = r->next) {
@@ -68,7 +68,7 @@ int core_check(const core *c, rh_err *e)
             rh_fail(e, "request %llu is on the waiting list in phase %d", (unsigned long long)r->id, r->phase);
             goto out;
         }
-        r->scratch2++;
+        r->check_marks++;
         n_wait++;
     }
     if (prev != c->wait_tail || n_wait != c->n_waiting) {
@@ -104,14 +104,14 @@ int core_check(const core *c, rh_err *e)
             rh_fail(e, "request %llu is running in phase %d (in_run %d)", (unsigned long long)r->id, r->phase, r->in_run);
             goto out;
         }
-        r->scratch2++;
+        r->check_marks++;
     }
     if (c->chunked) {
         if (c->chunked->phase != PH_PREFILL || c->cfg.preset != CORE_PRESET_SGLANG) {
             rh_fail(e, "chunked request %llu is in phase %d", (unsigned long long)c->chunked->id, c->chunked->phase);
             goto out;
         }
-        c->chunked->scratch2++;
+        c->chunked->check_marks++;
     }
     uint32_t n_active = 0;
     for (uint64_t i = 0; i <= c->map_mask; i++) {
@@ -126,8 +126,8 @@ int core_check(const core *c, rh_err *e)
          * by the batch alone until core_complete. */
         uint32_t want = (r->phase == PH_PREFILL && c->cfg.preset == CORE_PRESET_SGLANG && c->chunked != r && r->in_batch)
                             ? 0 : 1;
-        if (r->scratch2 != want) {
-            rh_fail(e, "request %llu (phase %d) is in %u queues", (unsigned long long)r->id, r->phase, r->scratch2);
+        if (r->check_marks != want) {
+            rh_fail(e, "request %llu (phase %d) is in %u queues", (unsigned long long)r->id, r->phase, r->check_marks);
             goto out;
         }
         if (r->in_batch && !c->in_flight) {

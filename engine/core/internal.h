@@ -66,8 +66,12 @@ struct core_req {
     int64_t qseq;              /* queue position key: the list is in ascending qseq */
     uint32_t lof_idx;          /* slot in c->lof_v, or KV_NONE */
     core_req *zombie_next;
-    uint32_t scratch;          /* per-step sort key / position */
-    uint32_t scratch2;
+    /* Each field below means one thing, for the one sort or check that
+     * sets it just before it reads it. */
+    uint32_t sort_pos;         /* position in the list being ordered (the waiting queue for a
+                                  policy, the running batch for retraction): ties go by it */
+    uint32_t lpm_pages;        /* lpm: prefix pages the cache holds for it */
+    uint32_t check_marks;      /* core_check: queues it was found in (must be exactly 1) */
 };
 
 typedef struct core_lua core_lua;
@@ -108,7 +112,7 @@ struct core {
     double sched_now;
     tr_step step;
 
-    /* scratch */
+    /* buffers reused every step */
     core_req **order;
     uint32_t cap_order;
     uint32_t *match_pages;      /* one page table's worth, for admission */

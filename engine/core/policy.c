@@ -53,8 +53,8 @@ static void lof_refresh(core *c)
 static int by_key_desc(const void *a, const void *b)
 {
     const core_req *x = *(core_req *const *)a, *y = *(core_req *const *)b;
-    if (x->scratch2 != y->scratch2) return x->scratch2 > y->scratch2 ? -1 : 1;
-    return x->scratch < y->scratch ? -1 : (x->scratch > y->scratch);
+    if (x->lpm_pages != y->lpm_pages) return x->lpm_pages > y->lpm_pages ? -1 : 1;
+    return x->sort_pos < y->sort_pos ? -1 : (x->sort_pos > y->sort_pos);
 }
 
 static uint64_t next_rand(core *c)
@@ -95,14 +95,14 @@ void policy_order(core *c, double now, cand_list *out)
     if (ensure_order(c, p == CORE_POLICY_LUA ? 2 * (uint64_t)n : n) < 0) return;   /* out of memory: fcfs */
     uint32_t i = 0;
     for (core_req *r = c->wait_head; r && i < n; r = r->next, i++) {
-        r->scratch = i;
+        r->sort_pos = i;
         c->order[i] = r;
     }
 
     switch (p) {
     case CORE_POLICY_LPM: {
         uint32_t dummy;
-        for (i = 0; i < n; i++) c->order[i]->scratch2 = keys_match(c, c->order[i], NULL, &dummy);
+        for (i = 0; i < n; i++) c->order[i]->lpm_pages = keys_match(c, c->order[i], NULL, &dummy);
         qsort(c->order, n, sizeof *c->order, by_key_desc);
         break;
     }

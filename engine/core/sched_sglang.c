@@ -48,7 +48,7 @@ static int by_retract_order(const void *a, const void *b)
     const core_req *x = *(core_req *const *)a, *y = *(core_req *const *)b;
     if (x->out != y->out) return x->out < y->out ? -1 : 1;
     if (x->prompt_len != y->prompt_len) return x->prompt_len > y->prompt_len ? -1 : 1;
-    return x->scratch > y->scratch ? -1 : (x->scratch < y->scratch);   /* later in the batch first */
+    return x->sort_pos > y->sort_pos ? -1 : (x->sort_pos < y->sort_pos);   /* later in the batch first */
 }
 
 /* SGLang's retract_decode: retract at least one request, then keep going
@@ -65,7 +65,7 @@ static void retract_for_decode(core *c, double now)
         c->cap_order = n;
     }
     for (uint32_t i = 0; i < n; i++) {
-        c->run[i]->scratch = i;
+        c->run[i]->sort_pos = i;
         c->order[i] = c->run[i];
     }
     qsort(c->order, n, sizeof *c->order, by_retract_order);

@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
 
 static const char *byte_specials[] = {"<|bos|>", "<|eos|>", "<|pad|>"};
 
@@ -202,4 +204,14 @@ char *tok_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_spec
     }
     if (len) *len = at;
     return out;
+}
+
+const char *tok_path_of(const char *model, const char *given)
+{
+    char probe[4200];
+    struct stat st;
+    if (given) return given;
+    if (!model || stat(model, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+    if (snprintf(probe, sizeof probe, "%s/tokenizer.json", model) >= (int)sizeof probe) return NULL;
+    return stat(probe, &st) == 0 ? model : NULL;
 }

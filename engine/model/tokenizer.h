@@ -33,6 +33,9 @@ typedef struct tokenizer tokenizer;
 tokenizer *tok_new_bytes(void);
 /* A tokenizer.json, or a directory holding one. */
 tokenizer *tok_load(const char *path, rh_err *e);
+/* The tokenizer a MODEL argument names: `given` when set, else MODEL itself
+ * when it is a directory holding tokenizer.json, else NULL. */
+const char *tok_path_of(const char *model, const char *given);
 void tok_free(tokenizer *t);
 
 /* One more than the largest id the tokenizer produces or knows. */

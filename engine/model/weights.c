@@ -606,3 +606,29 @@ fail:
     model_shard_free(s);
     return NULL;
 }
+
+static int dir_has(const char *dir, const char *name)
+{
+    char p[4200];
+    struct stat st;
+    if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
+    return stat(p, &st) == 0;
+}
+
+const char *model_weights_of(const char *spec, const char *weights)
+{
+    struct stat st;
+    if (weights) return weights;
+    if (spec && stat(spec, &st) == 0 && S_ISDIR(st.st_mode) &&
+        (dir_has(spec, "model.safetensors") || dir_has(spec, "model.safetensors.index.json")))
+        return spec;
+    return NULL;
+}
+
+model *model_open(const char *spec, const char *weights, uint64_t seed, uint64_t mem_limit, rh_err *e)
+{
+    model_config c;
+    if (model_config_resolve(spec, &c, e)) return NULL;
+    const char *w = model_weights_of(spec, weights);
+    return w ? model_load(w, &c, mem_limit, e) : model_new_dummy(&c, seed, mem_limit, e);
+}

@@ -50,6 +50,15 @@ model *model_new_dummy(const model_config *c, uint64_t seed, uint64_t mem_limit,
  * model.safetensors.index.json), a .safetensors file or an index .json.
  * cfg NULL reads the config from the directory (or the file's directory). */
 model *model_load(const char *path, const model_config *cfg, uint64_t mem_limit, rh_err *e);
+/* The weights a MODEL argument names: `weights` when given, else MODEL
+ * itself when it is a directory holding model.safetensors or
+ * model.safetensors.index.json, else NULL (dummy weights). */
+const char *model_weights_of(const char *spec, const char *weights);
+/* A MODEL argument as every front reads it (`rehearse model`, serve, replay,
+ * a draft model): a preset name, config.json or directory
+ * (model_config_resolve), with the weights model_weights_of names, else
+ * seeded dummy weights. */
+model *model_open(const char *spec, const char *weights, uint64_t seed, uint64_t mem_limit, rh_err *e);
 /* Writes dir/config.json and dir/model.safetensors with tensors stored as dtype. */
 int model_save(const model *m, const char *dir, st_dtype dtype, rh_err *e);
 void model_free(model *m);

@@ -42,21 +42,9 @@ static void sleep_s(double s)
 }
 
 /* ---- life cycle ---- */
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static int open_tokenizer(server *s, rh_err *e)
 {
-    const char *path = s->cfg.tokenizer, *model = s->cfg.engine.model;
-    char probe[4200];
-    if (!path && is_dir(model)) {
-        snprintf(probe, sizeof probe, "%s/tokenizer.json", model);
-        struct stat st;
-        if (stat(probe, &st) == 0) path = model;
-    }
+    const char *path = tok_path_of(s->cfg.engine.model, s->cfg.tokenizer);
     uint32_t vocab = engine_model(s->g)->vocab_size;
     if (path) {
         if (!(s->tok = tok_load(path, e))) return -1;

@@ -287,25 +287,13 @@ int draft_propose_batch(void *ctx, spec_draft *d, uint32_t n, rh_err *e)
 
 /* ---- lifecycle ---- */
 
-static int has_file(const char *dir, const char *name)
-{
-    char p[4200];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return stat(p, &st) == 0;
-}
-
 /* A draft model named on the command line: a directory's own weights when
  * it has any, else dummy weights from the engine's seed. */
 static model *load_draft(const char *spec, uint64_t seed, rh_err *e)
 {
     model_config mc;
     if (model_config_resolve(spec, &mc, e)) return rh_prefix(e, "--speculative-draft-model-path"), NULL;
-    struct stat st;
-    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode) &&
-        (has_file(spec, "model.safetensors") || has_file(spec, "model.safetensors.index.json")))
-        return model_load(spec, &mc, 0, e);
-    return model_new_dummy(&mc, seed, 0, e);
+    return model_open(spec, NULL, seed, 0, e);
 }
 
 static int pick_model(draft_model *dm, const spec_config *c, const spec_env *env, rh_err *e)

@@ -11,8 +11,8 @@
 #include "sim/cost/cost_impl.h"
 
 /* The registry: a kind is one file with a parse function, and one line here.
- * "fit" names the linear formula with fitted coefficients (DESIGN.md speaks
- * of it as a kind of its own). */
+ * "fit" names the linear formula with fitted coefficients: what `rehearse
+ * fit` writes, read as a kind of its own so a file says where it came from. */
 typedef struct cost_kind {
     const char *name;
     uint32_t version;       /* the newest file version this build reads */

@@ -14,9 +14,14 @@
  * own subset, so the best feasible subset solution is the optimum. */
 #include "sim/cost/cost_fit.h"
 
+#include <jansson.h>
+#include <stdio.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/args.h"
 
 #include "util/stats.h"
 
@@ -193,4 +198,73 @@ int cost_fit_steps(const tr_step *steps, size_t n, const cost_fit_opts *o, cost_
     r->coef = (cost_linear_coef){c[0], c[1], c[2], c[3], c[4]};
     r->rms = sqrt((best_res + a.rss) / (double)r->used);
     return 0;
+}
+
+const char *const cost_fit_coef_names[5] = {"base_s", "per_prefill_token_s", "per_decode_seq_s",
+                                            "per_context_token_s", "per_attention_s"};
+const char *const cost_fit_undetermined_why[5] = {"no usable step", "no step computed prompt tokens or draft slots",
+                                                  "no step had decodes", "no decode had context",
+                                                  "no prompt chunk was computed"};
+
+static json_t *errors_json(const cost_err_summary es[COST_N_CLASSES])
+{
+    json_t *o = json_object();
+    for (int c = 0; c < COST_N_CLASSES; c++)
+        json_object_set_new(o, cost_class_name(c),
+                            json_pack("{s:I, s:f, s:f, s:f}", "steps", (json_int_t)es[c].n, "median", es[c].median,
+                                      "p90", es[c].p90, "max", es[c].max));
+    return o;
+}
+
+int cost_fit_file(const char *recorded, const char *out, const cost_fit_opts *o, uint32_t tp, cost_fit_report *r,
+                  rh_err *e)
+{
+    memset(r, 0, sizeof *r);
+    tr_step *steps;
+    size_t n;
+    tr_header h;
+    if (tr_read_steps(recorded, &steps, &n, &h, e) < 0) return -1;
+    r->tp = 1;
+    const char *t = tr_header_get(&h, "tp-size");
+    unsigned long long v;
+    if (t && rh_parse_u64(t, "tp-size", &v, NULL) == 0 && v >= 1 && v <= 65536) r->tp = (uint32_t)v;
+    if (tp) r->tp = tp;
+    char model[256];
+    snprintf(model, sizeof model, "%s", h.model ? h.model : "");
+    tr_header_free(&h);
+    int rc = 0;
+    if (n == 0) rc = rh_fail(e, "%s: no step records to fit (a recorded run from rehearse replay or serve has them)", recorded);
+    cost_model *m = NULL;
+    if (rc == 0) rc = cost_fit_steps(steps, n, o, &r->fit, e);
+    if (rc == 0 && !(m = cost_linear_new(&r->fit.coef))) rc = rh_fail(e, "out of memory");
+    if (rc == 0) {
+        m->draft_ratio = o->draft_ratio;
+        rc = cost_step_errors(m, steps, n, 0, r->errors, e);
+    }
+    cost_free(m);
+    free(steps);
+    if (rc < 0) return -1;
+    json_t *fit = json_pack("{s:s, s:s, s:I, s:I, s:s, s:f, s:o}", "trace", recorded, "model", model, "steps",
+                            (json_int_t)r->fit.used, "skipped", (json_int_t)r->fit.skipped, "weight",
+                            o->absolute ? "absolute" : "relative", "rms_residual", r->fit.rms, "error",
+                            errors_json(r->errors));
+    json_t *undet = json_array();
+    for (int i = 0; i < 5; i++)
+        if (!r->fit.determined[i]) json_array_append_new(undet, json_string(cost_fit_coef_names[i]));
+    json_object_set_new(fit, "undetermined", undet);
+    json_t *extra = json_pack("{s:O}", "fit", fit);
+    rc = cost_linear_save(out, &r->fit.coef, r->tp, o->draft_ratio, extra, e);
+    json_decref(extra);
+    if (rc < 0) {
+        json_decref(fit);
+        return -1;
+    }
+    r->provenance = fit;
+    return 0;
+}
+
+void cost_fit_report_free(cost_fit_report *r)
+{
+    json_decref(r->provenance);
+    r->provenance = NULL;
 }

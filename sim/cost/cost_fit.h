@@ -57,6 +57,26 @@ typedef struct cost_fit_result {
 } cost_fit_result;
 
 void cost_fit_opts_default(cost_fit_opts *o);
+
+/* The coefficients of cost_linear_coef by their file names, and why the
+ * data can leave each undetermined. */
+extern const char *const cost_fit_coef_names[5];
+extern const char *const cost_fit_undetermined_why[5];
+
+/* The whole of `rehearse fit`: the step records of RECORDED fitted, the fit's
+ * error per class measured on them, and OUT written as a linear cost file
+ * for tensor-parallel size tp (0: the recording's tp-size, else 1) with the
+ * fit's provenance in its "fit" object (the trace, model, steps, weighting,
+ * residual, errors, undetermined coefficients). */
+typedef struct cost_fit_report {
+    cost_fit_result fit;
+    cost_err_summary errors[COST_N_CLASSES];
+    uint32_t tp;
+    void *provenance;           /* jansson json_t*: the "fit" object; cost_fit_report_free drops it */
+} cost_fit_report;
+int cost_fit_file(const char *recorded, const char *out, const cost_fit_opts *o, uint32_t tp, cost_fit_report *r,
+                  rh_err *e);
+void cost_fit_report_free(cost_fit_report *r);
 /* Fits; -1 with a message when no step is usable. */
 int cost_fit_steps(const tr_step *steps, size_t n, const cost_fit_opts *o, cost_fit_result *r, rh_err *e);
 

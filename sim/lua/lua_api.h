@@ -23,42 +23,42 @@
 
 /* A trace held by Lua. `path` is the file it is stored in ("" until saved);
  * emitted jobs need a path, so an in-memory trace is saved on demand. */
-#define RL_TRACE_MT "rehearse.Trace"
-typedef struct rl_trace {
+#define RLUA_TRACE_MT "rehearse.Trace"
+typedef struct rlua_trace {
     tr_trace t;
     char *path;
-} rl_trace;
-rl_trace *rl_check_trace(lua_State *L, int idx);
-rl_trace *rl_push_new_trace(lua_State *L);                /* empty, owned by Lua */
+} rlua_trace;
+rlua_trace *rlua_check_trace(lua_State *L, int idx);
+rlua_trace *rlua_push_new_trace(lua_State *L);                /* empty, owned by Lua */
 
 /* A cost model held by Lua, with the JSON text it came from (for jobs). */
-#define RL_COST_MT "rehearse.Cost"
-typedef struct rl_cost {
+#define RLUA_COST_MT "rehearse.Cost"
+typedef struct rlua_cost {
     cost_model *m;
     char *json_text;
     char *path;
-} rl_cost;
+} rlua_cost;
 
-typedef struct rl_options {
+typedef struct rlua_options {
     const char *emit_jobs_dir;   /* --emit-jobs DIR: sweeps write jobs instead of running */
     const char *collect_dir;     /* --collect DIR: sweeps read results written by jobs */
     int workers;                 /* 0: one per core */
     const char *self_path;       /* the rehearse binary, for emitted command lines */
-} rl_options;
+} rlua_options;
 
 /* Opens the `rehearse` table in L (as a global and in package.loaded). */
-void rl_open(lua_State *L, const rl_options *opt);
+void rlua_open(lua_State *L, const rlua_options *opt);
 
 /* Pieces shared between the binding files. */
-void rl_open_json(lua_State *L);                          /* adds json and csv to the table on top */
-void rl_open_trace(lua_State *L);                         /* adds trace */
-void rl_open_plot(lua_State *L);                          /* adds plot */
-void rl_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
-void rl_push_json(lua_State *L, const json_t *j);
-json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e);
+void rlua_open_json(lua_State *L);                          /* adds json and csv to the table on top */
+void rlua_open_trace(lua_State *L);                         /* adds trace */
+void rlua_open_plot(lua_State *L);                          /* adds plot */
+void rlua_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
+void rlua_push_json(lua_State *L, const json_t *j);
+json_t *rlua_to_json(lua_State *L, int idx, int depth, rh_err *e);
 
 /* Raised (as a Lua error with this exact message) when --emit-jobs has
  * written a sweep's jobs: the script stops there and `rehearse run` exits 0. */
-#define RL_JOBS_EMITTED "rehearse: jobs emitted"
+#define RLUA_JOBS_EMITTED "rehearse: jobs emitted"
 
 #endif

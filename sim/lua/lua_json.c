@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rl_push_json(lua_State *L, const json_t *j)
+void rlua_push_json(lua_State *L, const json_t *j)
 {
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
@@ -22,7 +22,7 @@ void rl_push_json(lua_State *L, const json_t *j)
         json_t *v;
         json_object_foreach((json_t *)j, k, v) {
             if (json_is_null(v)) continue;
-            rl_push_json(L, v);
+            rlua_push_json(L, v);
             lua_setfield(L, -2, k);
         }
         break;
@@ -31,7 +31,7 @@ void rl_push_json(lua_State *L, const json_t *j)
         size_t n = json_array_size(j);
         lua_createtable(L, (int)n, 0);
         for (size_t i = 0; i < n; i++) {
-            rl_push_json(L, json_array_get(j, i));
+            rlua_push_json(L, json_array_get(j, i));
             lua_rawseti(L, -2, (lua_Integer)i + 1);
         }
         break;
@@ -81,7 +81,7 @@ static int is_array(lua_State *L, int idx, size_t *n_out)
     return (lua_Integer)n == max;
 }
 
-json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e)
+json_t *rlua_to_json(lua_State *L, int idx, int depth, rh_err *e)
 {
     idx = lua_absindex(L, idx);
     if (depth > 64) {
@@ -112,7 +112,7 @@ json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e)
             json_t *a = json_array();
             for (size_t i = 1; i <= n; i++) {
                 lua_rawgeti(L, idx, (lua_Integer)i);
-                json_t *v = rl_to_json(L, -1, depth + 1, e);
+                json_t *v = rlua_to_json(L, -1, depth + 1, e);
                 lua_pop(L, 1);
                 if (!v) {
                     json_decref(a);
@@ -138,7 +138,7 @@ json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e)
                 rh_fail(e, "a table key of type %s cannot be written as JSON", luaL_typename(L, -2));
                 return NULL;
             }
-            json_t *v = rl_to_json(L, -1, depth + 1, e);
+            json_t *v = rlua_to_json(L, -1, depth + 1, e);
             if (!v) {
                 lua_pop(L, 2);
                 json_decref(o);
@@ -158,7 +158,7 @@ json_t *rl_to_json(lua_State *L, int idx, int depth, rh_err *e)
 static int l_json_encode(lua_State *L)
 {
     rh_err e;
-    json_t *j = rl_to_json(L, 1, 0, &e);
+    json_t *j = rlua_to_json(L, 1, 0, &e);
     if (!j) return luaL_error(L, "json.encode: %s", e.msg);
     int pretty = lua_toboolean(L, 2);
     char *s = json_dumps(j, JSON_ENCODE_ANY | JSON_REAL_PRECISION(12) | (pretty ? JSON_INDENT(2) : JSON_COMPACT));
@@ -176,7 +176,7 @@ static int l_json_decode(lua_State *L)
     json_error_t je;
     json_t *j = json_loadb(s, len, JSON_DECODE_ANY, &je);
     if (!j) return luaL_error(L, "json.decode: line %d: %s", je.line, je.text);
-    rl_push_json(L, j);
+    rlua_push_json(L, j);
     json_decref(j);
     return 1;
 }
@@ -185,7 +185,7 @@ static int l_json_write(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     rh_err e;
-    json_t *j = rl_to_json(L, 2, 0, &e);
+    json_t *j = rlua_to_json(L, 2, 0, &e);
     if (!j) return luaL_error(L, "json.write %s: %s", path, e.msg);
     char *s = json_dumps(j, JSON_ENCODE_ANY | JSON_INDENT(2) | JSON_REAL_PRECISION(12));
     json_decref(j);
@@ -202,7 +202,7 @@ static int l_json_read(lua_State *L)
     json_error_t je;
     json_t *j = json_load_file(path, JSON_DECODE_ANY, &je);
     if (!j) return luaL_error(L, "json.read: %s:%d: %s", path, je.line, je.text);
-    rl_push_json(L, j);
+    rlua_push_json(L, j);
     json_decref(j);
     return 1;
 }
@@ -336,7 +336,7 @@ static int l_csv_write(lua_State *L)
     return 0;
 }
 
-void rl_open_json(lua_State *L)
+void rlua_open_json(lua_State *L)
 {
     static const luaL_Reg json_fns[] = {
         {"encode", l_json_encode}, {"decode", l_json_decode},

@@ -97,7 +97,7 @@ static int l_cdf(lua_State *L) { return draw(L, PLOT_CDF); }
 static int l_heatmap(lua_State *L) { return draw(L, PLOT_HEATMAP); }
 static int l_bars(lua_State *L) { return draw(L, PLOT_BARS); }
 
-void rl_open_plot(lua_State *L)
+void rlua_open_plot(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"lines", l_lines}, {"timeseries", l_timeseries}, {"scatter", l_scatter},

@@ -29,19 +29,19 @@
 #include "util/progress.h"
 #include "util/atomic_file.h"
 
-static rl_options g_opt;
+static rlua_options g_opt;
 static int g_sweep_ordinal;
 
 /* ---------------------------------------------------------------- cost -- */
 
-static rl_cost *check_cost(lua_State *L, int idx)
+static rlua_cost *check_cost(lua_State *L, int idx)
 {
-    return luaL_checkudata(L, idx, RL_COST_MT);
+    return luaL_checkudata(L, idx, RLUA_COST_MT);
 }
 
 static int cost_gc(lua_State *L)
 {
-    rl_cost *c = check_cost(L, 1);
+    rlua_cost *c = check_cost(L, 1);
     if (c->m) cost_free(c->m);
     free(c->json_text);
     free(c->path);
@@ -50,11 +50,11 @@ static int cost_gc(lua_State *L)
     return 0;
 }
 
-static rl_cost *push_cost(lua_State *L)
+static rlua_cost *push_cost(lua_State *L)
 {
-    rl_cost *c = lua_newuserdatauv(L, sizeof *c, 0);
+    rlua_cost *c = lua_newuserdatauv(L, sizeof *c, 0);
     memset(c, 0, sizeof *c);
-    luaL_setmetatable(L, RL_COST_MT);
+    luaL_setmetatable(L, RLUA_COST_MT);
     return c;
 }
 
@@ -101,7 +101,7 @@ static int l_cost_load(lua_State *L)
         free(text);
         return luaL_error(L, "cost.load: %s", e.msg);
     }
-    rl_cost *c = push_cost(L);
+    rlua_cost *c = push_cost(L);
     c->m = m;
     c->json_text = text;
     c->path = strdup(path);
@@ -113,7 +113,7 @@ static int l_cost_new(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     rh_err e;
-    json_t *j = rl_to_json(L, 1, 0, &e);
+    json_t *j = rlua_to_json(L, 1, 0, &e);
     if (!j) return luaL_error(L, "cost.new: %s", e.msg);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(j);
@@ -123,7 +123,7 @@ static int l_cost_new(lua_State *L)
         free(text);
         return luaL_error(L, "cost.new: %s", e.msg);
     }
-    rl_cost *c = push_cost(L);
+    rlua_cost *c = push_cost(L);
     c->m = m;
     c->json_text = text;
     return 1;
@@ -147,7 +147,7 @@ static int l_cost_linear(lua_State *L)
 /* c:time{ {n_new=, context=, prefill=}, ... , tp=} -> seconds */
 static int l_cost_time(lua_State *L)
 {
-    rl_cost *c = check_cost(L, 1);
+    rlua_cost *c = check_cost(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer n = luaL_len(L, 2);
     cost_seq *seqs = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *seqs, 0);
@@ -172,27 +172,27 @@ static int l_cost_time(lua_State *L)
 
 /* ----------------------------------------------------------- the jobs -- */
 
-typedef struct rl_job {
+typedef struct rlua_job {
     sim_config cfg;
-    rl_trace *trace;
-    rl_cost *cost;
+    rlua_trace *trace;
+    rlua_cost *cost;
     int per_request;
     int policy_ref;         /* LUA_NOREF when none */
     char args[4096];        /* knobs as CLI flags, for emitted jobs */
     char *owned[64];        /* strings the config points into */
     int n_owned;
-} rl_job;
+} rlua_job;
 
 /* Jobs live in a userdata whose __gc frees what they own, so a Lua error
  * raised half-way through parsing or running leaks nothing. */
-#define RL_JOBS_MT "rehearse.Jobs"
-typedef struct rl_jobs {
+#define RLUA_JOBS_MT "rehearse.Jobs"
+typedef struct rlua_jobs {
     int n;
-    rl_job *jobs;
+    rlua_job *jobs;
     json_t **out;
-} rl_jobs;
+} rlua_jobs;
 
-static void job_free(lua_State *L, rl_job *j)
+static void job_free(lua_State *L, rlua_job *j)
 {
     if (j->policy_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, j->policy_ref);
     for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
@@ -202,7 +202,7 @@ static void job_free(lua_State *L, rl_job *j)
 
 static int jobs_gc(lua_State *L)
 {
-    rl_jobs *h = luaL_checkudata(L, 1, RL_JOBS_MT);
+    rlua_jobs *h = luaL_checkudata(L, 1, RLUA_JOBS_MT);
     for (int i = 0; i < h->n; i++) {
         if (h->jobs) job_free(L, &h->jobs[i]);
         if (h->out) json_decref(h->out[i]);
@@ -215,11 +215,11 @@ static int jobs_gc(lua_State *L)
     return 0;
 }
 
-static rl_jobs *push_jobs(lua_State *L, int n)
+static rlua_jobs *push_jobs(lua_State *L, int n)
 {
-    rl_jobs *h = lua_newuserdatauv(L, sizeof *h, 0);
+    rlua_jobs *h = lua_newuserdatauv(L, sizeof *h, 0);
     memset(h, 0, sizeof *h);
-    luaL_setmetatable(L, RL_JOBS_MT);
+    luaL_setmetatable(L, RLUA_JOBS_MT);
     h->jobs = calloc((size_t)(n ? n : 1), sizeof *h->jobs);
     h->out = calloc((size_t)(n ? n : 1), sizeof *h->out);
     if (!h->jobs || !h->out) luaL_error(L, "out of memory");
@@ -228,14 +228,14 @@ static rl_jobs *push_jobs(lua_State *L, int n)
     return h;
 }
 
-static const char *own(rl_job *j, const char *s)
+static const char *own(rlua_job *j, const char *s)
 {
     if (j->n_owned >= (int)(sizeof j->owned / sizeof j->owned[0])) return NULL;
     return j->owned[j->n_owned++] = strdup(s);
 }
 
 /* Appends " --name 'value'" with the name in CLI spelling. */
-static void add_arg(rl_job *j, const char *name, const char *value)
+static void add_arg(rlua_job *j, const char *name, const char *value)
 {
     char flag[128];
     rh_knob_name(name, flag, sizeof flag);
@@ -245,12 +245,12 @@ static void add_arg(rl_job *j, const char *name, const char *value)
 
 /* The trace of a config: a Trace object, or a path loaded now (and stored
  * back into the config so it stays alive while the config does). */
-static rl_trace *config_trace(lua_State *L, int cfg, const char *who)
+static rlua_trace *config_trace(lua_State *L, int cfg, const char *who)
 {
     lua_getfield(L, cfg, "trace");
     if (lua_type(L, -1) == LUA_TSTRING) {
         const char *path = lua_tostring(L, -1);
-        rl_trace *t = rl_push_new_trace(L);
+        rlua_trace *t = rlua_push_new_trace(L);
         rh_err e;
         tr_trace_free(&t->t);   /* tr_trace_load initializes it afresh */
         if (tr_trace_load(path, &t->t, &e) < 0) luaL_error(L, "%s: %s", who, e.msg);
@@ -259,13 +259,13 @@ static rl_trace *config_trace(lua_State *L, int cfg, const char *who)
         lua_pop(L, 1);
         lua_getfield(L, cfg, "trace");
     }
-    rl_trace *t = luaL_testudata(L, -1, RL_TRACE_MT);
+    rlua_trace *t = luaL_testudata(L, -1, RLUA_TRACE_MT);
     lua_pop(L, 1);
     if (!t) luaL_error(L, "%s: 'trace' must be a Trace or a file path", who);
     return t;
 }
 
-static rl_cost *config_cost(lua_State *L, int cfg, const char *who)
+static rlua_cost *config_cost(lua_State *L, int cfg, const char *who)
 {
     lua_getfield(L, cfg, "cost");
     if (lua_type(L, -1) == LUA_TSTRING) {
@@ -281,7 +281,7 @@ static rl_cost *config_cost(lua_State *L, int cfg, const char *who)
         lua_setfield(L, cfg, "cost");
         lua_getfield(L, cfg, "cost");
     }
-    rl_cost *c = luaL_testudata(L, -1, RL_COST_MT);
+    rlua_cost *c = luaL_testudata(L, -1, RLUA_COST_MT);
     lua_pop(L, 1);
     if (!c) luaL_error(L, "%s: 'cost' must be a Cost, a cost file path or a cost table", who);
     return c;
@@ -289,7 +289,7 @@ static rl_cost *config_cost(lua_State *L, int cfg, const char *who)
 
 /* Fills `j` from the config table at `cfg`; raises a Lua error naming the
  * key on anything wrong. */
-static void parse_job(lua_State *L, int cfg, rl_job *j, const char *who)
+static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
 {
     cfg = lua_absindex(L, cfg);
     luaL_checktype(L, cfg, LUA_TTABLE);
@@ -365,7 +365,7 @@ static void parse_job(lua_State *L, int cfg, rl_job *j, const char *who)
 }
 
 /* Runs one job in this process; the result as JSON, or NULL and e. */
-static json_t *run_job(rl_job *j, rh_err *e)
+static json_t *run_job(rlua_job *j, rh_err *e)
 {
     sim_result res;
     if (sim_run(&j->cfg, &j->trace->t, j->cost->m, &res, e) < 0) return NULL;
@@ -377,12 +377,12 @@ static json_t *run_job(rl_job *j, rh_err *e)
 static int l_sim_run(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
-    rl_jobs *h = push_jobs(L, 1);
+    rlua_jobs *h = push_jobs(L, 1);
     parse_job(L, 1, &h->jobs[0], "sim.run");
     rh_err e;
     json_t *o = run_job(&h->jobs[0], &e);
     if (!o) return luaL_error(L, "sim.run: %s", e.msg);
-    rl_push_json(L, o);
+    rlua_push_json(L, o);
     json_decref(o);
     return 1;
 }
@@ -406,7 +406,7 @@ static json_t *read_json_file(FILE *f, rh_err *e)
 }
 
 /* Runs every job in up to `workers` child processes; fills out[i]. */
-static int run_parallel(rl_job *jobs, int n, int workers, json_t **out, rh_err *e)
+static int run_parallel(rlua_job *jobs, int n, int workers, json_t **out, rh_err *e)
 {
     typedef struct { pid_t pid; FILE *f; int job; } slot;
     slot *slots = calloc((size_t)workers, sizeof *slots);
@@ -491,7 +491,7 @@ static char *abs_path(const char *p)
 }
 
 /* Gives a trace or cost without a file one inside the jobs folder. */
-static int ensure_files(lua_State *L, rl_job *j, int ordinal, int index, rh_err *e)
+static int ensure_files(lua_State *L, rlua_job *j, int ordinal, int index, rh_err *e)
 {
     (void)L;
     char path[PATH_MAX];
@@ -510,7 +510,7 @@ static int ensure_files(lua_State *L, rl_job *j, int ordinal, int index, rh_err 
     return 0;
 }
 
-static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
+static int emit_jobs(lua_State *L, rlua_job *jobs, int n, int ordinal, rh_err *e)
 {
     const char *dir = g_opt.emit_jobs_dir;
     mkdir(dir, 0755);
@@ -521,7 +521,7 @@ static int emit_jobs(lua_State *L, rl_job *jobs, int n, int ordinal, rh_err *e)
     if (!text) return rh_fail(e, "out of memory");
     text[0] = '\0';
     for (int i = 0; i < n; i++) {
-        rl_job *j = &jobs[i];
+        rlua_job *j = &jobs[i];
         if (j->policy_ref != LUA_NOREF) {
             free(text);
             return rh_fail(e, "config %d: a Lua policy function cannot run as a job; "
@@ -618,7 +618,7 @@ static int l_sweep(lua_State *L)
         if (workers < 1) return luaL_error(L, "sweep: workers must be >= 1");
     }
     int ordinal = ++g_sweep_ordinal;
-    rl_jobs *h = push_jobs(L, n);
+    rlua_jobs *h = push_jobs(L, n);
     for (int i = 0; i < n; i++) {
         char who[64];
         snprintf(who, sizeof who, "sweep config %d", i + 1);
@@ -632,13 +632,13 @@ static int l_sweep(lua_State *L)
     if (!have && (g_opt.emit_jobs_dir || g_opt.collect_dir)) {
         if (!g_opt.emit_jobs_dir) g_opt.emit_jobs_dir = g_opt.collect_dir;
         if (emit_jobs(L, h->jobs, n, ordinal, &e) < 0) return luaL_error(L, "sweep: %s", e.msg);
-        return luaL_error(L, RL_JOBS_EMITTED);
+        return luaL_error(L, RLUA_JOBS_EMITTED);
     }
     if (!have && n > 0 && run_parallel(h->jobs, n, workers < n ? workers : n, h->out, &e) < 0)
         return luaL_error(L, "sweep: %s", e.msg);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
-        rl_push_json(L, h->out[i]);
+        rlua_push_json(L, h->out[i]);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -646,11 +646,11 @@ static int l_sweep(lua_State *L)
 
 /* ---------------------------------------------------------- opening -- */
 
-void rl_open(lua_State *L, const rl_options *opt)
+void rlua_open(lua_State *L, const rlua_options *opt)
 {
     if (opt) g_opt = *opt;
     g_sweep_ordinal = 0;
-    if (luaL_newmetatable(L, RL_COST_MT)) {
+    if (luaL_newmetatable(L, RLUA_COST_MT)) {
         lua_pushcfunction(L, cost_gc);
         lua_setfield(L, -2, "__gc");
         lua_newtable(L);
@@ -660,7 +660,7 @@ void rl_open(lua_State *L, const rl_options *opt)
     }
     lua_pop(L, 1);
 
-    if (luaL_newmetatable(L, RL_JOBS_MT)) {
+    if (luaL_newmetatable(L, RLUA_JOBS_MT)) {
         lua_pushcfunction(L, jobs_gc);
         lua_setfield(L, -2, "__gc");
     }
@@ -676,10 +676,10 @@ void rl_open(lua_State *L, const rl_options *opt)
     lua_setfield(L, -2, "sim");
     lua_pushcfunction(L, l_sweep);
     lua_setfield(L, -2, "sweep");
-    rl_open_json(L);
-    rl_open_trace(L);
-    rl_open_plot(L);
-    rl_open_util(L);
+    rlua_open_json(L);
+    rlua_open_trace(L);
+    rlua_open_plot(L);
+    rlua_open_util(L);
 
     lua_pushvalue(L, -1);
     lua_setglobal(L, "rehearse");

@@ -20,33 +20,33 @@
 #include "traces/tools/slice.h"
 #include "traces/tools/synth.h"
 
-rl_trace *rl_check_trace(lua_State *L, int idx)
+rlua_trace *rlua_check_trace(lua_State *L, int idx)
 {
-    return luaL_checkudata(L, idx, RL_TRACE_MT);
+    return luaL_checkudata(L, idx, RLUA_TRACE_MT);
 }
 
 static int trace_gc(lua_State *L)
 {
-    rl_trace *t = rl_check_trace(L, 1);
+    rlua_trace *t = rlua_check_trace(L, 1);
     tr_trace_free(&t->t);
     free(t->path);
     t->path = NULL;
     return 0;
 }
 
-rl_trace *rl_push_new_trace(lua_State *L)
+rlua_trace *rlua_push_new_trace(lua_State *L)
 {
-    rl_trace *t = lua_newuserdatauv(L, sizeof *t, 0);
+    rlua_trace *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     tr_trace_init(&t->t);
-    luaL_setmetatable(L, RL_TRACE_MT);
+    luaL_setmetatable(L, RLUA_TRACE_MT);
     return t;
 }
 
 static int l_trace_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    rl_trace *t = rl_push_new_trace(L);
+    rlua_trace *t = rlua_push_new_trace(L);
     rh_err e;
     tr_trace_free(&t->t);   /* tr_trace_load initializes it afresh */
     if (tr_trace_load(path, &t->t, &e) < 0) return luaL_error(L, "trace.load: %s", e.msg);
@@ -66,7 +66,7 @@ static uint32_t opt_u32(lua_State *L, int t, const char *k, uint32_t dflt)
 static int l_trace_new(lua_State *L)
 {
     int has_opts = lua_istable(L, 1);
-    rl_trace *t = rl_push_new_trace(L);
+    rlua_trace *t = rlua_push_new_trace(L);
     if (has_opts) {
         t->t.header.block_size = opt_u32(L, 1, "block_size", 0);
         lua_getfield(L, 1, "model");
@@ -79,7 +79,7 @@ static int l_trace_new(lua_State *L)
 /* t:add{...}: appends a request; ids default to 1, 2, 3, ... */
 static int l_trace_add(lua_State *L)
 {
-    rl_trace *t = rl_check_trace(L, 1);
+    rlua_trace *t = rlua_check_trace(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     tr_request r = {0};
     lua_getfield(L, 2, "arrival");
@@ -190,7 +190,7 @@ static int l_trace_synth(lua_State *L)
     tr_synth_opts_finish(&o);
     rh_err e;
     if (tr_synth_check(&o, &e) < 0) return luaL_error(L, "trace.synth: %s", e.msg);
-    rl_trace *t = rl_push_new_trace(L);
+    rlua_trace *t = rlua_push_new_trace(L);
     tr_sink sink = {&t->t, into_header, into_record};
     if (tr_synth(&o, &sink, &e) < 0) return luaL_error(L, "trace.synth: %s", e.msg);
     return 1;
@@ -213,7 +213,7 @@ static int l_trace_import(lua_State *L)
         if (!lua_isnil(L, -1)) o.block_size = (uint32_t)luaL_checkinteger(L, -1);
         /* the option values stay on the stack while they are used */
     }
-    rl_trace *t = rl_push_new_trace(L);
+    rlua_trace *t = rlua_push_new_trace(L);
     tr_sink sink = {&t->t, into_header, into_record};
     rh_err e;
     if (tr_read(path, &o, &sink, NULL, &e) < 0) return luaL_error(L, "trace.import: %s", e.msg);
@@ -222,7 +222,7 @@ static int l_trace_import(lua_State *L)
 
 static int l_trace_slice(lua_State *L)
 {
-    rl_trace *src = rl_check_trace(L, 1);
+    rlua_trace *src = rlua_check_trace(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     tr_slice_opts o;
     tr_slice_opts_init(&o);
@@ -230,7 +230,7 @@ static int l_trace_slice(lua_State *L)
     if (set_opts(L, 2, "trace:slice", set_slice, &o) < 0)
         return lua_error(L);
     if (tr_slice_check(&o, &e) < 0) return luaL_error(L, "trace:slice: %s", e.msg);
-    rl_trace *dst = rl_push_new_trace(L);
+    rlua_trace *dst = rlua_push_new_trace(L);
     tr_sink down = {&dst->t, into_header, into_record};
     tr_slicer *sl = tr_slicer_new(&o, &down);
     if (!sl) return luaL_error(L, "trace:slice: out of memory");
@@ -251,7 +251,7 @@ static int l_trace_slice(lua_State *L)
 
 static int l_trace_save(lua_State *L)
 {
-    rl_trace *t = rl_check_trace(L, 1);
+    rlua_trace *t = rlua_check_trace(L, 1);
     const char *path = luaL_checkstring(L, 2);
     rh_err e;
     if (tr_trace_save(&t->t, path, &e) < 0) return luaL_error(L, "trace:save: %s", e.msg);
@@ -263,13 +263,13 @@ static int l_trace_save(lua_State *L)
 
 static int l_trace_len(lua_State *L)
 {
-    lua_pushinteger(L, (lua_Integer)rl_check_trace(L, 1)->t.n_requests);
+    lua_pushinteger(L, (lua_Integer)rlua_check_trace(L, 1)->t.n_requests);
     return 1;
 }
 
 static int l_trace_request(lua_State *L)
 {
-    rl_trace *t = rl_check_trace(L, 1);
+    rlua_trace *t = rlua_check_trace(L, 1);
     lua_Integer i = luaL_checkinteger(L, 2);
     if (i < 1 || (size_t)i > t->t.n_requests)
         return luaL_error(L, "trace:request: index %d out of 1..%d", (int)i, (int)t->t.n_requests);
@@ -298,7 +298,7 @@ static int l_trace_request(lua_State *L)
 
 static int l_trace_index(lua_State *L)
 {
-    rl_trace *t = rl_check_trace(L, 1);
+    rlua_trace *t = rlua_check_trace(L, 1);
     const char *k = luaL_checkstring(L, 2);
     if (!strcmp(k, "path")) {
         if (t->path) lua_pushstring(L, t->path);
@@ -311,9 +311,9 @@ static int l_trace_index(lua_State *L)
     return 1;
 }
 
-void rl_open_trace(lua_State *L)
+void rlua_open_trace(lua_State *L)
 {
-    if (luaL_newmetatable(L, RL_TRACE_MT)) {
+    if (luaL_newmetatable(L, RLUA_TRACE_MT)) {
         lua_pushcfunction(L, trace_gc);
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, l_trace_len);

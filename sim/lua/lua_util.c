@@ -50,7 +50,7 @@ static int l_log(lua_State *L)
     return 0;
 }
 
-void rl_open_util(lua_State *L)
+void rlua_open_util(lua_State *L)
 {
     static const luaL_Reg fns[] = {{"mkdir", l_mkdir}, {"exists", l_exists}, {"shared_traces", l_shared_traces},
                                    {"log", l_log},     {NULL, NULL}};

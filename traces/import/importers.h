@@ -1,4 +1,4 @@
-/* importers.h — one reader per text format (internal to traces/).
+/* importers.h — one reader per text format (internal to traces/import).
  *
  * Each takes a line source. Our JSONL goes straight to the sink; the public
  * formats fill a spool that import.c sorts and emits. Messages name the

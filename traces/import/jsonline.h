@@ -1,6 +1,6 @@
 /* jsonline.h — one JSON object per line, flattened for the JSONL importers.
  *
- * Internal to traces/. A hand-written scanner handles the shapes trace lines
+ * Internal to traces/import. A hand-written scanner handles the shapes trace lines
  * have (numbers, strings without escapes, true/false/null, arrays of numbers,
  * one level of nested object with scalar values) at memory speed; any other
  * line goes to jansson, which either reads it or gives the error message.

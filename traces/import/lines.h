@@ -1,6 +1,6 @@
 /* lines.h — reads a text file (or memory) line by line, fast.
  *
- * Internal to traces/. Lines come back as spans into an internal buffer
+ * Internal to traces/import. Lines come back as spans into an internal buffer
  * (valid until the next call), without the "\n" or "\r\n"; the last line
  * needs no newline. Line numbers start at 1. A line longer than 256 MiB is
  * refused (a binary file fed to a text importer). */

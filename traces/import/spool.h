@@ -1,6 +1,6 @@
 /* spool.h — rows of a public trace held compactly until they are sorted.
  *
- * Internal to traces/. Public traces may list rows out of order (Azure 2024)
+ * Internal to traces/import. Public traces may list rows out of order (Azure 2024)
  * and start at an arbitrary clock (epoch dates, BurstGPT's seconds since the
  * service started), so importers add rows here (40 bytes each plus block
  * hashes) and tr_spool_emit sorts them by arrival, keeping file order on
