@@ -1,17 +1,10 @@
 /* rehearse.c — the table of subcommands, git-style. Nothing else lives here:
  * each subcommand's flags, help and exit codes are its front in cli/. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/cli.h"
 
-typedef struct subcommand {
-    const char *name;
-    int (*main)(int argc, char **argv);   /* argv[0] is the subcommand name */
-    const char *summary;
-} subcommand;
-
-static const subcommand commands[] = {
+static const cli_command commands[] = {
     {"trace", trace_main, "import, export, inspect, slice and synthesize traces"},
     {"sim", sim_main, "replay a trace through the scheduler on a virtual clock, priced by a cost model"},
     {"run", run_main, "run a Lua experiment script (sweeps in parallel, CSV, plots)"},
@@ -38,17 +31,5 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 1;
-    }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        usage(stdout);
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].main(argc - 1, argv + 1);
-    fprintf(stderr, "rehearse: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 1;
+    return cli_dispatch(commands, sizeof commands / sizeof commands[0], "rehearse", usage, argc, argv);
 }

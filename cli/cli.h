@@ -8,6 +8,21 @@
 #ifndef RH_CLI_H
 #define RH_CLI_H
 
+#include <stddef.h>
+#include <stdio.h>
+
+/* A table of subcommands, git-style (rehearse COMMAND, rehearse trace COMMAND). */
+typedef struct cli_command {
+    const char *name;
+    int (*main)(int argc, char **argv);   /* argv[0] is the subcommand's name */
+    const char *summary;
+} cli_command;
+
+/* Runs the command argv[1] names. "-h", "--help" and "help" print usage on
+ * stdout (0); no name, or one the table lacks, prints "WHO: unknown command"
+ * and usage on stderr (1). */
+int cli_dispatch(const cli_command *t, size_t n, const char *who, void (*usage)(FILE *f), int argc, char **argv);
+
 int trace_main(int argc, char **argv);            /* trace.c: import, export, cat, stats, slice, synth */
 int sim_main(int argc, char **argv);              /* sim.c */
 int run_main(int argc, char **argv);              /* run.c: a Lua experiment script */

@@ -6,11 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *summary;
-} cmds[] = {
+static const cli_command cmds[] = {
     {"import", trace_cmd_import, "convert a trace (Mooncake, Azure, BurstGPT, vidur, JSONL) to our binary format"},
     {"export", trace_cmd_export, "write a trace as JSONL or CSV"},
     {"cat", trace_cmd_export, "print a trace as JSONL on stdout"},
@@ -29,18 +25,18 @@ static void usage(FILE *f)
 
 int trace_main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 1;
-    }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        usage(stdout);
+    return cli_dispatch(cmds, sizeof cmds / sizeof cmds[0], "rehearse trace", usage, argc, argv);
+}
+
+int trace_cli_start(int argc, char **argv, const char *help, rh_args *a, tr_import_opts *o)
+{
+    if (rh_wants_help(argc, argv)) {
+        fputs(help, stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "rehearse trace: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    rh_args_init(a, argc, argv);
+    a->i = 1;
+    if (o) tr_import_opts_init(o);
     return 1;
 }
 
@@ -98,16 +94,10 @@ static const char import_help[] =
 
 int trace_cmd_import(int argc, char **argv)
 {
-    if (rh_wants_help(argc, argv)) {
-        fputs(import_help, stdout);
-        return 0;
-    }
     rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
-    rh_err e = {{0}};
     tr_import_opts o;
-    tr_import_opts_init(&o);
+    if (!trace_cli_start(argc, argv, import_help, &a, &o)) return 0;
+    rh_err e = {{0}};
     const char *out = NULL, *in = NULL, *name;
     while ((name = rh_args_next(&a))) {
         int r;

@@ -14,6 +14,10 @@ int trace_cmd_stats(int argc, char **argv);
 int trace_cmd_slice(int argc, char **argv);
 int trace_cmd_synth(int argc, char **argv);
 
+/* What every trace command does first: with -h or --help prints `help` and
+ * returns 0 (the command then exits 0); else readies the walker past the
+ * command's name and the input options, and returns 1. */
+int trace_cli_start(int argc, char **argv, const char *help, rh_args *a, tr_import_opts *o);
 /* Prints "rehearse trace NAME: message" and returns 1. */
 int trace_cli_fail(const char *cmd, const rh_err *e);
 /* Handles --input-format, --model and --block-size shared by the readers:

@@ -49,16 +49,10 @@ int trace_cmd_export(int argc, char **argv)
 {
     const char *cmd = argv[0];
     int is_cat = !strcmp(cmd, "cat");
-    if (rh_wants_help(argc, argv)) {
-        fputs(export_help, stdout);
-        return 0;
-    }
     rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
-    rh_err e = {{0}};
     tr_import_opts o;
-    tr_import_opts_init(&o);
+    if (!trace_cli_start(argc, argv, export_help, &a, &o)) return 0;
+    rh_err e = {{0}};
     export_ctx x = {0};
     const char *out = NULL, *in = NULL, *name;
     while ((name = rh_args_next(&a))) {

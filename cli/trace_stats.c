@@ -93,16 +93,10 @@ static void print_text(const char *in, tr_format f, const tr_header *h, const tr
 
 int trace_cmd_stats(int argc, char **argv)
 {
-    if (rh_wants_help(argc, argv)) {
-        fputs(stats_help, stdout);
-        return 0;
-    }
     rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
-    rh_err e = {{0}};
     tr_import_opts o;
-    tr_import_opts_init(&o);
+    if (!trace_cli_start(argc, argv, stats_help, &a, &o)) return 0;
+    rh_err e = {{0}};
     int json = 0;
     metrics_slo slo = {0};
     const char *in = NULL, *name;

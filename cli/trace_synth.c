@@ -24,16 +24,10 @@ static const char slice_help[] =
 
 int trace_cmd_slice(int argc, char **argv)
 {
-    if (rh_wants_help(argc, argv)) {
-        fputs(slice_help, stdout);
-        return 0;
-    }
     rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
-    rh_err e = {{0}};
     tr_import_opts io;
-    tr_import_opts_init(&io);
+    if (!trace_cli_start(argc, argv, slice_help, &a, &io)) return 0;
+    rh_err e = {{0}};
     tr_slice_opts o;
     tr_slice_opts_init(&o);
     const char *in = NULL, *out = NULL, *name;
@@ -96,13 +90,8 @@ static const char synth_help[] =
 
 int trace_cmd_synth(int argc, char **argv)
 {
-    if (rh_wants_help(argc, argv)) {
-        fputs(synth_help, stdout);
-        return 0;
-    }
     rh_args a;
-    rh_args_init(&a, argc, argv);
-    a.i = 1;
+    if (!trace_cli_start(argc, argv, synth_help, &a, NULL)) return 0;
     rh_err e = {{0}};
     tr_synth_opts o;
     tr_synth_opts_init(&o);

@@ -5,7 +5,7 @@
  * Data flows one way: a dataset (random, shared-prefix, or a trace) gives the
  * requests and their planned arrivals; bench_run sends them over libcurl's
  * multi interface from one thread, streaming, and times every content chunk;
- * the results feed sim/metrics (the same summary the simulator prints), an
+ * the results feed traces/metrics (the same summary the simulator prints), an
  * optional JSON file, and an optional client-side trace (traces/trace.h) that
  * the simulator can replay.
  *

@@ -32,6 +32,7 @@
 #ifndef RH_KERNELS_H
 #define RH_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,32 @@ typedef struct kern_cand {
     float v;
     int32_t id;
 } kern_cand;
+
+/* The sampler's arithmetic, shared by every sampler and by speculative
+ * verification, which must reproduce the sampler's distribution to the bit:
+ * the first index of the largest value, and the softmax at a temperature
+ * (each candidate's value becomes exp((v - max) / T) in float; the sum comes
+ * back in double). */
+static inline uint32_t kern_argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static inline double kern_softmax_at(kern_cand *c, uint32_t n, float temperature)
+{
+    float mx = -INFINITY;
+    for (uint32_t i = 0; i < n; i++)
+        if (c[i].v > mx) mx = c[i].v;
+    double total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        c[i].v = expf((c[i].v - mx) / temperature);
+        total += c[i].v;
+    }
+    return total;
+}
 
 /* Storage type of weight matrices and KV pools. */
 typedef enum kern_dtype { KERN_F32 = 0, KERN_BF16 = 1 } kern_dtype;

@@ -125,7 +125,7 @@ static void test_timing_matches_schedule(void)
     CU_ASSERT(median_of(delivery, nd) < 0.003);
     CU_ASSERT(median_of(ttft_vs_server, 6) < 0.005);
     CU_ASSERT_DOUBLE_EQUAL(median_of(gaps, ng), 0.010, 0.002);
-    /* The summary (sim/metrics) agrees with a direct computation. */
+    /* The summary (traces/metrics) agrees with a direct computation. */
     metrics_summary s;
     CU_ASSERT_FATAL(bench_summarize(&d, r, NULL, &s, &e) == 0);
     CU_ASSERT_EQUAL(s.completed, 6);

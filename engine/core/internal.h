@@ -186,6 +186,23 @@ typedef struct cand_list {
     core_req **v;               /* NULL: walk the waiting list itself (fcfs) */
     uint32_t n;
 } cand_list;
+
+/* The idx-th candidate of a waiting order: from the policy's list, or
+ * without one (fcfs) the next of the waiting list, walked through *walk,
+ * which moves on before admission unlinks the request. NULL with *end set:
+ * the list ran out; NULL alone: skip this index (it left the queue). */
+static inline core_req *cand_at(const cand_list *cl, uint32_t idx, core_req **walk, bool *end)
+{
+    if (cl->v) return cl->v[idx];
+    core_req *r = *walk;
+    if (!r) {
+        *end = true;
+        return NULL;
+    }
+    *walk = r->next;
+    return r;
+}
+
 void policy_order(core *c, double now, cand_list *out);
 
 /* ---- policy_lua.c ---- */

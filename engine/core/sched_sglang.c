@@ -162,15 +162,11 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
     cand_list cl;
     policy_order(c, now, &cl);
     core_req *walk = c->wait_head;
+    bool end = false;
     for (uint32_t idx = 0; idx < cl.n; idx++) {
-        core_req *r;
-        if (cl.v) {
-            if (!(r = cl.v[idx])) continue;
-        } else {
-            if (!walk) break;
-            r = walk;
-            walk = walk->next;   /* before admission unlinks r */
-        }
+        core_req *r = cand_at(&cl, idx, &walk, &end);
+        if (end) break;
+        if (!r) continue;
         if (c->n_active >= cfg->max_running_requests) break;
         bool progress = c->n_active == 0;   /* nothing runs: start something */
         uint32_t limit = (req_fill(r) - 1) / ps;

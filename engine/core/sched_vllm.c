@@ -66,16 +66,12 @@ void sched_vllm(core *c, double now)
     cand_list cl;
     policy_order(c, now, &cl);
     core_req *walk = c->wait_head;
+    bool end = false;
     for (uint32_t idx = 0; idx < cl.n; idx++) {
         if (c->n_active >= cfg->max_running_requests || budget <= 0) break;
-        core_req *r;
-        if (cl.v) {
-            if (!(r = cl.v[idx])) continue;
-        } else {
-            if (!walk) break;
-            r = walk;
-            walk = walk->next;
-        }
+        core_req *r = cand_at(&cl, idx, &walk, &end);
+        if (end) break;
+        if (!r) continue;
         uint32_t limit = (req_fill(r) - 1) / c->ps;
         if (core_match_room(c, limit + 1) < 0) break;
         uint32_t m_cached, m = keys_match(c, r, c->match_pages, &m_cached);

@@ -17,14 +17,6 @@ static int cand_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static uint32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* Mirrors the sampler step by step (kernels/cpu/sample.c): keep the top k by
  * logit, exponentiate at the temperature in float with the sum in double,
  * then keep the most likely until their mass reaches top_p of the total. The
@@ -34,7 +26,7 @@ void spec_probs(const float *logits, uint32_t vocab, const kern_sampling *p, flo
 {
     for (uint32_t i = 0; i < vocab; i++) probs[i] = 0.0f;
     if (spec_is_greedy(p)) {
-        probs[argmax(logits, vocab)] = 1.0f;
+        probs[kern_argmax(logits, vocab)] = 1.0f;
         return;
     }
     for (uint32_t i = 0; i < vocab; i++) c[i] = (kern_cand){logits[i], (int32_t)i};
@@ -43,14 +35,7 @@ void spec_probs(const float *logits, uint32_t vocab, const kern_sampling *p, flo
         qsort(c, vocab, sizeof *c, cand_cmp);
         n = p->top_k;
     }
-    float mx = -INFINITY;
-    for (uint32_t i = 0; i < n; i++)
-        if (c[i].v > mx) mx = c[i].v;
-    double total = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        c[i].v = expf((c[i].v - mx) / p->temperature);
-        total += c[i].v;
-    }
+    double total = kern_softmax_at(c, n, p->temperature);
     if (p->top_p > 0.0f && p->top_p < 1.0f) {
         /* The nucleus: the sampler pops candidates by exponentiated value
          * (ties by id) while the mass popped is below top_p of the total. */

@@ -41,17 +41,9 @@ static void heapify(kern_cand *c, uint32_t n, int max_heap)
     for (uint32_t i = n / 2; i-- > 0;) sift(c, n, i, max_heap);
 }
 
-static int32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int32_t)best;
-}
-
 int32_t cpu_sample(const float *logits, uint32_t vocab, const kern_sampling *p, uint64_t *rng, kern_cand *c)
 {
-    if (p->temperature <= 0.0f || p->top_k == 1) return argmax(logits, vocab);
+    if (p->temperature <= 0.0f || p->top_k == 1) return (int32_t)kern_argmax(logits, vocab);
 
     /* Keep the candidates (all, or the top k) as scaled logits. */
     uint32_t n;
@@ -72,14 +64,7 @@ int32_t cpu_sample(const float *logits, uint32_t vocab, const kern_sampling *p, 
     }
 
     /* Softmax at the temperature, over the survivors. */
-    float mx = -INFINITY;
-    for (uint32_t i = 0; i < n; i++)
-        if (c[i].v > mx) mx = c[i].v;
-    double total = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        c[i].v = expf((c[i].v - mx) / p->temperature);
-        total += c[i].v;
-    }
+    double total = kern_softmax_at(c, n, p->temperature);
 
     /* Nucleus: pop the most likely until their mass reaches top_p. Popped
      * candidates collect at the end of the array, most likely last. */

@@ -174,17 +174,31 @@ static int need_col(const rh_csv_table *t, const char *name, const char *role, c
     return c;
 }
 
+/* The group column (--by), or -1 without one; -2 with a message when the
+ * CSV lacks it. */
+static int group_col(const plot_spec *s, const rh_csv_table *t, rh_err *e)
+{
+    if (!s->by) return -1;
+    int bc = rh_csv_col(t, s->by);
+    if (bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by), -2;
+    return bc;
+}
+
+/* The x column, the y columns and the group column of series and bars. */
+static int xy_cols(const plot_spec *s, const rh_csv_table *t, const char *x_role, int *xc, int ycols[16], int *ny,
+                   int *bc, rh_err *e)
+{
+    if ((*xc = need_col(t, s->x, x_role, s->csv, e)) < 0) return -1;
+    if ((*ny = y_columns(t, s->y, ycols, 16, s->csv, e)) < 0) return -1;
+    return (*bc = group_col(s, t, e)) == -2 ? -1 : 0;
+}
+
 /* Series of (x, y): one per group and y column. Writes blocks separated by
  * two blank lines (gnuplot's `index`), and the titles into the preamble. */
 static int shape_series(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
-    int xc = need_col(t, s->x, "x", s->csv, e);
-    if (xc < 0) return -1;
-    int ycols[16];
-    int ny = y_columns(t, s->y, ycols, 16, s->csv, e);
-    if (ny < 0) return -1;
-    int bc = s->by ? rh_csv_col(t, s->by) : -1;
-    if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
+    int xc, ycols[16], ny, bc;
+    if (xy_cols(s, t, "x", &xc, ycols, &ny, &bc, e) < 0) return -1;
     groups g;
     if (group_rows(t, bc, &g) < 0) return rh_fail(e, "out of memory");
     xy *pts = malloc((t->nrow ? t->nrow : 1) * sizeof *pts);
@@ -235,8 +249,8 @@ static int shape_cdf(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE 
 {
     int yc = need_col(t, s->y, "value (y)", s->csv, e);
     if (yc < 0) return -1;
-    int bc = s->by ? rh_csv_col(t, s->by) : -1;
-    if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
+    int bc = group_col(s, t, e);
+    if (bc == -2) return -1;
     groups g;
     if (group_rows(t, bc, &g) < 0) return rh_fail(e, "out of memory");
     double *v = malloc((t->nrow ? t->nrow : 1) * sizeof *v);
@@ -359,13 +373,8 @@ static int shape_heatmap(const plot_spec *s, const rh_csv_table *t, FILE *dat, F
 /* Grouped bars: a row per x value, a column per group (or y column). */
 static int shape_bars(const plot_spec *s, const rh_csv_table *t, FILE *dat, FILE *pre, rh_err *e)
 {
-    int xc = need_col(t, s->x, "x (categories)", s->csv, e);
-    if (xc < 0) return -1;
-    int ycols[16];
-    int ny = y_columns(t, s->y, ycols, 16, s->csv, e);
-    if (ny < 0) return -1;
-    int bc = s->by ? rh_csv_col(t, s->by) : -1;
-    if (s->by && bc < 0) return rh_fail(e, "%s: no column '%s' (the group)", s->csv, s->by);
+    int xc, ycols[16], ny, bc;
+    if (xy_cols(s, t, "x (categories)", &xc, ycols, &ny, &bc, e) < 0) return -1;
     if (bc >= 0 && ny > 1) return rh_fail(e, "bars take either several y columns or a group column, not both");
     axis ax = {0};
     groups g;

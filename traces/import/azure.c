@@ -86,10 +86,8 @@ int tr_import_azure(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
     int col[3];
     const char *line;
     size_t n;
-    int rc = tr_lines_next(l, &line, &n, e);
-    if (rc < 0) return -1;
-    if (rc == 0) return rh_fail(e, "%s: empty file: no header line", l->name);
-    if (tr_csv_columns(l, line, n, names, 3, 3, col, e) < 0) return -1;
+    if (tr_csv_header(l, names, 3, 3, col, e) < 0) return -1;
+    int rc;
     int need = col[0] > col[1] ? col[0] : col[1];
     need = need > col[2] ? need : col[2];
     rh_csv_field f[16];

@@ -21,10 +21,8 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
     int col[5];
     const char *line;
     size_t n;
-    int rc = tr_lines_next(l, &line, &n, e);
-    if (rc < 0) return -1;
-    if (rc == 0) return rh_fail(e, "%s: empty file: no header line", l->name);
-    if (tr_csv_columns(l, line, n, names, 5, 4, col, e) < 0) return -1;
+    if (tr_csv_header(l, names, 5, 4, col, e) < 0) return -1;
+    int rc;
     if (o->model && (tr_header_set_model(&sp->header, o->model) < 0 ||
                      tr_header_set(&sp->header, "model_filter", o->model) < 0))
         return rh_fail(e, "out of memory");

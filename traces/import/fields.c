@@ -38,6 +38,16 @@ int tr_csv_columns(tr_lines *l, const char *line, size_t n, const char *const *n
     return 0;
 }
 
+int tr_csv_header(tr_lines *l, const char *const *names, int n_names, int n_required, int *idx, rh_err *e)
+{
+    const char *line;
+    size_t n;
+    int rc = tr_lines_next(l, &line, &n, e);
+    if (rc < 0) return -1;
+    if (rc == 0) return rh_fail(e, "%s: empty file: no header line", l->name);
+    return tr_csv_columns(l, line, n, names, n_names, n_required, idx, e);
+}
+
 int tr_field_count(tr_lines *l, const char *field, const char *s, size_t n, uint32_t *out, rh_err *e)
 {
     uint64_t v = 0;

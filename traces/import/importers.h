@@ -24,6 +24,9 @@ int tr_import_vidur(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
  * `n_required`) is absent. */
 int tr_csv_columns(tr_lines *l, const char *line, size_t n, const char *const *names, int n_names,
                    int n_required, int *idx, rh_err *e);
+/* The same for the file's first line: "empty file: no header line" when
+ * there is none. */
+int tr_csv_header(tr_lines *l, const char *const *names, int n_names, int n_required, int *idx, rh_err *e);
 /* A token count from a CSV/JSON field, with the file/line/field message. */
 int tr_field_count(tr_lines *l, const char *field, const char *s, size_t n, uint32_t *out, rh_err *e);
 /* Seconds (decimal text) to ns, within +-126 years. */
