@@ -36,7 +36,13 @@ static void usage(FILE *f)
             "  --api-key KEY               require \"Authorization: Bearer KEY\" on /v1/ (401 otherwise)\n"
             "  --record-trace FILE         record every request and step to FILE as they happen\n"
             "  --max-queued-requests N     requests waiting for admission beyond N get 429 (0: no limit)\n"
-            "  --max-connections N         open connections beyond N get 503 (1024)\n"
+            "  --max-connections N         open connections beyond N get 503 (4096)\n"
+            "  --max-connections-per-client N  one client's (IP address's) connections beyond N get 503,\n"
+            "                              a few past N are closed at accept (half of --max-connections)\n"
+            "  --header-timeout S          a new connection that sends no header bytes for S seconds is\n"
+            "                              closed (10)\n"
+            "  --idle-timeout S            a connection with no request in progress for S seconds is\n"
+            "                              closed; a request waiting for tokens never times out (30)\n"
             "  --max-body-bytes N          larger request bodies get 413 (33554432)\n"
             "  --http-threads N            HTTP and tokenizer threads (4)\n"
             "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
@@ -67,7 +73,8 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         return v ? engine_flag_set(&c->engine, name, v, e) : -1;
     }
     static const char *valued[] = {"tokenizer", "served-model-name", "host", "port", "api-key", "record-trace",
-                                   "max-queued-requests", "max-connections", "max-body-bytes", "http-threads",
+                                   "max-queued-requests", "max-connections", "max-connections-per-client",
+                                   "header-timeout", "idle-timeout", "max-body-bytes", "http-threads",
                                    "shutdown-timeout"};
     size_t i = 0, n = sizeof valued / sizeof valued[0];
     while (i < n && strcmp(name, valued[i])) i++;
@@ -90,7 +97,13 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     } else if (!strcmp(name, "max-queued-requests")) {
         if (rh_parse_u32(v, flag, 0, UINT32_MAX, &c->max_queued_requests, e) < 0) return -1;
     } else if (!strcmp(name, "max-connections")) {
-        if (rh_parse_u32(v, flag, 0, 1000000, &c->max_connections, e) < 0) return -1;
+        if (rh_parse_u32(v, flag, 1, 1000000, &c->max_connections, e) < 0) return -1;
+    } else if (!strcmp(name, "max-connections-per-client")) {
+        if (rh_parse_u32(v, flag, 1, 1000000, &c->max_connections_per_client, e) < 0) return -1;
+    } else if (!strcmp(name, "header-timeout")) {
+        if (rh_parse_u32(v, flag, 1, 3600, &c->header_timeout_s, e) < 0) return -1;
+    } else if (!strcmp(name, "idle-timeout")) {
+        if (rh_parse_u32(v, flag, 1, 86400, &c->idle_timeout_s, e) < 0) return -1;
     } else if (!strcmp(name, "http-threads")) {
         if (rh_parse_u32(v, flag, 0, 256, &c->http_threads, e) < 0) return -1;
     } else if (!strcmp(name, "max-body-bytes")) {

@@ -81,7 +81,7 @@ int sim_main(int argc, char **argv)
         } else {
             /* Boolean knobs (--disable-radix-cache) take no value unless it is
              * written --name=value. */
-            if (core_config_takes_value(name) == 0) v = a.inline_val ? rh_args_value(&a, &e) : "true";
+            if (sim_config_takes_value(name) == 0) v = a.inline_val ? rh_args_value(&a, &e) : "true";
             else if (!(v = rh_args_value(&a, &e))) goto bad;
             int rc = sim_config_set(&cfg, name, v, &e);
             if (rc < 0) goto bad;

@@ -33,6 +33,13 @@ const core *engine_core(const engine *g) { return g->c; }
 const char *engine_hardware(const engine *g) { return g->hardware; }
 bool engine_idle(const engine *g) { return core_idle(g->c) && g->n_pending == 0; }
 
+/* The Lua policy's watchdog (--policy-max-seconds) on real time. */
+static double guard_clock(void *ctx)
+{
+    (void)ctx;
+    return rh_now();
+}
+
 /* The MODEL argument (model_open), noting where its weights came from. */
 static model *open_model(engine *g, const engine_config *c, rh_err *e)
 {
@@ -192,7 +199,7 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     describe_hardware(g, cfg->kernels ? cfg->kernels : kern_cpu());
 
     core_hooks hooks = {.ctx = g, .on_step = engine_core_on_step, .on_event = engine_core_on_event,
-                        .on_message = engine_core_on_message};
+                        .on_message = engine_core_on_message, .guard_clock = guard_clock};
     if (!(g->c = core_new(k, &hooks, e))) goto fail;
     g->cap_seqs = k->max_running_requests + 1;
     g->seqs = calloc(g->cap_seqs, sizeof *g->seqs);

@@ -85,6 +85,8 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         c->rate_scale = d;
     } else if (!strcmp(name, "max-concurrency")) {
         if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
+        if (u < 1 || u > UINT32_MAX)
+            return rh_fail(e, "--max-concurrency must be 1..%u (got %s); leave it out for an open loop", UINT32_MAX, v);
         c->max_concurrency = (uint32_t)u;
     } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp")) {
         if (rh_parse_u64(v, "--tp-size", &u, e) < 0) return -1;
@@ -116,6 +118,10 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (rh_parse_u64(v, "--series-points", &u, e) < 0) return -1;
         if (u < 1 || u > 1000000) return rh_fail(e, "--series-points must be 1..1000000 (got %s)", v);
         c->series_points = (uint32_t)u;
+    } else if (!strcmp(name, "policy-fallback")) {
+        if (!strcmp(v, "true") || !strcmp(v, "1")) c->policy_fallback = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "0")) c->policy_fallback = false;
+        else return rh_fail(e, "--policy-fallback takes no value (or true/false), not '%s'", v);
     } else if (!strcmp(name, "token-times")) {
         if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
         c->token_times = u != 0;
@@ -125,6 +131,20 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         return rc;
     }
     return 1;
+}
+
+int sim_config_takes_value(const char *name_in)
+{
+    static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "speculative-algorithm",
+                                        "speculative-accept-rate", "speculative-accept-hist",
+                                        "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
+                                        "sim-seed", "series-points", "token-times"};
+    char name[96];
+    if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
+    if (!strcmp(name, "policy-fallback")) return 0;
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (!strcmp(name, knobs[i])) return 1;
+    return core_config_takes_value(name);
 }
 
 const char *sim_config_help(void)
@@ -141,5 +161,7 @@ const char *sim_config_help(void)
            "                            holds the histogram with speculation on uses it by default\n"
            "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (default: none)\n"
            "  --series-points N         time-series resolution of results (default 2000)\n"
-           "  --token-times 0|1         store every token's time in the output file (default 1)\n";
+           "  --token-times 0|1         store every token's time in the output file (default 1)\n"
+           "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
+           "                            (policy_errors); without it the run stops with the error\n";
 }

@@ -287,6 +287,13 @@ static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, cons
     return w;
 }
 
+/* The Lua policy's watchdog runs on real time, whatever the virtual clock says. */
+static double guard_clock(void *ctx)
+{
+    (void)ctx;
+    return rh_now();
+}
+
 /* Step 1: the run's state — records per request, metrics, the sender, the
  * core, and the output file when one is asked for. */
 static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
@@ -301,7 +308,7 @@ static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const 
     r->m = metrics_new(&cfg->slo);
     if (!r->rs || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
-    core_hooks hooks = {.ctx = r, .on_step = on_step, .on_event = on_event};
+    core_hooks hooks = {.ctx = r, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
     if (!(r->c = core_new(&cfg->core, &hooks, e))) return -1;
     if (cfg->out_path && !(r->w = open_output(cfg, trace, cost, e))) return -1;
     return 0;
@@ -365,7 +372,15 @@ static int run_loop(run *r, rh_err *e)
         double next = send_due(r, r->now);
         if (r->failed) break;
         core_batch b;
-        if (core_schedule(r->c, r->now, &b) == 0) {
+        uint32_t k = core_schedule(r->c, r->now, &b);
+        const char *policy_err = cfg->policy_fallback ? NULL : core_policy_error(r->c);
+        if (policy_err) {
+            /* A study must never report fcfs numbers under a policy's name. */
+            rc = rh_fail(e, "policy error at t=%.3f s: %s (--policy-fallback makes such a step fcfs and counts it)",
+                         r->now, policy_err);
+            break;
+        }
+        if (k == 0) {
             if (next == INFINITY) {
                 /* Nothing to run and nothing left to send: done, unless
                  * requests wait for room that never comes. */
@@ -410,6 +425,9 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
     uint64_t n = trace->n_requests;
     if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) return rh_fail(e, "out of memory");
     if (metrics_summarize(r->m, &out->summary) < 0) return rh_fail(e, "out of memory");
+    core_stats st;
+    core_get_stats(r->c, &st);
+    out->summary.policy_errors = st.policy_errors;
     bin_series(r, r->now, &out->series);
     out->n_requests = n;
     if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");

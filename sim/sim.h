@@ -42,11 +42,15 @@ typedef struct sim_config {
     int progress;            /* draw a progress bar */
     const char *out_path;    /* write the simulated run here (NULL: don't) */
     int token_times;         /* 1: store every token's time in the output file (default 1) */
+    bool policy_fallback;    /* a Lua policy error falls back to fcfs and is counted (summary.policy_errors);
+                                false: the run stops with the policy's message */
 } sim_config;
 
 void sim_config_default(sim_config *c);
 /* Sets a simulator or core knob by CLI name (1 set, 0 unknown, -1 bad value). */
 int sim_config_set(sim_config *c, const char *name, const char *value, rh_err *e);
+/* 1 when the knob takes a value, 0 for a boolean (given bare), -1 unknown. */
+int sim_config_takes_value(const char *name);
 const char *sim_config_help(void);
 
 /* Step-level time series, binned in time so a plot has series_points rows. */

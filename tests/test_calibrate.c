@@ -477,29 +477,31 @@ static void test_quick_cpu_calibration(void)
     }
     CU_ASSERT_EQUAL(points, r.points);
     /* The seconds are seconds: q_proj at 256 tokens against the same GEMM
-     * timed here with the monotonic clock (a median of 15). Machines are
-     * noisy, so a factor of 4 either way passes; a slip of units does not. */
+     * timed here with the monotonic clock (the fastest of 30: load only ever
+     * slows a run down). A loaded machine slows the calibration's own runs
+     * too, by ten times when other jobs share the cores, so a factor of 50
+     * either way passes; a slip of units (1000 at least) does not. */
     uint32_t m_rows = 256, n = c.n_heads * c.head_dim, k = c.hidden_size;
     float *x = calloc((size_t)m_rows * k, sizeof *x), *w = calloc((size_t)n * k, sizeof *w);
     float *y = calloc((size_t)m_rows * n, sizeof *y);
     CU_ASSERT_FATAL(x && w && y);
-    double times[15];
+    double times[30];
     kern_cpu()->gemm(x, w, NULL, y, m_rows, n, k, 0);   /* warm-up */
-    for (int i = 0; i < 15; i++) {
+    for (int i = 0; i < 30; i++) {
         struct timespec a, z;
         clock_gettime(CLOCK_MONOTONIC, &a);
         kern_cpu()->gemm(x, w, NULL, y, m_rows, n, k, 0);
         clock_gettime(CLOCK_MONOTONIC, &z);
         times[i] = (double)(z.tv_sec - a.tv_sec) + 1e-9 * (double)(z.tv_nsec - a.tv_nsec);
     }
-    qsort(times, 15, sizeof times[0], cmp_double);
+    qsort(times, 30, sizeof times[0], cmp_double);
     free(x), free(w), free(y);
     json_t *q = json_object_get(ops, "q_proj"), *qt = json_object_get(q, "tokens");
     double table = -1;
     for (size_t i = 0; i < json_array_size(qt); i++)
         if (json_number_value(json_array_get(qt, i)) == m_rows) table = json_number_value(json_array_get(json_object_get(q, "seconds"), i));
-    printf("(q_proj at 256 tokens: table %.3g s, timed here %.3g s) ", table, times[7]);
-    CU_ASSERT(table > times[7] / 4 && table < times[7] * 4);
+    printf("(q_proj at 256 tokens: table %.3g s, timed here %.3g s) ", table, times[0]);
+    CU_ASSERT(table > times[0] / 50 && table < times[0] * 50);
     json_decref(t);
     cost_model *m = cost_load(path, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);

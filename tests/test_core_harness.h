@@ -12,6 +12,7 @@
 
 #include "engine/core/core.h"
 #include "testutil.h"
+#include "util/progress.h"
 
 #define H_MAX_REQ 4096
 
@@ -102,13 +103,20 @@ static inline void h_mix(harness *h, uint64_t v)
     }
 }
 
+static inline double h_guard_clock(void *ctx)
+{
+    (void)ctx;
+    return rh_now();
+}
+
 /* Returns a new core with hooks into h (h is cleared), or NULL and fails the test. */
 static inline core *h_new(harness *h, const core_config *cfg)
 {
     memset(h, 0, sizeof *h);
     for (int i = 0; i < H_MAX_REQ; i++) h->req[i].first_token_step = h->req[i].admit_step = -1;
     h->digest = 0xcbf29ce484222325ull;
-    core_hooks hooks = {.ctx = h, .on_step = h_on_step, .on_event = h_on_event, .on_message = h_on_message};
+    core_hooks hooks = {.ctx = h, .on_step = h_on_step, .on_event = h_on_event, .on_message = h_on_message,
+                        .guard_clock = h_guard_clock};
     rh_err e = {{0}};
     h->c = core_new(cfg, &hooks, &e);
     if (!h->c) {

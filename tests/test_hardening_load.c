@@ -336,6 +336,7 @@ static void test_thousand_streaming_clients(void)
     server_config c = ts_config(tiny);
     c.max_queued_requests = MAX_QUEUED;
     c.max_connections = MAX_CONNECTIONS;
+    c.max_connections_per_client = CLIENTS;   /* every client here shares one address */
     c.http_threads = 4;
     c.engine.core.max_running_requests = 64;
     server *s = ts_start(&c);

@@ -148,15 +148,17 @@ static void test_no_way_out(void)
     refused("coroutine.lua", "local co = coroutine.create(print)\n", "coroutine.lua:1:", "'coroutine'");
     refused("collect.lua", "collectgarbage('stop')\n", "collect.lua:1:", "'collectgarbage'");
     CU_ASSERT(!tu_file_exists(marker));
-    /* Not reachable another way either: the string metatable holds the same,
-     * tamed string table, and nothing else is left in _G. */
+    /* Not reachable another way either: string methods are the same, tamed
+     * string table, the strings' metatable is protected, and nothing else is
+     * left in _G. */
     behaves("globals.lua",
             "local allowed = {assert=1, error=1, getmetatable=1, ipairs=1, next=1, pairs=1, pcall=1, print=1,\n"
             "  rawequal=1, rawget=1, rawlen=1, rawset=1, select=1, setmetatable=1, tonumber=1, tostring=1,\n"
             "  type=1, warn=1, xpcall=1, _G=1, _VERSION=1, table=1, string=1, math=1, utf8=1}\n"
             "for k in pairs(_G) do assert(allowed[k], 'unexpected global ' .. tostring(k)) end\n"
-            "local s = getmetatable('').__index\n"
-            "assert(s == string and s.find == nil and s.gsub == nil and s.match == nil and s.gmatch == nil)\n"
+            "assert(getmetatable('') == false)\n"
+            "local s = ('x')\n"
+            "assert(s.find == nil and s.gsub == nil and s.match == nil and s.gmatch == nil and s.rep ~= nil)\n"
             "assert(table.move == nil)\n"
             "function policy(waiting, state) return nil end\n",
             fcfs_digest());
@@ -255,7 +257,7 @@ static void test_memory_cap(void)
     falls_back("hog.lua",
                "function policy(waiting, state)\n"
                "  local t = {}\n"
-               "  while true do t[#t + 1] = ('x'):rep(1000) .. #t end\n"
+               "  while true do t[#t + 1] = ('x'):rep(10000) .. #t end\n"
                "end\n",
                "hog.lua:", "memory limit of 2097152 bytes");
     falls_back("hoard.lua",
@@ -325,6 +327,94 @@ static void test_real_policies_unchanged(void)
     hu_watchdog(0);
 }
 
+/* Runs a policy that must not fall back (its answer is read raw, so the
+ * metamethods it carries never run): the run completes without a message. */
+static void completes(const char *name, const char *text)
+{
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = h_script(name, text);
+    double t0 = rh_now();
+    run(&cfg);
+    if (!H.c) return;
+    core_stats st;
+    core_get_stats(H.c, &st);
+    int ok = core_idle(H.c) && H.n_msgs == 0 && st.policy_errors == 0 && st.finished == N_REQ;
+    if (!ok)
+        printf("\n    %s: idle %d, %d messages, %llu errors, %llu finished, %.2f s: %s\n", name, core_idle(H.c), H.n_msgs,
+               (unsigned long long)st.policy_errors, (unsigned long long)st.finished, rh_now() - t0, H.msg);
+    CU_ASSERT(ok);
+    core_free(H.c);
+    H.c = NULL;
+}
+
+/* What a policy hands back is read raw: __len and __index on the list or an
+ * entry never run. The strings' shared metatable is protected, and a C
+ * function looping on C calls (table.concat over a C __index) is counted
+ * call by call, inside pcall too. */
+static void test_hostile_answers_and_c_loops(void)
+{
+    hu_watchdog(120);
+    completes("len.lua", "function policy(w, s)\n  return setmetatable({}, {__len = function() while true do end end})\nend\n");
+    completes("index_list.lua",
+              "function policy(w, s)\n  return setmetatable({}, {__index = function() while true do end end})\nend\n");
+    falls_back("index_entry.lua",
+               "function policy(w, s)\n"
+               "  return {setmetatable({}, {__index = function() while true do end end})}\n"
+               "end\n",
+               "index_entry.lua:", "entry 1 is not a position");
+    falls_back("strmeta.lua",
+               "function policy(w, s)\n"
+               "  getmetatable('').__index = string.sub\n"
+               "  return table.concat('a', '', 2, math.maxinteger)\n"
+               "end\n",
+               "strmeta.lua:2:", "index a boolean");
+    falls_back("concat.lua",
+               "function policy(w, s)\n"
+               "  return table.concat(setmetatable({}, {__index = rawlen}), '', 1, math.maxinteger)\n"
+               "end\n",
+               "concat.lua:2:", "budget of 50000 instructions");
+    falls_back("concat_pcall.lua",
+               "function policy(w, s)\n"
+               "  while true do pcall(table.concat, setmetatable({}, {__index = rawlen}), '', 1, math.maxinteger) end\n"
+               "end\n",
+               "concat_pcall.lua:2:", "budget of 50000 instructions");
+    refused("strmeta_top.lua", "getmetatable('').__index = string.sub\nfunction policy() end\n", "strmeta_top.lua:1:",
+            "index a boolean");
+    hu_watchdog(0);
+}
+
+/* Work no hook sees in full (a sort is one call) is stopped by the wall
+ * clock: with a budget no loop would spend, a call that keeps sorting stops
+ * at --policy-max-seconds, its message naming the limit and the line. */
+static void test_wall_clock_limit(void)
+{
+    hu_watchdog(120);
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.policy_max_instructions = 1ull << 50;
+    cfg.policy_max_seconds = 0.02;
+    cfg.lua_policy_path = h_script("sorts.lua",
+                                   "local t = {}\nfor i = 1, 3000 do t[i] = -i end\n"
+                                   "function policy(w, s)\n  while true do table.sort(t, nil) end\nend\n");
+    double t0 = rh_now();
+    uint64_t d = run(&cfg);
+    double took = rh_now() - t0;
+    if (!H.c) return;
+    core_stats st;
+    core_get_stats(H.c, &st);
+    CU_ASSERT_EQUAL(d, fcfs_digest());
+    CU_ASSERT(st.policy_errors > 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(H.msg, "sorts.lua:4:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(H.msg, "time limit of 0.02 s"));
+    /* every failed call stopped within a few hook periods of its limit */
+    CU_ASSERT(took < 0.1 * (double)st.policy_errors + 5);
+    printf("(%llu calls stopped at 0.02 s, %.2f s in all) ", (unsigned long long)st.policy_errors, took);
+    core_free(H.c);
+    H.c = NULL;
+    hu_watchdog(0);
+}
+
 void register_test_hardening_lua(void)
 {
     CU_pSuite s = CU_add_suite("hardening_lua", NULL, NULL);
@@ -334,4 +424,6 @@ void register_test_hardening_lua(void)
     CU_add_test(s, "no hang inside C calls: __gc, table.move, string.rep", test_where_the_hook_cannot_reach);
     CU_add_test(s, "--policy-max-memory caps the state: growing, hoarding, at load", test_memory_cap);
     CU_add_test(s, "real policies are unchanged by the sandbox", test_real_policies_unchanged);
+    CU_add_test(s, "hostile answers and C loops: read raw, strings protected, C calls counted", test_hostile_answers_and_c_loops);
+    CU_add_test(s, "--policy-max-seconds stops work no hook sees", test_wall_clock_limit);
 }

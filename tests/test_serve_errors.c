@@ -324,6 +324,7 @@ static void test_connections_and_draining(void)
 {
     server_config c = ts_config(the_model());
     c.max_connections = 2;
+    c.max_connections_per_client = 10;   /* the total is what this test holds against */
     server *s = ts_start(&c);
     int a = connect_to(server_port(s)), b = connect_to(server_port(s));
     CU_ASSERT_FATAL(a >= 0 && b >= 0);

@@ -51,6 +51,8 @@ static const knob knobs[] = {
      "Lua instructions one policy call may run before it falls back to fcfs (10000000)"},
     {"policy-max-memory", NULL, K_U64, OFF(policy_max_memory), "BYTES",
      "memory a --policy-script's Lua state may hold; past it calls fall back to fcfs (67108864)"},
+    {"policy-max-seconds", NULL, K_DOUBLE, OFF(policy_max_seconds), "S",
+     "wall time one policy call may take, C functions included, before it falls back to fcfs (1)"},
     {"policy-window", NULL, K_U32, OFF(policy_window), "N", "waiting requests shown to a Lua policy (256)"},
 };
 #undef OFF
@@ -75,6 +77,7 @@ void core_config_default(core_config *cfg)
     cfg->lua_policy_ref = -1;
     cfg->policy_max_instructions = 10000000;
     cfg->policy_max_memory = 64u << 20;
+    cfg->policy_max_seconds = 1.0;
     cfg->policy_window = 256;
 }
 
@@ -232,6 +235,8 @@ int core_config_validate(const core_config *cfg, rh_err *e)
     if (cfg->policy_max_memory < (1u << 20) || cfg->policy_max_memory > (1ull << 40))
         return rh_fail(e, "--policy-max-memory %llu: must be 1 MiB..1 TiB (1048576..1099511627776 bytes)",
                        (unsigned long long)cfg->policy_max_memory);
+    if (!(cfg->policy_max_seconds >= 0.001 && cfg->policy_max_seconds <= 3600))
+        return rh_fail(e, "--policy-max-seconds %g: must be 0.001..3600", cfg->policy_max_seconds);
     return 0;
 }
 

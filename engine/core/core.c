@@ -337,7 +337,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     c->rng = rh_hash64(cfg->seed);   /* the random policy's splitmix64 stream */
 
     if (cfg->policy == CORE_POLICY_LUA) {
-        c->lua = c->policy_path ? clua_open_file(c->policy_path, cfg->seed, cfg->policy_max_memory, e)
+        c->lua = c->policy_path ? clua_open_file(c, c->policy_path, e)
                                 : clua_wrap(cfg->lua_state, cfg->lua_policy_ref, e);
         if (!c->lua) goto fail;
     }
@@ -638,5 +638,5 @@ bool core_idle(const core *c)
 
 const char *core_policy_error(const core *c)
 {
-    return c->policy_err;
+    return c->policy_err[0] ? c->policy_err : NULL;
 }

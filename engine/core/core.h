@@ -77,6 +77,8 @@ typedef struct core_config {
     int lua_policy_ref;              /* ... and a registry reference to the policy function */
     uint64_t policy_max_instructions;/* --policy-max-instructions: Lua VM instructions per call */
     uint64_t policy_max_memory;      /* --policy-max-memory: bytes a --policy-script's Lua state may hold */
+    double policy_max_seconds;       /* --policy-max-seconds: wall time one policy call may take, measured
+                                        with core_hooks.guard_clock (none given: no such limit) */
     uint32_t policy_window;          /* --policy-window: waiting requests shown to a Lua policy */
 } core_config;
 
@@ -187,6 +189,10 @@ typedef struct core_hooks {
     /* A warning the caller should show once (a Lua policy error with its file
      * and line, after which that step fell back to fcfs). May be NULL. */
     void (*on_message)(void *ctx, const char *msg);
+    /* The clock of the Lua policy's wall-time guard (--policy-max-seconds),
+     * seconds, monotonic; NULL: no guard. Only a watchdog reads it: no
+     * scheduling decision depends on it, so the core stays clock-free. */
+    double (*guard_clock)(void *ctx);
 } core_hooks;
 
 core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e);
@@ -220,13 +226,16 @@ typedef struct core_stats {
 } core_stats;
 
 void core_get_stats(const core *c, core_stats *s);
+/* The first Lua policy error ("file:line: message"), or NULL while every
+ * policy call has succeeded. The core falls back to fcfs for a failed step;
+ * whether a run goes on is its driver's call (the simulator stops unless
+ * --policy-fallback; a server keeps serving). */
+const char *core_policy_error(const core *c);
 /* The resolved configuration (pool size in pages, strings copied). */
 const core_config *core_get_config(const core *c);
 /* Every invariant (free + used + cached = total, reference and lock counts,
  * radix consistency, no request in two queues). 0, or -1 and what broke. */
 int core_check(const core *c, rh_err *e);
 bool core_idle(const core *c);          /* nothing waiting or running */
-/* The first Lua policy error of this core ("" if none). */
-const char *core_policy_error(const core *c);
 
 #endif

@@ -206,8 +206,9 @@ static inline core_req *cand_at(const cand_list *cl, uint32_t idx, core_req **wa
 void policy_order(core *c, double now, cand_list *out);
 
 /* ---- policy_lua.c ---- */
-/* A script in its own sandboxed state holding at most max_memory bytes. */
-core_lua *clua_open_file(const char *path, uint64_t seed, uint64_t max_memory, rh_err *e);
+/* A script in its own sandboxed state, under c's policy knobs (memory cap,
+ * budget, time limit). */
+core_lua *clua_open_file(const core *c, const char *path, rh_err *e);
 core_lua *clua_wrap(void *lua_state, int ref, rh_err *e);
 void clua_close(core_lua *l);
 /* Orders reqs[0..n) (a copy of the first waiting requests, fcfs order) into

@@ -29,6 +29,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,12 @@
 #include "engine/core/internal.h"
 
 #define HOOK_EVERY 1000
+/* What a function call costs against the budget, beyond the instructions
+ * that make it. C functions run without instructions (table.concat calling
+ * a C __index ten million times, say); the call hook counts each such call,
+ * so a loop inside C is bounded like a loop in Lua. */
+#define CALL_COST 10
+#define HOOK_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
 
 /* The bytes an owned state holds, against its cap. */
 typedef struct lua_mem {
@@ -58,6 +65,15 @@ struct core_lua {
  * that steps another core) keep their own. */
 typedef struct budget {
     long long left, limit;
+    /* The wall-clock guard, for work no hook sees (a sort of a million
+     * numbers is one call): checked at the hooks, so a call stops at the
+     * first hook after its deadline. clock NULL: no guard. */
+    double (*clock)(void *ctx);
+    void *clock_ctx;
+    double deadline, max_seconds;
+    unsigned calls;
+    int spent;                  /* raised once: every later hook raises msg again */
+    char msg[300];
 } budget;
 static _Thread_local budget *tl_budget;
 
@@ -65,17 +81,31 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 {
     budget *b = tl_budget;
     if (!b) return;
-    b->left -= HOOK_EVERY;
-    if (b->left >= 0) return;
-    /* From now on every instruction raises again: a policy that catches
-     * the error with pcall gets it back at its next instruction, so the
-     * budget cannot be swallowed. The caller restores the hook. */
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
-        lua_pushfstring(L, "%s:%d: policy ran past its budget of %I instructions", ar->short_src, ar->currentline,
-                        (lua_Integer)b->limit);
-    else
-        lua_pushfstring(L, "policy ran past its budget of %I instructions", (lua_Integer)b->limit);
+    if (b->spent) {
+        /* Raised again at every instruction and call: a policy that catches
+         * the error with pcall gets it back at once, so the budget cannot be
+         * swallowed. The same message each time: a call the unwinding makes
+         * (a buffer's __close) has no line of the script's to name. */
+        lua_pushstring(L, b->msg);
+        lua_error(L);
+    }
+    int counted = ar->event == LUA_HOOKCOUNT;
+    b->left -= counted ? HOOK_EVERY : CALL_COST;
+    int late = b->clock && (counted || (++b->calls & 7) == 0) && b->clock(b->clock_ctx) > b->deadline;
+    if (b->left >= 0 && !late) return;
+    b->spent = 1;
+    lua_sethook(L, count_hook, HOOK_MASK, 1);   /* the caller restores the hook */
+    char what[96];
+    if (b->left < 0) snprintf(what, sizeof what, "its budget of %lld instructions", b->limit);
+    else snprintf(what, sizeof what, "its time limit of %g s (--policy-max-seconds)", b->max_seconds);
+    /* The line of the innermost Lua frame: a call event's own frame is
+     * the callee, often a C function (pcall, table.sort) without one. */
+    lua_Debug at;
+    int level = 0, found = 0;
+    while (!found && lua_getstack(L, level++, &at)) found = lua_getinfo(L, "Sl", &at) && at.currentline > 0;
+    if (found) snprintf(b->msg, sizeof b->msg, "%s:%d: policy ran past %s", at.short_src, at.currentline, what);
+    else snprintf(b->msg, sizeof b->msg, "policy ran past %s", what);
+    lua_pushstring(L, b->msg);
     lua_error(L);
 }
 
@@ -174,6 +204,23 @@ static int sandboxed_xpcall(lua_State *L)
     return 2;
 }
 
+/* print on stderr: a policy's output is a diagnostic, and stdout belongs to
+ * the command (`rehearse sim --json` prints its result there). */
+static int sandboxed_print(lua_State *L)
+{
+    int n = lua_gettop(L);
+    for (int i = 1; i <= n; i++) {
+        size_t len;
+        const char *s = luaL_tolstring(L, i, &len);
+        if (i > 1) fputc('\t', stderr);
+        fwrite(s, 1, len, stderr);
+        lua_pop(L, 1);
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+    return 0;
+}
+
 static void drop_field(lua_State *L, const char *name)
 {
     lua_pushnil(L);
@@ -199,9 +246,14 @@ static void wrap_field(lua_State *L, const char *name, lua_CFunction f)
  *                            exponentially on a crafted pattern, and the
  *                            count hook only fires between instructions;
  *   table.move               loops in C over any index range, even of nils;
- *   string.rep, setmetatable, xpcall
- *                            see sandboxed_rep, sandboxed_setmetatable and
- *                            sandboxed_xpcall.
+ *   string.rep, setmetatable, xpcall, print
+ *                            see sandboxed_rep, sandboxed_setmetatable,
+ *                            sandboxed_xpcall and sandboxed_print;
+ *   the strings' metatable   shared by every string, and its __index is
+ *                            what s:f() and s[k] run: protected
+ *                            (__metatable), so getmetatable("").__index =
+ *                            string.sub cannot turn indexing a string into
+ *                            a C call inside another C function's loop.
  * Runs protected: an allocation failure here is an error, not a panic. */
 static int sandbox(lua_State *L)
 {
@@ -222,6 +274,8 @@ static int sandbox(lua_State *L)
     wrap_field(L, "setmetatable", sandboxed_setmetatable);
     lua_pushcfunction(L, sandboxed_xpcall);
     lua_setfield(L, -2, "xpcall");
+    lua_pushcfunction(L, sandboxed_print);
+    lua_setfield(L, -2, "print");
     lua_getfield(L, -1, LUA_STRLIBNAME);
     drop_field(L, "find");
     drop_field(L, "match");
@@ -231,6 +285,11 @@ static int sandbox(lua_State *L)
     lua_pop(L, 1);
     lua_getfield(L, -1, LUA_TABLIBNAME);
     drop_field(L, "move");
+    lua_pop(L, 2);
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 2);
     lua_getglobal(L, LUA_MATHLIBNAME);
     lua_getfield(L, -1, "randomseed");
@@ -252,8 +311,23 @@ static int take_policy(lua_State *L)
     return 1;
 }
 
-core_lua *clua_open_file(const char *path, uint64_t seed, uint64_t max_memory, rh_err *e)
+/* The budget of one call under c's knobs: instructions, and the wall-clock
+ * guard when the caller gave the core a clock for it. */
+static budget budget_for(const core *c, long long instructions)
 {
+    budget b = {.left = instructions, .limit = instructions};
+    if (c->hooks.guard_clock && c->cfg.policy_max_seconds > 0) {
+        b.clock = c->hooks.guard_clock;
+        b.clock_ctx = c->hooks.ctx;
+        b.max_seconds = c->cfg.policy_max_seconds;
+        b.deadline = b.clock(b.clock_ctx) + b.max_seconds;
+    }
+    return b;
+}
+
+core_lua *clua_open_file(const core *c, const char *path, rh_err *e)
+{
+    uint64_t seed = c->cfg.seed, max_memory = c->cfg.policy_max_memory;
     core_lua *l = calloc(1, sizeof *l);
     if (!l) {
         rh_fail(e, "policy script %s: out of memory", path);
@@ -282,9 +356,9 @@ core_lua *clua_open_file(const char *path, uint64_t seed, uint64_t max_memory, r
         clua_close(l);
         return NULL;
     }
-    budget b = {100000000LL, 100000000LL}, *saved = tl_budget;
+    budget b = budget_for(c, 100000000LL), *saved = tl_budget;
     tl_budget = &b;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    lua_sethook(L, count_hook, HOOK_MASK, HOOK_EVERY);
     int rc = lua_pcall(L, 0, 0, 0);
     lua_sethook(L, NULL, 0, 0);
     tl_budget = saved;
@@ -411,10 +485,11 @@ static int protected_call(lua_State *L)
     lua_pushstring(L, c->cfg.preset == CORE_PRESET_VLLM ? "vllm" : "sglang");
     lua_setfield(L, -2, "scheduler");
 
+    /* The hook stays on until the answer is read: reading it runs no Lua
+     * (raw accesses only), but a budget spent is spent. */
     tl_budget = &x->b;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    lua_sethook(L, count_hook, HOOK_MASK, HOOK_EVERY);
     lua_call(L, 2, 1);
-    lua_sethook(L, NULL, 0, 0);
 
     const char *where = x->l->where;
     if (lua_isnil(L, -1)) {
@@ -424,14 +499,17 @@ static int protected_call(lua_State *L)
     }
     if (!lua_istable(L, -1))
         return luaL_error(L, "%s: policy() returned a %s, not a list of waiting requests", where, luaL_typename(L, -1));
+    /* Raw reads: a metamethod (__len, __index) on the list or an entry
+     * would run Lua code, or a C function, outside any budget. */
     memset(x->l->seen, 0, x->n);
-    lua_Integer len = luaL_len(L, -1);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
     if (len > (lua_Integer)x->n)
         return luaL_error(L, "%s: policy() returned %I entries for %d waiting requests", where, len, (int)x->n);
     for (lua_Integer i = 1; i <= len; i++) {
-        int t = lua_geti(L, -1, i);
+        int t = lua_rawgeti(L, -1, i);
         if (t == LUA_TTABLE) {
-            lua_getfield(L, -1, "index");
+            lua_pushliteral(L, "index");
+            lua_rawget(L, -2);
             lua_remove(L, -2);
         }
         int isnum = 0;
@@ -470,7 +548,7 @@ int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, co
     budget *saved = tl_budget;
 
     call_ctx x = {.c = c, .l = l, .now = now, .reqs = reqs, .n = n, .out = out};
-    x.b.limit = x.b.left = (long long)c->cfg.policy_max_instructions;
+    x.b = budget_for(c, (long long)c->cfg.policy_max_instructions);
     lua_pushcfunction(L, protected_call);
     lua_pushlightuserdata(L, &x);
     int rc = lua_pcall(L, 1, 0, 0);

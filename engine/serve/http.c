@@ -323,10 +323,40 @@ static enum MHD_Result resumed(struct MHD_Connection *c, const hreq *h)
 }
 
 /* ---- the handler ---- */
+/* The client's IPv4 address (0: not IPv4). */
+static uint32_t client_ip(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET) return 0;
+    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
+}
+
+static uint64_t client_conns(server *s, uint32_t ip)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->conn_mu);
+    rh_map64_get(&s->per_client, ip, &n);
+    pthread_mutex_unlock(&s->conn_mu);
+    return n;
+}
+
 static enum MHD_Result first_call(server *s, struct MHD_Connection *c, const char *url, const char *method, hreq *h)
 {
+    /* Headers arrived: from now on the connection may sit idle between
+     * requests for the idle timeout, not the (shorter) header timeout. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->cfg.idle_timeout_s);
     if (atomic_load(&s->n_conns) > s->cfg.max_connections)
         return fail(c, 503, NULL, "too_many_connections", "too many open connections; try again later");
+    uint32_t ip = client_ip(c);
+    uint64_t mine = ip ? client_conns(s, ip) : 0;
+    if (mine > s->client_cap) {
+        oa_error e;
+        oa_fail(&e, 503, NULL, "too_many_connections",
+                "this client holds %llu open connections, more than the %u one client may "
+                "(--max-connections-per-client); try again later",
+                (unsigned long long)mine, s->client_cap);
+        return send_error(c, &e);
+    }
     h->route = route_of(url, method);
     if (!strncmp(url, "/v1/", 4) && !authorized(s, c))
         return fail(c, 401, NULL, "invalid_api_key", "a valid API key is needed: \"Authorization: Bearer KEY\"");
@@ -415,13 +445,32 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     *con_cls = NULL;
 }
 
+/* Counts connections, in all and per client; the client's address rides
+ * in the socket context (ip + 1, so 0 means none) to be taken off at close. */
 static void connection_event(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
 {
-    (void)c;
-    (void)socket_ctx;
     server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->n_conns, 1);
-    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->n_conns, 1);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->n_conns, 1);
+        uint32_t ip = client_ip(c);
+        *socket_ctx = NULL;
+        if (!ip) return;
+        pthread_mutex_lock(&s->conn_mu);
+        uint64_t *n = rh_map64_slot(&s->per_client, ip, 0, NULL);
+        if (n) {
+            (*n)++;
+            *socket_ctx = (void *)(uintptr_t)((uint64_t)ip + 1);
+        }
+        pthread_mutex_unlock(&s->conn_mu);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&s->n_conns, 1);
+        uint64_t tag = (uint64_t)(uintptr_t)*socket_ctx;
+        if (!tag) return;
+        pthread_mutex_lock(&s->conn_mu);
+        uint64_t *n = rh_map64_slot(&s->per_client, tag - 1, 0, NULL);
+        if (n && *n) (*n)--;
+        pthread_mutex_unlock(&s->conn_mu);
+    }
 }
 
 static void quiet_log(void *cls, const char *fmt, va_list ap)
@@ -442,11 +491,24 @@ int sv_http_start(server *s, rh_err *e)
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
         return rh_fail(e, "--host %s: not an IPv4 address (127.0.0.1 serves this machine, 0.0.0.0 every interface)", host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* One client may hold at most its cap (then its requests get 503), and
+     * a few past it are accepted to say so; beyond that libmicrohttpd
+     * closes its connections at accept, so a flood of idle sockets from one
+     * address never takes the slots everyone else needs: the margin stays
+     * within half of what the cap leaves the others. A new connection must
+     * send its headers within the header timeout (of inactivity); suspended
+     * connections (a request waiting for tokens) never time out. */
+    uint32_t total = s->cfg.max_connections;
+    s->client_cap = s->cfg.max_connections_per_client ? s->cfg.max_connections_per_client : (total + 1) / 2;
+    uint32_t margin = s->client_cap >= total ? 64 : (total - s->client_cap) / 2;
+    if (margin > 64) margin = 64;
     s->d = MHD_start_daemon(flags, s->cfg.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(s->cfg.max_connections + 64), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, connection_event, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL, MHD_OPTION_END);
+                            (unsigned)(s->cfg.max_connections + 64), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)(s->client_cap + margin), MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)s->cfg.header_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_EXTERNAL_LOGGER, quiet_log,
+                            NULL, MHD_OPTION_END);
     const union MHD_DaemonInfo *info = s->d ? MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
     if (!info || !info->port) {
         if (s->d) MHD_stop_daemon(s->d);

@@ -270,6 +270,8 @@ char *prom_render(prom *p, size_t *len)
                        p->model, i, (unsigned long long)p->spec.accepted_at[i]);
 
     counter(&o, p, "rehearse:steps_total", "Scheduler steps run.", p->steps);
+    counter(&o, p, "rehearse:policy_errors_total",
+            "Lua policy calls that failed; each of those steps fell back to fcfs.", c->policy_errors);
     counter(&o, p, "rehearse:steps_sched_hidden_total",
             "Steps whose preparation ran while the previous step computed (overlap scheduling).", p->hidden_steps);
     family(&o, "rehearse:step_sched_seconds_total", "counter", "CPU seconds the scheduler thread spent preparing steps.");

@@ -20,7 +20,9 @@ void server_config_default(server_config *c)
     engine_config_default(&c->engine);
     c->host = "127.0.0.1";
     c->port = 30000;
-    c->max_connections = 1024;
+    c->max_connections = 4096;
+    c->header_timeout_s = 10;
+    c->idle_timeout_s = 30;
     c->max_body_bytes = 32u << 20;
     c->http_threads = 4;
 }
@@ -99,6 +101,8 @@ static void destroy(server *s)
     free(s->hashes);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->reg_mu);
+    pthread_mutex_destroy(&s->conn_mu);
+    rh_map64_free(&s->per_client);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->runner_cv);
     pthread_cond_destroy(&s->idle_cv);
@@ -149,6 +153,7 @@ server *server_start(const server_config *c, rh_err *e)
     s->cfg = *c;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->reg_mu, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->runner_cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);

@@ -52,13 +52,19 @@ typedef struct server_config {
     const char *record_path;        /* the live trace; NULL: none */
     uint32_t max_queued_requests;   /* requests waiting for admission beyond this: 429; 0: no limit */
     uint32_t max_connections;       /* open connections beyond this: 503 */
+    uint32_t max_connections_per_client;  /* one client's (IP's) open connections beyond this: 503, and
+                                       beyond it plus a margin (64 at most, half of what the cap
+                                       leaves the others) refused at accept; 0: half of max_connections */
+    uint32_t header_timeout_s;      /* a new connection's request headers must keep coming this often */
+    uint32_t idle_timeout_s;        /* a connection with no request in progress is closed after this */
     size_t max_body_bytes;          /* larger bodies: 413 */
     uint32_t http_threads;          /* libmicrohttpd's thread pool */
     bool disable_overlap;           /* --disable-overlap-schedule */
     uint64_t seed;                  /* sampling seeds of requests that give none */
 } server_config;
 
-/* 127.0.0.1, port 30000, 1024 connections, 32 MiB bodies, 4 HTTP threads. */
+/* 127.0.0.1, port 30000, 4096 connections (half of them per client), header
+ * and idle timeouts of 10 and 30 s, 32 MiB bodies, 4 HTTP threads. */
 void server_config_default(server_config *c);
 
 typedef struct server server;

@@ -22,6 +22,7 @@
 #include "engine/serve/server.h"
 #include "engine/serve/server_text.h"
 #include "engine/model/tokenizer.h"
+#include "util/hashmap.h"
 
 /* One step's output of one choice, on its way to the connection. */
 typedef struct sv_delivery {
@@ -140,6 +141,12 @@ struct server {
     atomic_bool draining, broken;
     atomic_bool rec_said;       /* "the recording stopped" was printed (by whichever thread saw it first) */
     atomic_uint_fast64_t next_id, n_jobs, n_queued, n_conns;
+
+    /* Open connections per client (IPv4 address -> count), for
+     * --max-connections-per-client; (conn_mu), taken alone. */
+    pthread_mutex_t conn_mu;
+    rh_map64 per_client;
+    uint32_t client_cap;
 
     pthread_mutex_t reg_mu;     /* the watch registry */
     pthread_cond_t watch_cv;

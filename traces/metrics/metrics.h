@@ -40,6 +40,7 @@ typedef struct metrics_summary {
     double cache_hit_rate;              /* cached prompt tokens / prompt tokens */
     uint64_t cached_tokens;
     uint64_t retractions;               /* summed over steps (or requests when no steps) */
+    uint64_t policy_errors;             /* Lua policy calls that fell back to fcfs (a simulation's; set by it) */
     uint64_t spec_proposed, spec_accepted;
     double spec_accept_rate;            /* accepted / proposed */
     double mean_accepted_len;           /* mean tokens committed per verify (accepted + 1) */

@@ -1,0 +1,156 @@
+/* test_hardening_sim.c — a study never reports fcfs numbers under a
+ * policy's name: `rehearse sim` and rehearse.sim.run stop at a policy's
+ * first error with its file and line (exit 1, nothing on stdout), or, with
+ * --policy-fallback, run on and count the errors as policy_errors; a
+ * policy's print goes to stderr, so `sim --json` stays JSON; the hostile
+ * policies of the sandbox's tests end a simulation cleanly. */
+#include <CUnit/CUnit.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_hardening_util.h"
+#include "testutil.h"
+#include "traces/trace.h"
+
+static char trace[256], cost[256], out_path[256], err_path[256];
+static char out[1 << 16];
+
+static int setup(void)
+{
+    tu_tmp_path("hsim.rhtr", trace, sizeof trace);
+    tu_tmp_path("hsim-cost.json", cost, sizeof cost);
+    tu_tmp_path("hsim.out", out_path, sizeof out_path);
+    tu_tmp_path("hsim.err", err_path, sizeof err_path);
+    tr_trace t;
+    tr_trace_init(&t);
+    rh_err e;
+    for (uint32_t i = 0; i < 60; i++) {
+        tr_request r = {.id = i, .arrival = 0.001 * i, .input_len = 50 + 7 * i, .output_len = 4 + i % 5};
+        if (tr_trace_add_request(&t, &r, &e) < 0) return -1;
+    }
+    int rc = tr_trace_save(&t, trace, &e);
+    tr_trace_free(&t);
+    const char *lin = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.004, \"per_prefill_token_s\": 2e-5, "
+                      "\"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 1e-8, \"per_attention_s\": 1e-10}";
+    return rc < 0 || tu_write_file(cost, lin, strlen(lin)) != 0 ? -1 : 0;
+}
+
+/* `rehearse sim` under a policy script; stdout and stderr apart. */
+static int sim(const char *policy_name, const char *policy, const char *flags, char **stdout_text,
+               char **stderr_text)
+{
+    char path[256], cmd[2048];
+    tu_tmp_path(policy_name, path, sizeof path);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(path, policy, strlen(policy)), 0);
+    snprintf(cmd, sizeof cmd, "%s sim %s --cost %s --policy-script %s --max-running-requests 4 --json %s >%s 2>%s",
+             tu_bin(), trace, cost, path, flags, out_path, err_path);
+    int rc = tu_run(cmd, NULL, 0);
+    size_t n;
+    *stdout_text = hu_slurp(out_path, &n);
+    *stderr_text = hu_slurp(err_path, &n);
+    return rc;
+}
+
+static void test_sim_stops_at_a_policy_error(void)
+{
+    hu_watchdog(120);
+    static const struct { const char *name, *text, *says; } bad[] = {
+        {"raise.lua", "function policy(w, s)\n  error('no order today')\nend\n", "raise.lua:2: no order today"},
+        {"os.lua", "function policy(w, s)\n  os.execute('true')\nend\n", "os.lua:2:"},
+        {"spin.lua", "function policy(w, s)\n  while true do end\nend\n", "budget of"},
+        {"len.lua", "function policy(w, s)\n  return 'x'\nend\n", "policy() returned a string"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *so, *se;
+        int rc = sim(bad[i].name, bad[i].text, "", &so, &se);
+        int ok = rc == 1 && so && so[0] == '\0' && se && strstr(se, bad[i].says) && strstr(se, "policy error");
+        if (!ok) printf("\n    %s: exit %d, stdout '%.80s', stderr '%.300s'\n", bad[i].name, rc, so ? so : "", se ? se : "");
+        CU_ASSERT(ok);
+        free(so);
+        free(se);
+        /* With --policy-fallback the run goes on, fcfs for those steps, and says how often. */
+        rc = sim(bad[i].name, bad[i].text, "--policy-fallback", &so, &se);
+        json_error_t je;
+        json_t *j = so ? json_loads(so, 0, &je) : NULL;
+        long long errors = j ? json_integer_value(json_object_get(j, "policy_errors")) : -1;
+        long long completed = j ? json_integer_value(json_object_get(j, "completed")) : -1;
+        ok = rc == 0 && errors > 0 && completed == 60;
+        if (!ok) printf("\n    %s fallback: exit %d, %lld errors, %lld completed: %.300s\n", bad[i].name, rc, errors,
+                        completed, se ? se : "");
+        CU_ASSERT(ok);
+        json_decref(j);
+        free(so);
+        free(se);
+    }
+    /* A policy that works reports no errors. */
+    char *so, *se;
+    int rc = sim("fine.lua", "function policy(w, s)\n  return w\nend\n", "", &so, &se);
+    json_error_t je;
+    json_t *j = so ? json_loads(so, 0, &je) : NULL;
+    CU_ASSERT(rc == 0 && j && json_integer_value(json_object_get(j, "policy_errors")) == 0);
+    json_decref(j);
+    free(so);
+    free(se);
+    hu_watchdog(0);
+}
+
+/* print inside a policy writes to stderr: stdout is the command's own. */
+static void test_policy_print_goes_to_stderr(void)
+{
+    char *so, *se;
+    int rc = sim("chatty.lua", "print('top level says hi')\nfunction policy(w, s)\n  print('step', s.step, #w)\n  return w\nend\n",
+                 "", &so, &se);
+    CU_ASSERT_EQUAL(rc, 0);
+    json_error_t je;
+    json_t *j = so ? json_loads(so, 0, &je) : NULL;
+    CU_ASSERT_PTR_NOT_NULL(j);
+    if (!j) printf("\n    stdout is not JSON: %.200s\n", so ? so : "");
+    CU_ASSERT(se && strstr(se, "top level says hi") && strstr(se, "step\t"));
+    json_decref(j);
+    free(so);
+    free(se);
+}
+
+/* The Lua API: a function policy that raises stops sim.run with its line;
+ * policy_fallback counts instead. */
+static void test_lua_sim_run_stops_at_a_policy_error(void)
+{
+    char script[256], cmd[1024];
+    tu_tmp_path("hsim-run.lua", script, sizeof script);
+    snprintf(out, sizeof out,
+             "local t = rehearse.trace.load('%s')\n"
+             "local c = rehearse.cost.load('%s')\n"
+             "local ok, err = pcall(rehearse.sim.run, {trace = t, cost = c, max_running_requests = 4,\n"
+             "  policy = function(w, s) error('boom') end})\n"
+             "assert(not ok and err:find('boom') and err:find('hsim%%-run.lua:4:'), tostring(err))\n"
+             "local r = rehearse.sim.run{trace = t, cost = c, max_running_requests = 4, policy_fallback = true,\n"
+             "  policy = function(w, s) error('boom') end}\n"
+             "assert(r.metrics.policy_errors > 0 and r.metrics.completed == 60, 'fallback counted')\n"
+             "print('ok', r.metrics.policy_errors)\n",
+             trace, cost);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(script, out, strlen(out)), 0);
+    snprintf(cmd, sizeof cmd, "%s run %s", tu_bin(), script);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc || !strstr(out, "ok\t")) printf("\n    %s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok\t"));
+}
+
+static void test_setup_failed(void)
+{
+    CU_FAIL("could not write the suite's trace and cost file under build/tmp");
+}
+
+void register_test_hardening_sim(void)
+{
+    CU_pSuite s = CU_add_suite("hardening_sim", NULL, NULL);
+    if (setup() < 0) {
+        CU_add_test(s, "setup", test_setup_failed);
+        return;
+    }
+    CU_add_test(s, "sim stops at a policy error; --policy-fallback counts it", test_sim_stops_at_a_policy_error);
+    CU_add_test(s, "a policy's print goes to stderr", test_policy_print_goes_to_stderr);
+    CU_add_test(s, "sim.run stops at a policy error; policy_fallback counts it", test_lua_sim_run_stops_at_a_policy_error);
+}
