@@ -28,7 +28,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 CFLAGS_ALL = -std=c11 $(OPT) -g -Wall -Wextra $(if $(WERROR),-Werror) -D_GNU_SOURCE \
              -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
+LDLIBS_ALL = $(PKG_LIBS) -ldl -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 
 # The libraries, bottom of the layer order first (README, Layout; the layer
 # check in `make test` keeps it). The command-line fronts (cli/) link only
@@ -42,9 +42,14 @@ CLI_SRCS = rehearse.c $(wildcard cli/*.c)
 CLI_OBJS = $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
 # CUDA backend: kernels/cuda/*.cu built with nvcc whenever it is found (on the
-# PATH or in /usr/local/cuda), which needs no GPU; without nvcc (or CUDA=0)
-# kernels/cuda/none.c stands in and kern_cuda() says why. One architecture
-# (Hopper by default) as machine code plus its PTX keeps nvcc's time small.
+# PATH or in /usr/local/cuda), which needs no GPU, into librehearse_cuda.so:
+# the binary links no CUDA library and loads that one only when --backend
+# cuda asks for it (kernels/cuda/loader.c, api.h), so other commands start
+# without mapping cuBLAS and a machine without CUDA runs the same binary.
+# Without nvcc (or CUDA=0) no library is built and kern_cuda() says so. The
+# library holds, hidden, the little host code the kernels call. One
+# architecture (Hopper by default) as machine code plus its PTX keeps nvcc's
+# time small.
 CUDA      ?= 1
 CUDA_ARCH ?= 90
 ifeq ($(CUDA),1)
@@ -53,16 +58,17 @@ endif
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $(NVCC))))
 CUDA_SRCS  = $(wildcard kernels/cuda/*.cu)
-CUDA_OBJS  = $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o) $(BUILD)/obj/kernels/cuda/rank.o
+CUDA_SO    = $(BUILD)/librehearse_cuda.so
+CUDA_SO_OBJS = $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o) $(BUILD)/pic/util/err.o $(BUILD)/pic/kernels/cpu/sample.o
 NVFLAGS    = -std=c++20 -O3 -lineinfo -I. -DRH_CUDA_ARCH=$(CUDA_ARCH) \
              -gencode=arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
-             -gencode=arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
+             -gencode=arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden \
              -Xcompiler -Wall,-Wextra $(if $(WERROR),-Werror all-warnings -Xcompiler -Werror) $(NVCCFLAGS)
-CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lpthread
 else
-CUDA_OBJS  = $(BUILD)/obj/kernels/cuda/none.o $(BUILD)/obj/kernels/cuda/rank.o
-CUDA_LIBS  =
+CUDA_SO    =
 endif
+CUDA_OBJS  = $(BUILD)/obj/kernels/cuda/loader.o $(BUILD)/obj/kernels/cuda/rank.o
 HOST_OBJS := $(LIB_OBJS)
 LIB_OBJS  += $(CUDA_OBJS)
 LIB      = $(BUILD)/librehearse.a
@@ -73,7 +79,7 @@ LIB      = $(BUILD)/librehearse.a
 # suites on any machine. The build rewrites the two forms only nvcc takes
 # (`k<<<cfg>>>(args)` launches, `extern __shared__ T x[];`); see emu.h.
 CXX       ?= g++
-EMU_CU    = $(wildcard kernels/cuda/*.cu)
+EMU_CU    = $(filter-out kernels/cuda/export.cu,$(wildcard kernels/cuda/*.cu))
 EMU_OBJS  = $(EMU_CU:%.cu=$(BUILD)/emu/%.o) $(EMU_RUNTIME) $(BUILD)/obj/kernels/cuda/rank.o
 EMU_FLAGS = -std=c++20 $(OPT) -g -Wall -Wextra -Wno-unknown-pragmas -Wno-sign-compare $(if $(WERROR),-Werror) -D_GNU_SOURCE \
             -Ikernels/cuda/emu/include -I. $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP
@@ -101,7 +107,7 @@ endif
 .PHONY: all deps fuzz-deps test bench demo fuzz install clean check-deps
 # Keep intermediate objects (fuzz builds) instead of rebuilding them every run.
 .SECONDARY:
-all: $(BIN)
+all: $(BIN) $(CUDA_SO)
 
 deps:
 	@scripts/deps.sh
@@ -125,6 +131,14 @@ $(BUILD)/emu/kernels/cuda/emu/%.o: kernels/cuda/emu/%.cc | deps
 $(BUILD)/obj/%.o: %.cu | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MF $(@:.o=.d) -c $< -o $@
+
+# The backend library's host code: position-independent, hidden.
+$(BUILD)/pic/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(CUDA_SO): $(CUDA_SO_OBJS)
+	$(CXX) -shared -o $@ $^ -Wl,-z,defs -Wl,--exclude-libs,ALL $(CUDA_LIBS) -lstdc++ -lm $(SANFLAGS)
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -159,7 +173,7 @@ $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 # for the NCCL group; the 8B-shaped model is left to real GPUs), then the
 # emulator checks itself and the engine runs end to end on --backend cuda.
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
-test: $(TEST_BIN) $(BIN) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu
+test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu
 	$(if $(SUITE),,scripts/check_layers.sh)
 	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
@@ -170,7 +184,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-bench: $(BENCH_BINS) $(BIN)
+bench: $(BENCH_BINS) $(BIN) $(CUDA_SO)
 	@mkdir -p reports/bench
 	@set -e; for b in $(BENCH_BINS); do \
 	  case "$$b" in *$(BENCH)*) REHEARSE_BIN=$(abspath $(BIN)) $$b ;; esac; done
@@ -184,10 +198,10 @@ fuzz-deps:
 	@scripts/deps.sh --fuzz
 $(FUZZ_BUILD)/obj/%.o: %.c | fuzz-deps
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -c $< -o $@
-FUZZ_CUDA = kernels/cuda/none.c kernels/cuda/rank.c   # fuzzing never needs a GPU
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+FUZZ_CUDA = kernels/cuda/loader.c kernels/cuda/rank.c   # fuzzing never loads the GPU backend
 $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_CUDA:%.c=$(FUZZ_BUILD)/obj/%.o)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -lpthread
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -ldl -lm -lpthread
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
@@ -196,15 +210,16 @@ fuzz: $(FUZZ_BINS)
 	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/found/$$n/ \
 	      $(FUZZ_BUILD)/found/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/$$n.log \
 	    || { tail -n 40 $(FUZZ_BUILD)/$$n.log; exit 1; }; \
-	  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)' $(FUZZ_BUILD)/$$n.log | tail -n 1; done
+	  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|fuzz_[a-z_]+: the )' $(FUZZ_BUILD)/$$n.log | tail -n 2; done
 
-install: $(BIN)
+install: $(BIN) $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/rehearse
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/rehearse
+	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/rehearse && install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/rehearse/)
 	cp -r scripts $(DESTDIR)$(PREFIX)/share/rehearse/
 	cp -r sim/cost/presets $(DESTDIR)$(PREFIX)/share/rehearse/
 
 clean:
 	rm -rf build build-san build-fuzz rehearse
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

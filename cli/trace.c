@@ -116,11 +116,9 @@ int trace_cmd_import(int argc, char **argv)
         rh_fail(&e, "no output given (-o OUT)");
         return trace_cli_fail("import", &e);
     }
-    tr_format f = o.format ? o.format : tr_format_guess(in, &e);
-    if (f == TR_FMT_UNKNOWN) return trace_cli_fail("import", &e);
-    o.format = f;
     uint64_t n = 0;
-    if (tr_import_file(in, &o, out, &n, &e) < 0) return trace_cli_fail("import", &e);
+    tr_format f = TR_FMT_UNKNOWN;
+    if (tr_import_file(in, &o, out, &n, &f, &e) < 0) return trace_cli_fail("import", &e);
     printf("imported %llu requests from %s (%s) into %s\n", (unsigned long long)n, in, tr_format_name(f), out);
     return 0;
 }

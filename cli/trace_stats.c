@@ -91,6 +91,27 @@ static void print_text(const char *in, tr_format f, const tr_header *h, const tr
         printf("prefix hits  - (no block hashes)\n");
 }
 
+/* Two sinks fed by one read. */
+typedef struct tee {
+    tr_sink a, b;
+} tee;
+
+static int tee_header(void *ctx, const tr_header *h, rh_err *e)
+{
+    tee *t = ctx;
+    if (t->a.header && t->a.header(t->a.ctx, h, e) < 0) return -1;
+    return t->b.header ? t->b.header(t->b.ctx, h, e) : 0;
+}
+
+static int tee_record(void *ctx, const tr_record *r, rh_err *e)
+{
+    tee *t = ctx;
+    int ra = t->a.record(t->a.ctx, r, e);
+    if (ra < 0) return -1;
+    int rb = t->b.record(t->b.ctx, r, e);
+    return rb < 0 ? -1 : (ra > 0 && rb > 0);
+}
+
 int trace_cmd_stats(int argc, char **argv)
 {
     rh_args a;
@@ -119,22 +140,35 @@ int trace_cmd_stats(int argc, char **argv)
         }
     }
     if (trace_cli_one_input(&a, &in, &e) < 0) return trace_cli_fail("stats", &e);
-    tr_format f = o.format ? o.format : tr_format_guess(in, &e);
-    if (f == TR_FMT_UNKNOWN) return trace_cli_fail("stats", &e);
-    o.format = f;
-    tr_stats s;
-    tr_header h = {0};
-    if (tr_stats_file(in, &o, &s, &h, &e) < 0) return trace_cli_fail("stats", &e);
-    json_t *root = trace_json(in, f, &h, &s);
-    /* Measured runs: the serving metrics, read by the same module the
-     * simulator and the benchmark client report with. */
-    metrics_summary ms;
-    int have = 0;
-    if (s.measured > 0 && (have = metrics_of_trace(in, &slo, &ms, &e)) < 0) {
-        json_decref(root);
-        tr_header_free(&h);
+    /* One read feeds both: the trace's shape, and for measured runs the
+     * serving metrics (the module the simulator and the benchmark client
+     * report with). A pipe is read once. */
+    tr_stats_acc *acc = tr_stats_new();
+    metrics_reader mr;
+    if (!acc || metrics_reader_init(&mr, &slo, &e) < 0) {
+        tr_stats_free(acc);
+        if (!e.msg[0]) rh_fail(&e, "out of memory");
         return trace_cli_fail("stats", &e);
     }
+    tee t = {tr_stats_sink(acc), metrics_reader_sink(&mr)};
+    tr_sink both = {&t, tee_header, tee_record};
+    tr_format f = TR_FMT_UNKNOWN;
+    int truncated = 0;
+    tr_stats s;
+    tr_header h = {0};
+    metrics_summary ms;
+    int have = 0;
+    int rc = tr_read_as(in, &o, &both, &truncated, &f, &e);
+    if (rc == 0) rc = tr_stats_finish(acc, &s, &e);
+    if (rc == 0) {
+        s.truncated = truncated;
+        if (tr_header_copy(&h, tr_stats_header(acc)) < 0) rc = rh_fail(&e, "out of memory");
+    }
+    if (rc == 0 && (have = metrics_reader_finish(&mr, truncated, &ms)) < 0) rc = rh_fail(&e, "out of memory");
+    tr_stats_free(acc);
+    metrics_reader_free(&mr);
+    if (rc < 0) return trace_cli_fail("stats", &e);
+    json_t *root = trace_json(in, f, &h, &s);
     if (have > 0) json_object_set_new(root, "metrics", metrics_to_json(&ms));
     if (json) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));

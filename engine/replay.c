@@ -339,6 +339,7 @@ int replay_config_set(replay_config *c, const char *name, const char *v, rh_err 
         c->prompt_seed = u;
     } else if (!strcmp(name, "max-concurrency")) {
         if (rh_parse_u64(v, "--max-concurrency", &u, e) < 0) return -1;
+        if (u == 0) return rh_fail(e, "--max-concurrency must be at least 1; leave it out for an open loop");
         if (u > 1000000) return rh_fail(e, "--max-concurrency: %s is more clients than makes sense", v);
         c->max_concurrency = (uint32_t)u;
     } else if (!strcmp(name, "top-k")) {

@@ -7,7 +7,9 @@
 # the kernels, all logs and JSON in one folder, and a short summary printed last.
 #
 #   scripts/gpu_check.sh pack     on the build machine: build the test and
-#                                 bench binaries and rehearse, and copy the shared libraries
+#                                 bench binaries, rehearse and the CUDA backend
+#                                 (build/librehearse_cuda.so, which the device
+#                                 run must carry), and copy the shared libraries
 #                                 they need (not glibc, libstdc++ or CUDA's)
 #                                 into .devlibs/, for a GPU machine that lacks
 #                                 them
@@ -21,10 +23,10 @@
 set -u
 cd "$(dirname "$0")/.."
 
-BINS="build/run_tests build/bench/bench_cuda rehearse"
+BINS="build/run_tests build/bench/bench_cuda rehearse build/librehearse_cuda.so"
 
 if [ "${1:-}" = pack ]; then
-    make -j2 WERROR=1 build/run_tests build/bench/bench_cuda rehearse || exit 1
+    make -j2 WERROR=1 $BINS || exit 1
     rm -rf .devlibs && mkdir -p .devlibs
     for b in $BINS; do
         ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
@@ -77,7 +79,7 @@ for b in $BINS; do
 done
 if [ $need_build = 1 ]; then
     note "binaries missing or missing libraries: building"
-    timeout 300 make -j"$(nproc)" build/run_tests build/bench/bench_cuda rehearse > "$out/build.log" 2>&1 \
+    timeout 300 make -j"$(nproc)" $BINS > "$out/build.log" 2>&1 \
         || note "build failed: see build.log"
 fi
 

@@ -162,9 +162,8 @@ static void send_request(run *r, uint32_t i, double sent, double now)
     };
     if (!core_add(r->c, &d, now, &r->err)) {
         /* The request can never run here (longer than the context or the
-         * whole pool): a configuration that cannot serve the trace. */
-        rh_prefix(&r->err, "request %llu (%u prompt + %u output tokens)", (unsigned long long)q->id,
-                  q->input_len, q->output_len);
+         * whole pool): a configuration that cannot serve the trace. The
+         * core's message names the request and its lengths. */
         r->failed = 1;
     }
 }

@@ -387,6 +387,19 @@ static void test_hostile_answers_and_c_loops(void)
 /* Work no hook sees in full (a sort is one call) is stopped by the wall
  * clock: with a budget no loop would spend, a call that keeps sorting stops
  * at --policy-max-seconds, its message naming the limit and the line. */
+/* Every policy error names the script: one raised inside a C function (no
+ * line of the script's), or by error(m, 0), gets the line policy() is
+ * defined on; the script's own runtime errors keep their line. */
+static void test_errors_name_the_script(void)
+{
+    falls_back("lua-err-level0.lua", "function policy(w, s)\n  error('plain', 0)\nend\n",
+               "lua-err-level0.lua:1: plain", "");
+    falls_back("lua-err-in-c.lua",
+               "function policy(w, s)\n  setmetatable(setmetatable({}, {__metatable = 1}), {})\nend\n",
+               "lua-err-in-c.lua:1: cannot change a protected metatable", "");
+    falls_back("lua-err-own.lua", "\n\nfunction policy(w, s)\n  error('mine')\nend\n", "lua-err-own.lua:4: mine", "");
+}
+
 static void test_wall_clock_limit(void)
 {
     hu_watchdog(120);
@@ -426,4 +439,5 @@ void register_test_hardening_lua(void)
     CU_add_test(s, "real policies are unchanged by the sandbox", test_real_policies_unchanged);
     CU_add_test(s, "hostile answers and C loops: read raw, strings protected, C calls counted", test_hostile_answers_and_c_loops);
     CU_add_test(s, "--policy-max-seconds stops work no hook sees", test_wall_clock_limit);
+    CU_add_test(s, "every policy error names the script", test_errors_name_the_script);
 }

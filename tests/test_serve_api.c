@@ -235,6 +235,11 @@ static void test_parse_requests(void)
     /* Refusals name the field. */
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"top_p\":1.5}", &r, &e), -1);
     CU_ASSERT(e.status == 400 && !strcmp(e.param, "top_p") && !strcmp(e.code, "invalid_value"));
+    /* Checked as the sampler holds it: a double that is 0 as a float. */
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"top_p\":1e-300}", &r, &e), -1);
+    CU_ASSERT(e.status == 400 && e.param && !strcmp(e.param, "top_p") && !strcmp(e.code, "invalid_value"));
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"top_p\":1e-30}", &r, &e), 0);
+    oa_request_free(&r);
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"x\"}", &r, &e), -1);
     CU_ASSERT(e.status == 404 && !strcmp(e.code, "model_not_found"));
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"max_tokens\":100}", &r, &e), -1);

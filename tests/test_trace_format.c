@@ -329,11 +329,15 @@ static void test_time_helpers(void)
     CU_ASSERT_STRING_EQUAL(tr_finish_name(TR_FINISH_ABORT), "abort");
 }
 
-/* The decompressed bytes of FORMAT.md's example, compressed here by hand. */
+/* The decompressed bytes of FORMAT.md's example, compressed here by hand
+ * (one frame, with its content checksum as the format requires). */
 static tr_reader *open_items(const uint8_t *items, size_t n, uint8_t *file, size_t cap, rh_err *e)
 {
     memcpy(file, TR_MAGIC, TR_MAGIC_LEN);
-    size_t z = ZSTD_compress(file + TR_MAGIC_LEN, cap - TR_MAGIC_LEN, items, n, 3);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    size_t z = ZSTD_compress2(cc, file + TR_MAGIC_LEN, cap - TR_MAGIC_LEN, items, n);
+    ZSTD_freeCCtx(cc);
     CU_ASSERT_FATAL(!ZSTD_isError(z));
     return tr_reader_open_mem(file, TR_MAGIC_LEN + z, "example", e);
 }
@@ -386,6 +390,66 @@ static void test_format_md_example(void)
     tr_reader_close(r);
 }
 
+/* Every frame must carry a content checksum: the same records recompressed
+ * into one frame without it are refused (with the byte of that frame),
+ * with it they read back as before. */
+static void test_frames_need_checksums(void)
+{
+    char a[256], b[256], c[256];
+    tu_tmp_path("ck.rhtr", a, sizeof a);
+    tu_tmp_path("ck-none.rhtr", b, sizeof b);
+    tu_tmp_path("ck-on.rhtr", c, sizeof c);
+    tr_trace t;
+    tr_trace_init(&t);
+    rh_err e;
+    for (uint32_t i = 0; i < 50; i++) {
+        tr_request r = {.id = i, .arrival = 0.1 * i, .input_len = 10 + i, .output_len = 3};
+        CU_ASSERT_EQUAL_FATAL(tr_trace_add_request(&t, &r, &e), 0);
+    }
+    CU_ASSERT_EQUAL_FATAL(tr_trace_save(&t, a, &e), 0);
+    tr_trace_free(&t);
+    FILE *f = fopen(a, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static uint8_t file[1 << 16], raw[1 << 20], out[1 << 20];
+    size_t n = fread(file, 1, sizeof file, f);
+    fclose(f);
+    /* the records: every frame after the magic, decompressed */
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    ZSTD_inBuffer in = {file + TR_MAGIC_LEN, n - TR_MAGIC_LEN, 0};
+    ZSTD_outBuffer o = {raw, sizeof raw, 0};
+    while (in.pos < in.size) CU_ASSERT_FATAL(!ZSTD_isError(ZSTD_decompressStream(ds, &o, &in)));
+    ZSTD_freeDStream(ds);
+    for (int checksum = 0; checksum < 2; checksum++) {
+        ZSTD_CCtx *cc = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, checksum);
+        size_t k = ZSTD_compress2(cc, out, sizeof out, raw, o.pos);
+        ZSTD_freeCCtx(cc);
+        CU_ASSERT_FATAL(!ZSTD_isError(k));
+        const char *path = checksum ? c : b;
+        f = fopen(path, "wb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fwrite(file, 1, TR_MAGIC_LEN, f);
+        fwrite(out, 1, k, f);
+        fclose(f);
+        tr_trace back;
+        int rc = tr_trace_load(path, &back, &e);
+        if (checksum) {
+            CU_ASSERT_EQUAL(rc, 0);
+            CU_ASSERT_EQUAL(back.n_requests, 50);
+            tr_trace_free(&back);
+        } else {
+            CU_ASSERT_EQUAL(rc, -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "has no content checksum"));
+            char at[32];
+            snprintf(at, sizeof at, "byte %d", TR_MAGIC_LEN);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, at));
+        }
+    }
+    unlink(a);
+    unlink(b);
+    unlink(c);
+}
+
 void register_test_trace_format(void)
 {
     CU_pSuite s = CU_add_suite("trace_format", NULL, NULL);
@@ -396,4 +460,5 @@ void register_test_trace_format(void)
     CU_add_test(s, "in-memory trace: pointers stay valid, save/load/sort", test_memtrace_pointers_stay_valid);
     CU_add_test(s, "helpers", test_time_helpers);
     CU_add_test(s, "FORMAT.md's example decodes; malformed blocks are refused", test_format_md_example);
+    CU_add_test(s, "a frame without a content checksum is refused", test_frames_need_checksums);
 }

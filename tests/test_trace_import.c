@@ -29,7 +29,7 @@ static int load_text(const char *text, tr_format f, const char *model, tr_trace 
         /* Through a binary file and back: the full import path. */
         char out[256];
         tu_tmp_path("imp_out.rhtr", out, sizeof out);
-        rc = tr_import_file(path, &o, out, NULL, e);
+        rc = tr_import_file(path, &o, out, NULL, NULL, e);
         if (rc == 0) rc = tr_trace_load(out, t, e);
         unlink(out);
     }

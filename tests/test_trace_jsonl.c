@@ -175,7 +175,7 @@ static void test_records_roundtrip_through_jsonl(void)
     tu_tmp_path("jsonl_rt.rhtr", back, sizeof back);
     CU_ASSERT_EQUAL(tu_write_file(path, text, len), 0);
     uint64_t nreq = 0;
-    CU_ASSERT_EQUAL(tr_import_file(path, &o, back, &nreq, &e), 0);
+    CU_ASSERT_EQUAL(tr_import_file(path, &o, back, &nreq, NULL, &e), 0);
     CU_ASSERT_EQUAL(nreq, qi);
     char cmd[600], *out = malloc(len + 4096);
     snprintf(cmd, sizeof cmd, "%s trace cat %s", tu_bin(), back);

@@ -49,6 +49,40 @@ static void stream_broke(tr_reader *r)
     r->stream_end = 1;
 }
 
+/* At the start of a frame, at least 5 of its bytes in zin (the magic and
+ * the descriptor), unless the input ends first: a file's bytes are moved to
+ * the front of the buffer and topped up. */
+static int frame_start_bytes(tr_reader *r, rh_err *e)
+{
+    while (r->zin.size - r->zin.pos < 5 && r->f && !r->in_eof) {
+        size_t left = r->zin.size - r->zin.pos;
+        memmove(r->in, (const uint8_t *)r->zin.src + r->zin.pos, left);
+        size_t n = fread(r->in + left, 1, r->in_cap - left, r->f);
+        if (n == 0) {
+            if (ferror(r->f)) return rh_fail(e, "%s: read error: %s", r->name, strerror(errno));
+            r->in_eof = 1;
+        }
+        r->zin = (ZSTD_inBuffer){r->in, left + n, 0};
+    }
+    return 0;
+}
+
+/* Every frame of ours carries a content checksum (FORMAT.md), so a frame
+ * without one was not written by us, or was rewritten: refused, as data a
+ * flipped bit could have changed unnoticed. The descriptor's bit 2 says. */
+static int frame_checked(tr_reader *r)
+{
+    const uint8_t *p = (const uint8_t *)r->zin.src + r->zin.pos;
+    size_t n = r->zin.size - r->zin.pos;
+    if (n < 5 || p[0] != 0x28 || p[1] != 0xB5 || p[2] != 0x2F || p[3] != 0xFD) return 1;   /* zstd tells the rest */
+    if (p[4] & 0x04) return 1;
+    rh_fail(&r->pend, "%s: the zstd frame at byte %llu has no content checksum (traces/FORMAT.md: every frame carries "
+                      "one); not a trace written by rehearse, or rewritten",
+            r->name, (unsigned long long)(r->file_off + TR_MAGIC_LEN));
+    stream_broke(r);
+    return 0;
+}
+
 /* Decompresses until the buffer is full or the stream ends. When `need`
  * undecoded bytes would not fit, the buffer doubles once per call: callers
  * loop, so memory follows the data actually there, never a size a corrupt
@@ -79,6 +113,10 @@ static int fill(tr_reader *r, size_t need, rh_err *e)
         if (r->zin.pos == r->zin.size && r->in_eof && !r->frame_open) {
             r->stream_end = 1;
             break;
+        }
+        if (!r->frame_open && r->zin.pos < r->zin.size) {
+            if (frame_start_bytes(r, e) < 0) return -1;
+            if (!frame_checked(r)) break;
         }
         size_t len0 = r->len, in0 = r->zin.pos;
         ZSTD_outBuffer out = {r->buf, r->cap, r->len};
@@ -178,6 +216,11 @@ tr_reader *tr_reader_open(const char *path, rh_err *e)
         rh_fail(e, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    return tr_reader_open_stream(f, path, e);
+}
+
+tr_reader *tr_reader_open_stream(FILE *f, const char *path, rh_err *e)
+{
     uint8_t magic[TR_MAGIC_LEN];
     size_t n = fread(magic, 1, sizeof magic, f);
     if (check_magic(path, magic, n, e) < 0) {

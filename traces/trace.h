@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "util/err.h"
 
@@ -179,6 +180,9 @@ uint64_t tr_reader_record_index(const tr_reader *r);           /* 0-based index 
 uint64_t tr_reader_offset(const tr_reader *r);                 /* file bytes consumed (progress) */
 void tr_reader_close(tr_reader *r);
 
+/* The same on a stream the reader then owns (closes), read from where it
+ * stands: a pipe, or a file already opened; `name` is used in messages. */
+tr_reader *tr_reader_open_stream(FILE *f, const char *name, rh_err *e);
 /* Opens a trace held in memory (fuzzing, tests); `name` is used in messages.
  * The buffer must outlive the reader. */
 tr_reader *tr_reader_open_mem(const void *data, size_t n, const char *name, rh_err *e);

@@ -132,6 +132,10 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
         break;
     case K_U64:
         if (rh_parse_u64(value, what, &u, e) < 0) return -1;
+        /* 0 inside the config means "not given": a 0 given is refused, not
+         * silently read as the default pool. */
+        if (u == 0 && field == (char *)&cfg->max_total_tokens)
+            return rh_fail(e, "%s 0: give the pool's size in tokens, or leave it out for the default", what);
         *(uint64_t *)field = u;
         break;
     case K_CHUNK:

@@ -55,6 +55,7 @@ struct core_lua {
     lua_mem mem;
     int ref;
     char where[200];            /* "file:line" where policy() is defined */
+    char src[160];              /* its "file" alone: a message that does not start with it gets where */
     uint8_t *seen;
     uint32_t cap_seen;
 };
@@ -114,10 +115,12 @@ static void describe_function(core_lua *l)
     lua_State *L = l->L;
     lua_Debug ar;
     lua_rawgeti(L, LUA_REGISTRYINDEX, l->ref);
-    if (lua_getinfo(L, ">S", &ar))
+    if (lua_getinfo(L, ">S", &ar)) {
         snprintf(l->where, sizeof l->where, "%s:%d", ar.short_src, ar.linedefined);
-    else
+        snprintf(l->src, sizeof l->src, "%s:", ar.short_src);
+    } else {
         snprintf(l->where, sizeof l->where, "policy");
+    }
 }
 
 /* Lua's allocator with a cap on what the state holds: past it an
@@ -556,14 +559,16 @@ int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, co
     lua_sethook(L, old_hook, old_mask, old_count);
     tl_budget = saved;
     if (rc != LUA_OK) {
-        /* Runtime errors carry "file:line:" already; the others get the
-         * line where policy() is defined. */
+        /* Runtime errors of the script's own lines carry "file:line:"
+         * already; the others (a C function's, error(m, 0), a message
+         * without a line) get the line where policy() is defined. */
         const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         if (rc == LUA_ERRMEM && l->owned)
             snprintf(err, errn, "%s: policy ran past its memory limit of %zu bytes", l->where, l->mem.cap);
         else if (rc == LUA_ERRMEM) snprintf(err, errn, "%s: policy ran out of memory", l->where);
         else if (!m) snprintf(err, errn, "%s: policy raised a %s instead of a message", l->where, luaL_typename(L, -1));
-        else snprintf(err, errn, "%s", m);
+        else if (l->src[0] && strncmp(m, l->src, strlen(l->src)) == 0) snprintf(err, errn, "%s", m);
+        else snprintf(err, errn, "%s: %s", l->where, m);   /* raised by a C function, or error(m, 0) */
         lua_settop(L, top);
         /* What the failed call built is garbage now; an owned state gives
          * it back at once so the next call starts with its whole cap. */

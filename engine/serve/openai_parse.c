@@ -337,8 +337,11 @@ static int parse_sampling(oa_request *r, json_t *root, oa_error *e)
     }
     if (get_number(root, "top_p", &d, &given, e) < 0) return -1;
     if (given) {
-        if (!(d > 0 && d <= 1)) return oa_fail(e, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1] (got %g)", d);
-        r->sampling.top_p = (float)d;
+        /* Checked as the sampler holds it: a float (1e-300 is 0 there). */
+        float f = (float)d;
+        if (!(d > 0 && d <= 1) || !(f > 0 && f <= 1))
+            return oa_fail(e, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1] as a 32-bit float (got %g)", d);
+        r->sampling.top_p = f;
     }
     if (get_int(root, "top_k", &k, &given, e) < 0) return -1;
     if (given) {

@@ -13,7 +13,9 @@
  *     bf16 GEMM to hold ours against;
  *   - NCCL communicators (loaded at run time: a machine without NCCL still
  *     runs one GPU) and all-reduce timings over message sizes.
- * Without nvcc the build links kernels/cuda/none.c: every call fails or
+ * These are built into librehearse_cuda.so; the binary's kernels/cuda/
+ * loader.c forwards each call to it, loading it on first use (api.h). Where
+ * it is absent (no nvcc at build time) or cannot load, every call fails or
  * returns 0, and kern_cuda() says why. Nothing here needs a GPU to link. */
 #ifndef RH_KERNELS_CUDA_H
 #define RH_KERNELS_CUDA_H

@@ -106,7 +106,7 @@ static timing time_import(const char *in, tr_format f, int runs, const char *out
     for (int i = 0; i < runs; i++) {
         rh_err e;
         double w = rh_now(), c = cpu_now();
-        if (tr_import_file(in, &o, out, rows, &e) < 0) die(&e);
+        if (tr_import_file(in, &o, out, rows, NULL, &e) < 0) die(&e);
         w = rh_now() - w;
         c = cpu_now() - c;
         if (w < best.wall) best.wall = w;
@@ -328,7 +328,7 @@ int main(void)
         const char *paths[3] = {moon, az_code, az_conv};
         for (int i = 0; i < 3; i++) {
             uint64_t r;
-            if (tr_import_file(paths[i], NULL, out, &r, &e) < 0) die(&e);
+            if (tr_import_file(paths[i], NULL, out, &r, NULL, &e) < 0) die(&e);
             sizes[ns++] = (size_row){names[i], r, file_size(out), jsonl_zstd19(out)};
         }
     }

@@ -104,7 +104,7 @@ int tr_import_azure(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
                            (unsigned long long)l->line_no, (int)(f[col[0]].n > 40 ? 40 : f[col[0]].n), f[col[0]].s);
         if (tr_field_count(l, "ContextTokens", f[col[1]].s, f[col[1]].n, &row.input_len, e) < 0 ||
             tr_field_count(l, "GeneratedTokens", f[col[2]].s, f[col[2]].n, &row.output_len, e) < 0 ||
-            tr_spool_add(sp, &row, NULL, e) < 0)
+            tr_spool_add(sp, l, &row, NULL, e) < 0)
             return -1;
     }
     return rc;

@@ -63,7 +63,7 @@ int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
             }
             row.session = (uint64_t)*id;
         }
-        if (tr_spool_add(sp, &row, NULL, e) < 0) {
+        if (tr_spool_add(sp, l, &row, NULL, e) < 0) {
             rc = -1;
             break;
         }

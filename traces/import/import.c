@@ -81,18 +81,98 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
     return TR_FMT_UNKNOWN;
 }
 
-tr_format tr_format_guess(const char *path, rh_err *e)
+/* ---- opening an input: a file, or a pipe read once ---- */
+
+#define PEEK 4096
+
+/* A stream that gives back the bytes a peek took from a pipe, then the
+ * rest of the pipe: format detection reads the start of the input, and a
+ * pipe cannot be read twice. */
+typedef struct peeked {
+    FILE *f;
+    char buf[PEEK];
+    size_t n, pos;
+} peeked;
+
+static ssize_t peeked_read(void *cookie, char *out, size_t size)
+{
+    peeked *p = cookie;
+    if (p->pos < p->n) {
+        size_t k = p->n - p->pos < size ? p->n - p->pos : size;
+        memcpy(out, p->buf + p->pos, k);
+        p->pos += k;
+        return (ssize_t)k;
+    }
+    size_t k = fread(out, 1, size, p->f);
+    return k == 0 && ferror(p->f) ? -1 : (ssize_t)k;
+}
+
+static int peeked_close(void *cookie)
+{
+    peeked *p = cookie;
+    int rc = fclose(p->f);
+    free(p);
+    return rc;
+}
+
+/* Opens path for one read and guesses its format from its first bytes (o's
+ * format, when given, wins). A regular file is rewound after the peek;
+ * anything else (a pipe, /dev/stdin, a FIFO) is read through a stream that
+ * replays the peek. *size: a regular file's size (progress), else 0. */
+static FILE *open_input(const char *path, const tr_import_opts *o, tr_format *f, uint64_t *size, rh_err *e)
 {
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    FILE *in = fopen(path, "rb");
+    if (!in) {
         rh_fail(e, "%s: cannot open: %s", path, strerror(errno));
-        return TR_FMT_UNKNOWN;
+        return NULL;
     }
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    return tr_format_guess_mem(buf, n, path, e);
+    struct stat st;
+    if (fstat(fileno(in), &st) != 0 || S_ISDIR(st.st_mode)) {
+        fclose(in);
+        rh_fail(e, "%s: a directory, not a trace file", path);
+        return NULL;
+    }
+    int regular = S_ISREG(st.st_mode);
+    *size = regular ? (uint64_t)st.st_size : 0;
+    peeked *p = malloc(sizeof *p);
+    if (!p) {
+        fclose(in);
+        rh_fail(e, "%s: out of memory", path);
+        return NULL;
+    }
+    p->f = in;
+    p->pos = 0;
+    p->n = fread(p->buf, 1, PEEK, in);
+    *f = o && o->format ? o->format : tr_format_guess_mem(p->buf, p->n, path, e);
+    if (*f == TR_FMT_UNKNOWN) {
+        peeked_close(p);
+        return NULL;
+    }
+    if (regular) {
+        free(p);
+        if (fseek(in, 0, SEEK_SET) != 0) {
+            fclose(in);
+            rh_fail(e, "%s: cannot read it from the start: %s", path, strerror(errno));
+            return NULL;
+        }
+        return in;
+    }
+    FILE *s = fopencookie(p, "rb", (cookie_io_functions_t){.read = peeked_read, .close = peeked_close});
+    if (!s) {
+        peeked_close(p);
+        rh_fail(e, "%s: out of memory", path);
+    }
+    return s;
+}
+
+tr_format tr_format_guess(const char *path, rh_err *e)
+{
+    tr_format f;
+    uint64_t size;
+    FILE *in = open_input(path, NULL, &f, &size, e);
+    if (in) fclose(in);
+    return in ? f : TR_FMT_UNKNOWN;
 }
 
 /* ---- binary ---- */
@@ -147,7 +227,8 @@ static int read_text(tr_lines *l, tr_format f, const tr_import_opts *o, const tr
     return rc;
 }
 
-int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e)
+int tr_read_as(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, tr_format *format,
+               rh_err *e)
 {
     tr_import_opts dflt;
     if (!o) {
@@ -155,19 +236,20 @@ int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *tr
         o = &dflt;
     }
     if (truncated) *truncated = 0;
-    tr_format f = o->format ? o->format : tr_format_guess(path, e);
-    if (f == TR_FMT_UNKNOWN) return -1;
-    struct stat st;
-    uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    tr_format f;
+    uint64_t size;
+    FILE *in = open_input(path, o, &f, &size, e);
+    if (!in) return -1;
+    if (format) *format = f;
     if (f == TR_FMT_BINARY) {
-        tr_reader *r = tr_reader_open(path, e);
+        tr_reader *r = tr_reader_open_stream(in, path, e);
         if (!r) return -1;
         int rc = read_binary(r, s, size, truncated, e);
         tr_reader_close(r);
         return rc;
     }
     tr_lines l;
-    if (tr_lines_open(&l, path, e) < 0) return -1;
+    tr_lines_open_stream(&l, in, path);
     rh_progress p;
     rh_progress_begin(&p, "import", size);
     l.progress = &p;
@@ -175,6 +257,11 @@ int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *tr
     rh_progress_end(&p);
     tr_lines_close(&l);
     return rc;
+}
+
+int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e)
+{
+    return tr_read_as(path, o, s, truncated, NULL, e);
 }
 
 int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_opts *o, const tr_sink *s, rh_err *e)
@@ -237,11 +324,12 @@ int tr_writer_sink_finish(tr_writer_sink *ws, int ok, rh_err *e)
     return tr_writer_close(w, e);
 }
 
-int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, rh_err *e)
+int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, tr_format *format,
+                   rh_err *e)
 {
     tr_writer_sink ws;
     tr_sink s = tr_writer_sink_make(&ws, out, 0);
-    int rc = tr_read(in, o, &s, NULL, e);
+    int rc = tr_read_as(in, o, &s, NULL, format, e);
     rc = tr_writer_sink_finish(&ws, rc == 0, e);
     if (rc == 0 && n_requests) *n_requests = ws.n_requests;
     return rc;

@@ -42,8 +42,13 @@ void tr_import_opts_init(tr_import_opts *o);
 
 
 /* Reads a trace of any format into the sink. With a binary trace that was
- * cut short (no end marker) *truncated is set to 1 (may be NULL). */
+ * cut short (no end marker) *truncated is set to 1 (may be NULL). The input
+ * is read once, start to end: a pipe or /dev/stdin works as a file does (the
+ * format is told from a buffered peek). A directory is refused as one. */
 int tr_read(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, rh_err *e);
+/* The same, telling the format it read (may be NULL). */
+int tr_read_as(const char *path, const tr_import_opts *o, const tr_sink *s, int *truncated, tr_format *format,
+               rh_err *e);
 int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_opts *o, const tr_sink *s,
                 rh_err *e);
 
@@ -54,8 +59,10 @@ int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_op
 int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
 
 /* Imports any trace into a binary trace at `out` (nothing is left at `out`
- * on failure). *n_requests receives the count (may be NULL). */
-int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, rh_err *e);
+ * on failure). *n_requests receives the count, *format the format read
+ * (either may be NULL). */
+int tr_import_file(const char *in, const tr_import_opts *o, const char *out, uint64_t *n_requests, tr_format *format,
+                   rh_err *e);
 
 /* A sink that writes a binary trace (tr_writer_open on the header). */
 typedef struct tr_writer_sink {

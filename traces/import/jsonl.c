@@ -188,6 +188,12 @@ static int parse_request(jctx *c, tr_request *r, uint64_t next_id, uint32_t bloc
             return rh_fail(e, "%s: line %llu: missing field '%s'", c->l->name, (unsigned long long)c->l->line_no, req[k]);
     if (tr_check_request(r, block_size, e) < 0)
         return rh_prefix(e, "%s: line %llu", c->l->name, (unsigned long long)c->l->line_no);
+    if (r->arrival < 0)
+        return rh_fail(e, "%s: line %llu: field 'arrival' is %g: negative (arrivals count from the trace's start)",
+                       c->l->name, (unsigned long long)c->l->line_no, r->arrival);
+    if (!r->input_len && !r->output_len && !(r->flags & TR_REQ_FAILED))
+        return rh_fail(e, "%s: line %llu: a request with no input and no output tokens: nothing to serve",
+                       c->l->name, (unsigned long long)c->l->line_no);
     return 0;
 }
 

@@ -18,6 +18,13 @@ int tr_lines_open(tr_lines *l, const char *path, rh_err *e)
     return 0;
 }
 
+void tr_lines_open_stream(tr_lines *l, FILE *f, const char *name)
+{
+    memset(l, 0, sizeof *l);
+    l->name = name;
+    l->f = f;
+}
+
 void tr_lines_open_mem(tr_lines *l, const void *data, size_t n, const char *name)
 {
     memset(l, 0, sizeof *l);

@@ -28,6 +28,8 @@ typedef struct tr_lines {
 } tr_lines;
 
 int tr_lines_open(tr_lines *l, const char *path, rh_err *e);
+/* On a stream it then owns (closes), read from where it stands. */
+void tr_lines_open_stream(tr_lines *l, FILE *f, const char *name);
 void tr_lines_open_mem(tr_lines *l, const void *data, size_t n, const char *name);
 /* 1 and a line, 0 at the end, -1 on a read error. */
 int tr_lines_next(tr_lines *l, const char **line, size_t *n, rh_err *e);

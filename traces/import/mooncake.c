@@ -76,7 +76,7 @@ int tr_import_mooncake(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
             if (rc < 0) break;
             row.n_hashes = h->count;
         }
-        if (tr_spool_add(sp, &row, hashes, e) < 0) {
+        if (tr_spool_add(sp, l, &row, hashes, e) < 0) {
             rc = -1;
             break;
         }

@@ -18,8 +18,11 @@ void tr_spool_free(tr_spool *sp)
     memset(sp, 0, sizeof *sp);
 }
 
-int tr_spool_add(tr_spool *sp, const tr_spool_row *row, const uint64_t *hashes, rh_err *e)
+int tr_spool_add(tr_spool *sp, const tr_lines *l, const tr_spool_row *row, const uint64_t *hashes, rh_err *e)
 {
+    if (!row->input_len && !row->output_len && !(row->flags & TR_REQ_FAILED))
+        return rh_fail(e, "%s: line %llu: a request with no input and no output tokens: nothing to serve", l->name,
+                       (unsigned long long)l->line_no);
     if (sp->n == sp->cap) {
         size_t c = sp->cap ? sp->cap * 2 : 4096;
         tr_spool_row *r = realloc(sp->rows, c * sizeof *r);

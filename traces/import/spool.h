@@ -11,6 +11,7 @@
 #define RH_TRACES_SPOOL_H
 
 #include "traces/import/import.h"
+#include "traces/import/lines.h"
 
 typedef struct tr_spool_row {
     int64_t ns;                 /* arrival on the source's clock, in ns */
@@ -31,7 +32,10 @@ typedef struct tr_spool {
 
 void tr_spool_init(tr_spool *sp);
 void tr_spool_free(tr_spool *sp);
-int tr_spool_add(tr_spool *sp, const tr_spool_row *row, const uint64_t *hashes, rh_err *e);
+/* Adds the row read at l's current line. A row with neither input nor output
+ * tokens (and not flagged failed) is refused there: nothing to serve, and a
+ * simulation would count it completed in no time. */
+int tr_spool_add(tr_spool *sp, const tr_lines *l, const tr_spool_row *row, const uint64_t *hashes, rh_err *e);
 int tr_spool_emit(tr_spool *sp, const tr_sink *s, rh_err *e);
 
 #endif

@@ -24,7 +24,7 @@ int tr_import_vidur(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *
         if (tr_field_seconds(l, names[0], f[col[0]].s, f[col[0]].n, 9, &row.ns, e) < 0 ||
             tr_field_count(l, names[1], f[col[1]].s, f[col[1]].n, &row.input_len, e) < 0 ||
             tr_field_count(l, names[2], f[col[2]].s, f[col[2]].n, &row.output_len, e) < 0 ||
-            tr_spool_add(sp, &row, NULL, e) < 0)
+            tr_spool_add(sp, l, &row, NULL, e) < 0)
             return -1;
     }
     return rc;

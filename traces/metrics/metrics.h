@@ -71,6 +71,18 @@ int metrics_summarize(metrics *m, metrics_summary *out);
  * requests (summary filled), 0 if none were measured, -1 on error. */
 int metrics_of_trace(const char *path, const metrics_slo *slo, metrics_summary *out, rh_err *e);
 
+/* The same as a sink, for a caller that reads the trace itself (once, with
+ * other sinks beside it: a pipe cannot be read twice). */
+typedef struct metrics_reader {
+    metrics *m;
+    uint64_t measured;
+} metrics_reader;
+int metrics_reader_init(metrics_reader *r, const metrics_slo *slo, rh_err *e);
+tr_sink metrics_reader_sink(metrics_reader *r);
+/* After the read: 1 and the summary when requests were measured, else 0. */
+int metrics_reader_finish(metrics_reader *r, int truncated, metrics_summary *out);
+void metrics_reader_free(metrics_reader *r);
+
 /* vLLM-style JSON object (jansson json_t*, returned as void* to keep jansson
  * out of this header). The caller owns the reference. */
 void *metrics_to_json(const metrics_summary *s);
