@@ -122,6 +122,10 @@ int sim_main(int argc, char **argv)
     tr_trace_free(&t);
     cost_free(cost);
     if (rc < 0) goto bad;
+    uint64_t refused = res.summary.failed_context_length + res.summary.failed_kv_pool;
+    if (refused)
+        fprintf(stderr, "rehearse sim: warning: %llu request%s refused, counted as failed (%s%s)\n",
+                (unsigned long long)refused, refused == 1 ? "" : "s", res.refusal, refused > 1 ? ", ..." : "");
     if (result_path) {
         json_t *o = sim_result_to_json(&res, per_request);
         char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));

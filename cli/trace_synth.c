@@ -18,7 +18,10 @@ static const char slice_help[] =
     "  --input-scale X     multiply input lengths by X; block hashes are rescaled so\n"
     "                      shared prefixes stay shared\n"
     "  --output-scale X    multiply output lengths by X\n"
-    "  --length-scale X    both of the above\n\n"
+    "  --length-scale X    both of the above\n"
+    "  --max-input-len N   drop requests with more than N prompt tokens\n"
+    "  --max-total-len N   drop requests with more than N prompt + output tokens\n"
+    "                      (a model's context length: a simulation refuses them)\n\n"
     "Scaling drops measured results; steps are kept only for a plain time window.\n"
     "  --input-format F, --model NAME, --block-size N   as for import\n";
 

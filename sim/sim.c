@@ -45,6 +45,8 @@ typedef struct run {
     uint64_t rng;
     double itl_gap;          /* the run of equal inter-token gaps being counted */
     uint64_t itl_count;
+    uint64_t refused_context, refused_pool;   /* requests no configuration here can serve */
+    char refusal[256];       /* the first one's message */
     int failed;              /* an error inside a hook */
     rh_err err;
     rh_progress bar;
@@ -160,12 +162,20 @@ static void send_request(run *r, uint32_t i, double sent, double now)
         .block_size = r->trace->header.block_size,
         .user = s,
     };
-    if (!core_add(r->c, &d, now, &r->err)) {
-        /* The request can never run here (longer than the context or the
-         * whole pool): a configuration that cannot serve the trace. The
-         * core's message names the request and its lengths. */
-        r->failed = 1;
+    rh_err why;
+    core_fit fit = core_check_fit(r->c, d.id, d.prompt_len, d.max_new_tokens, &why);
+    if (fit == CORE_OVER_CONTEXT || fit == CORE_OVER_POOL) {
+        /* Refused as a server refuses it: an error for this request alone,
+         * counted as failed with its reason, and the run goes on. */
+        if (fit == CORE_OVER_CONTEXT) r->refused_context++;
+        else r->refused_pool++;
+        if (!r->refusal[0]) snprintf(r->refusal, sizeof r->refusal, "%.*s", (int)sizeof r->refusal - 1, why.msg);
+        s->o.finish = TR_FINISH_ERROR;
+        emit_request(r, s, now);
+        return;
     }
+    /* Anything else (an id sent twice) is a trace this run cannot replay. */
+    if (!core_add(r->c, &d, now, &r->err)) r->failed = 1;
 }
 
 /* Sends everything due by `now`; returns the time of the next send (INFINITY:
@@ -427,6 +437,9 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
     core_stats st;
     core_get_stats(r->c, &st);
     out->summary.policy_errors = st.policy_errors;
+    out->summary.failed_context_length = r->refused_context;
+    out->summary.failed_kv_pool = r->refused_pool;
+    snprintf(out->refusal, sizeof out->refusal, "%s", r->refusal);
     bin_series(r, r->now, &out->series);
     out->n_requests = n;
     if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");

@@ -79,6 +79,8 @@ typedef struct sim_result {
     uint64_t n_requests;
     sim_request_result *requests;
     double wall_s;           /* real seconds the simulation took */
+    char refusal[256];       /* the first refused request's reason ("" when none was):
+                                summary.failed_context_length and failed_kv_pool count them */
 } sim_result;
 
 /* Runs one simulation. The trace is not modified. */

@@ -414,25 +414,58 @@ static void test_deterministic_output(void)
 
 /* A request larger than the whole pool: one clear message naming it, and no
  * output file. */
-static void test_pool_too_small(void)
+/* A request no configuration can serve fails alone, as a server refuses it:
+ * 100 requests, one longer than the context length and one larger than the
+ * whole pool, give 98 completed, 2 failed with their reasons, and the other
+ * 98 exactly as a run without the two (a refused request takes no step). */
+static void test_unservable_requests_fail_alone(void)
 {
-    tr_trace t;
-    tr_trace_init(&t);
-    add_req(&t, 1, 0, 100, 10);
-    add_req(&t, 77, 0.1, 5000, 10);
+    tr_trace all, rest;
+    tr_trace_init(&all);
+    tr_trace_init(&rest);
+    for (uint32_t i = 0; i < 100; i++) {
+        uint32_t in = 100 + 37 * (i % 11);
+        if (i == 40) in = 3100;           /* 3120 tokens: over --context-length 3072 */
+        if (i == 70) in = 2000;           /* 3000 tokens: within the context, over the pool of 2560 */
+        add_req(&all, i, 0.05 * i, in, i == 70 ? 1000 : 20);
+        if (i != 40 && i != 70) add_req(&rest, i, 0.05 * i, in, 20);
+    }
     cost_model *m = cost_linear_new(&K);
     sim_config c;
     cfg_init(&c);
-    c.core.max_total_tokens = 4096;
+    c.core.max_total_tokens = 2560;
+    c.core.context_length = 3072;
     char out[256];
-    c.out_path = tu_tmp_path("toosmall.rhtr", out, sizeof out);
-    sim_result res;
-    rh_err e = {{0}};
-    CU_ASSERT_EQUAL(sim_run(&c, &t, m, &res, &e), -1);
-    CU_ASSERT(strstr(e.msg, "request 77") != NULL);
-    CU_ASSERT(!tu_file_exists(out));
+    c.out_path = tu_tmp_path("unservable.rhtr", out, sizeof out);
+    sim_result a, b;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &all, m, &a), 0);
+    c.out_path = NULL;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &rest, m, &b), 0);
+    CU_ASSERT_EQUAL(a.summary.completed, 98);
+    CU_ASSERT_EQUAL(a.summary.failed, 2);
+    CU_ASSERT_EQUAL(a.summary.failed_context_length, 1);
+    CU_ASSERT_EQUAL(a.summary.failed_kv_pool, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a.refusal, "request 40"));
+    CU_ASSERT_EQUAL(b.summary.failed, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a.summary.ttft_ms.mean, b.summary.ttft_ms.mean, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.summary.ttft_ms.p99, b.summary.ttft_ms.p99, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.summary.tpot_ms.mean, b.summary.tpot_ms.mean, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.summary.duration, b.summary.duration, 1e-9);
+    CU_ASSERT_EQUAL(a.summary.steps, b.summary.steps);
+    /* The written run holds both, marked as errors. */
+    tr_trace w;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(out, &w, &e), 0);
+    uint32_t errors = 0;
+    for (uint64_t i = 0; i < w.n_requests; i++) errors += w.requests[i].finish == TR_FINISH_ERROR;
+    CU_ASSERT_EQUAL(w.n_requests, 100);
+    CU_ASSERT_EQUAL(errors, 2);
+    tr_trace_free(&w);
+    sim_result_free(&a);
+    sim_result_free(&b);
     cost_free(m);
-    tr_trace_free(&t);
+    tr_trace_free(&all);
+    tr_trace_free(&rest);
 }
 
 /* `rehearse trace stats` on a simulated run reads back, from the file's
@@ -534,7 +567,7 @@ void register_test_sim(void)
     CU_add_test(s, "TTFT counts from arrival, mid-step", test_ttft_from_arrival);
     CU_add_test(s, "speculation with certain acceptance", test_speculation_certain_accept);
     CU_add_test(s, "deterministic output bytes", test_deterministic_output);
-    CU_add_test(s, "pool smaller than a request", test_pool_too_small);
+    CU_add_test(s, "a request no configuration can serve fails alone", test_unservable_requests_fail_alone);
     CU_add_test(s, "trace stats reads the run's metrics back", test_trace_stats_reads_run);
     CU_add_test(s, "bad input: one message, exit 1, nothing written", test_cli_bad_input);
 }

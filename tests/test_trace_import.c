@@ -131,6 +131,18 @@ static void test_vidur_and_mooncake(void)
     expect_req(&t, 1, 0.75, 100, 10);
     tr_trace_free(&t);
 
+    /* Vidur's processed length-only traces: an offline batch in file order. */
+    CU_ASSERT_EQUAL_FATAL(load_text("num_prefill_tokens,num_decode_tokens\n3000,120\n17,1\n900,40",
+                                    TR_FMT_UNKNOWN, NULL, &t, &e), 0);
+    CU_ASSERT_EQUAL(t.n_requests, 3);
+    expect_req(&t, 0, 0, 3000, 120);
+    expect_req(&t, 1, 0, 17, 1);
+    expect_req(&t, 2, 0, 900, 40);
+    CU_ASSERT_PTR_NOT_NULL(tr_header_get(&t.header, "arrivals"));
+    tr_trace_free(&t);
+    CU_ASSERT_EQUAL(load_text("num_prefill_tokens,num_decode_tokens\n3000\n", TR_FMT_UNKNOWN, NULL, &t, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "line 2: missing field 'num_decode_tokens'"));
+
     const char *moon = "{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 10, \"hash_ids\": [0, 1]}\n"
                        "{\"timestamp\": 1500.5, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [0, 2]}\n"
                        "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 5, \"extra\": {\"a\": [1]}}\n";
@@ -155,6 +167,7 @@ static void test_guess(void)
     CU_ASSERT_EQUAL(tr_format_guess_mem("\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens", 42, "a", &e), TR_FMT_AZURE);
     CU_ASSERT_EQUAL(tr_format_guess_mem("Timestamp,Model,Request tokens", 30, "a", &e), TR_FMT_BURSTGPT);
     CU_ASSERT_EQUAL(tr_format_guess_mem("arrived_at,num_prefill_tokens", 29, "a", &e), TR_FMT_VIDUR);
+    CU_ASSERT_EQUAL(tr_format_guess_mem("num_prefill_tokens,num_decode_tokens", 36, "a", &e), TR_FMT_VIDUR);
     CU_ASSERT_EQUAL(tr_format_guess_mem("time,in,out\n", 12, "x.csv", &e), TR_FMT_UNKNOWN);
     CU_ASSERT(strstr(e.msg, "x.csv: line 1") && strstr(e.msg, "--format"));
     CU_ASSERT_EQUAL(tr_format_guess_mem("{\"a\":1}", 7, "x.json", &e), TR_FMT_UNKNOWN);

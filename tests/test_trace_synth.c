@@ -255,16 +255,16 @@ static void test_multi_turn(void)
     tr_trace_free(&t);
 }
 
-static void test_lengths_from_another_trace(void)
+/* Lengths drawn from `text` (a trace file named `name`): two kinds of
+ * request, each drawn about half the time, and nothing else. */
+static void lengths_from(const char *name, const char *text)
 {
     char src[256], out[256], cmd[1024], msg[1024];
-    tu_tmp_path("synth_src.jsonl", src, sizeof src);
+    tu_tmp_path(name, src, sizeof src);
     tu_tmp_path("synth_rs.rhtr", out, sizeof out);
-    const char *text = "{\"rehearse_trace\":1,\"block_size\":0}\n"
-                       "{\"type\":\"request\",\"arrival\":0,\"input_len\":11,\"output_len\":5}\n"
-                       "{\"type\":\"request\",\"arrival\":1,\"input_len\":700,\"output_len\":9}\n";
     tu_write_file(src, text, strlen(text));
-    snprintf(cmd, sizeof cmd, "%s trace synth --requests 1000 --lengths-from %s -o %s", tu_bin(), src, out);
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 1000 --rate 10 --lengths-from %s -o %s", tu_bin(), src,
+             out);
     CU_ASSERT_EQUAL_FATAL(tu_run(cmd, msg, sizeof msg), 0);
     tr_trace t;
     rh_err e;
@@ -276,8 +276,18 @@ static void test_lengths_from_another_trace(void)
     }
     CU_ASSERT_EQUAL(a + b, 1000);
     CU_ASSERT(a > 400 && b > 400);
+    CU_ASSERT(t.requests[999].arrival > 50 && t.requests[999].arrival < 150);   /* arrivals of its own */
     tr_trace_free(&t);
     unlink(src), unlink(out);
+}
+
+static void test_lengths_from_another_trace(void)
+{
+    lengths_from("synth_src.jsonl", "{\"rehearse_trace\":1,\"block_size\":0}\n"
+                                    "{\"type\":\"request\",\"arrival\":0,\"input_len\":11,\"output_len\":5}\n"
+                                    "{\"type\":\"request\",\"arrival\":1,\"input_len\":700,\"output_len\":9}\n");
+    /* Vidur's length-only traces have no arrivals to keep. */
+    lengths_from("synth_src.csv", "num_prefill_tokens,num_decode_tokens\n11,5\n700,9\n");
 }
 
 static void slice_mem(const tr_trace *in, const tr_slice_opts *o, tr_trace *out)
@@ -355,6 +365,25 @@ static void test_slice(void)
     CU_ASSERT(ok);
     CU_ASSERT_DOUBLE_EQUAL(hit_ratio(&u), hit_ratio(&t), 0.01);
     tr_trace_free(&u);
+
+    /* Length bounds drop exactly the requests past them, after scaling. */
+    tr_slice_opts_init(&o);
+    o.input_scale = 1.5;
+    o.max_input_len = 4500;
+    o.max_total_len = 4700;
+    slice_mem(&t, &o, &u);
+    size_t fits = 0;
+    for (size_t i = 0; i < t.n_requests; i++) {
+        uint64_t in = (uint64_t)llround(t.requests[i].input_len * 1.5);
+        fits += in <= 4500 && in + t.requests[i].output_len <= 4700;
+    }
+    CU_ASSERT_EQUAL(u.n_requests, fits);
+    CU_ASSERT(fits > 1000 && fits < t.n_requests);
+    ok = 1;
+    for (size_t i = 0; i < u.n_requests && ok; i++)
+        ok = u.requests[i].input_len <= 4500 && u.requests[i].input_len + u.requests[i].output_len <= 4700;
+    CU_ASSERT(ok);
+    tr_trace_free(&u);
     tr_trace_free(&t);
 }
 
@@ -367,6 +396,6 @@ void register_test_trace_synth(void)
     CU_add_test(s, "closed loop", test_closed_loop);
     CU_add_test(s, "shared-prefix groups share their blocks", test_shared_prefix_groups);
     CU_add_test(s, "multi-turn sessions extend the previous turn", test_multi_turn);
-    CU_add_test(s, "lengths drawn from another trace", test_lengths_from_another_trace);
-    CU_add_test(s, "slice: window, sample, first N, rate and length scales", test_slice);
+    CU_add_test(s, "lengths drawn from another trace, or a length-only one", test_lengths_from_another_trace);
+    CU_add_test(s, "slice: window, sample, first N, rate and length scales, length bounds", test_slice);
 }

@@ -378,28 +378,35 @@ const core_config *core_get_config(const core *c)
     return &c->cfg;
 }
 
+core_fit core_check_fit(const core *c, uint64_t id, uint32_t prompt_len, uint32_t max_new_tokens, rh_err *e)
+{
+    unsigned long long i = (unsigned long long)id;
+    if (prompt_len < 1) {
+        rh_fail(e, "request %llu: prompt_len is 0 (a request needs at least one prompt token)", i);
+        return CORE_EMPTY;
+    }
+    if (max_new_tokens < 1) {
+        rh_fail(e, "request %llu: max_new_tokens is 0 (a request must produce at least one token)", i);
+        return CORE_EMPTY;
+    }
+    uint64_t total = (uint64_t)prompt_len + max_new_tokens;
+    if (c->cfg.context_length && total > c->cfg.context_length) {
+        rh_fail(e, "request %llu: prompt_len %u + max_new_tokens %u exceeds --context-length %u", i, prompt_len,
+                max_new_tokens, c->cfg.context_length);
+        return CORE_OVER_CONTEXT;
+    }
+    if (total > c->cfg.max_total_tokens) {
+        rh_fail(e, "request %llu: prompt_len %u + max_new_tokens %u exceeds the KV pool of %llu tokens", i,
+                prompt_len, max_new_tokens, (unsigned long long)c->cfg.max_total_tokens);
+        return CORE_OVER_POOL;
+    }
+    return CORE_FITS;
+}
+
 core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e)
 {
     unsigned long long id = (unsigned long long)d->id;
-    if (d->prompt_len < 1) {
-        rh_fail(e, "request %llu: prompt_len is 0 (a request needs at least one prompt token)", id);
-        return NULL;
-    }
-    if (d->max_new_tokens < 1) {
-        rh_fail(e, "request %llu: max_new_tokens is 0 (a request must produce at least one token)", id);
-        return NULL;
-    }
-    uint64_t total = (uint64_t)d->prompt_len + d->max_new_tokens;
-    if (c->cfg.context_length && total > c->cfg.context_length) {
-        rh_fail(e, "request %llu: prompt_len %u + max_new_tokens %u exceeds --context-length %u", id, d->prompt_len,
-                d->max_new_tokens, c->cfg.context_length);
-        return NULL;
-    }
-    if (total > c->cfg.max_total_tokens) {
-        rh_fail(e, "request %llu: prompt_len %u + max_new_tokens %u exceeds the KV pool of %llu tokens", id,
-                d->prompt_len, d->max_new_tokens, (unsigned long long)c->cfg.max_total_tokens);
-        return NULL;
-    }
+    if (core_check_fit(c, d->id, d->prompt_len, d->max_new_tokens, e) != CORE_FITS) return NULL;
     if (map_get(c, d->id)) {
         rh_fail(e, "request %llu: id already queued or running", id);
         return NULL;

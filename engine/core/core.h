@@ -198,9 +198,20 @@ typedef struct core_hooks {
 core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e);
 void core_free(core *c);
 
-/* Queues a request. Fails (NULL) if it can never run: a prompt plus output
- * longer than the context length or than the whole pool, an empty prompt, no
- * output, or an id already queued or running. */
+/* Whether a request of these lengths can ever run on this core; what a
+ * server refuses it for when it cannot (an error to its client, the rest
+ * served on: SGLang answers such a request with an error and goes on). */
+typedef enum core_fit {
+    CORE_FITS = 0,
+    CORE_EMPTY,             /* no prompt token, or no output token asked for */
+    CORE_OVER_CONTEXT,      /* prompt + output longer than --context-length */
+    CORE_OVER_POOL,         /* prompt + output more than the whole KV pool holds */
+} core_fit;
+/* CORE_FITS, or the reason with a message naming request id and the lengths. */
+core_fit core_check_fit(const core *c, uint64_t id, uint32_t prompt_len, uint32_t max_new_tokens, rh_err *e);
+
+/* Queues a request. Fails (NULL) if it can never run (core_check_fit), or
+ * its id is already queued or running. */
 core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e);
 /* Removes a request from any state and frees its pages. 0, or -1 if unknown.
  * Allowed while a batch holding the request is in flight: its sequence is

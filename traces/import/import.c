@@ -69,7 +69,7 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
     }
     if (line_has(line, len, "ContextTokens")) return TR_FMT_AZURE;
     if (line_has(line, len, "Request tokens")) return TR_FMT_BURSTGPT;
-    if (line_has(line, len, "arrived_at")) return TR_FMT_VIDUR;
+    if (line_has(line, len, "arrived_at") || line_has(line, len, "num_prefill_tokens")) return TR_FMT_VIDUR;
     for (size_t k = 0; k < len && k < 256; k++)
         if (line[k] == 0 || ((unsigned char)line[k] < 0x20 && line[k] != '\t' && line[k] != '\r')) {
             rh_fail(e, "%s: byte %zu: not a trace: neither our binary format (magic %s) nor a text format", name,

@@ -303,6 +303,8 @@ void *metrics_to_json(const metrics_summary *s)
     json_t *o = json_object();
     json_object_set_new(o, "completed", json_integer((json_int_t)s->completed));
     json_object_set_new(o, "failed", json_integer((json_int_t)s->failed));
+    json_object_set_new(o, "failed_reasons", json_pack("{sI sI}", "context_length", (json_int_t)s->failed_context_length,
+                                                       "kv_pool", (json_int_t)s->failed_kv_pool));
     json_object_set_new(o, "duration", json_real(s->duration));
     json_object_set_new(o, "total_input_tokens", json_integer((json_int_t)s->total_input_tokens));
     json_object_set_new(o, "total_output_tokens", json_integer((json_int_t)s->total_output_tokens));
@@ -355,6 +357,10 @@ void metrics_print(FILE *f, const metrics_summary *s, const char *title)
     print_rule(f, head, '=');
     fprintf(f, "%-40s %12llu\n", "Successful requests:", (unsigned long long)s->completed);
     if (s->failed) fprintf(f, "%-40s %12llu\n", "Failed or aborted requests:", (unsigned long long)s->failed);
+    if (s->failed_context_length)
+        fprintf(f, "%-40s %12llu\n", "  longer than the context length:", (unsigned long long)s->failed_context_length);
+    if (s->failed_kv_pool)
+        fprintf(f, "%-40s %12llu\n", "  larger than the whole KV pool:", (unsigned long long)s->failed_kv_pool);
     fprintf(f, "%-40s %12.2f\n", "Duration (s):", s->duration);
     fprintf(f, "%-40s %12llu\n", "Total input tokens:", (unsigned long long)s->total_input_tokens);
     fprintf(f, "%-40s %12llu\n", "Total generated tokens:", (unsigned long long)s->total_output_tokens);

@@ -30,6 +30,10 @@ typedef struct metrics_slo {
 
 typedef struct metrics_summary {
     uint64_t completed, failed;
+    /* Of failed: requests refused because no configuration of this server
+     * can serve them (set by the driver that refused them, a simulation or
+     * an engine replay): longer than the context length, or than the pool. */
+    uint64_t failed_context_length, failed_kv_pool;
     double duration;                    /* s */
     uint64_t total_input_tokens, total_output_tokens;
     double request_throughput, input_throughput, output_throughput, total_token_throughput;

@@ -104,6 +104,8 @@ int tr_slice_opts_set(tr_slice_opts *o, const char *name_in, const char *v, rh_e
     else if (!strcmp(name, "rate-scale")) r = num(flag, v, &o->rate_scale, e);
     else if (!strcmp(name, "input-scale")) r = num(flag, v, &o->input_scale, e);
     else if (!strcmp(name, "output-scale")) r = num(flag, v, &o->output_scale, e);
+    else if (!strcmp(name, "max-input-len")) r = u32(flag, v, &o->max_input_len, e);
+    else if (!strcmp(name, "max-total-len")) r = u32(flag, v, &o->max_total_len, e);
     else if (!strcmp(name, "length-scale")) {
         r = num(flag, v, &x, e);
         if (r == 0) o->input_scale = o->output_scale = x;

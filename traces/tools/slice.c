@@ -52,10 +52,15 @@ static int sl_header(void *ctx, const tr_header *h, rh_err *e)
     tr_header copy;
     s->block_size = h->block_size;
     if (tr_header_copy(&copy, h) < 0) return rh_fail(e, "out of memory");
-    char desc[320];
-    snprintf(desc, sizeof desc, "from=%.17g to=%.17g first=%llu sample=%.17g seed=%llu rate_scale=%.17g "
-             "input_scale=%.17g output_scale=%.17g", s->o.from, s->o.to, (unsigned long long)s->o.first,
-             s->o.sample, (unsigned long long)s->o.seed, s->o.rate_scale, s->o.input_scale, s->o.output_scale);
+    char desc[384];
+    int n = snprintf(desc, sizeof desc, "from=%.17g to=%.17g first=%llu sample=%.17g seed=%llu rate_scale=%.17g "
+                     "input_scale=%.17g output_scale=%.17g", s->o.from, s->o.to, (unsigned long long)s->o.first,
+                     s->o.sample, (unsigned long long)s->o.seed, s->o.rate_scale, s->o.input_scale,
+                     s->o.output_scale);
+    /* Only when given, so a slice without them describes itself as before. */
+    if (s->o.max_input_len || s->o.max_total_len)
+        snprintf(desc + n, sizeof desc - (size_t)n, " max_input_len=%u max_total_len=%u", s->o.max_input_len,
+                 s->o.max_total_len);
     int rc = tr_header_set(&copy, "slice", desc);
     if (rc == 0 && s->down.header) rc = s->down.header(s->down.ctx, &copy, e);
     else if (rc < 0) rh_fail(e, "out of memory");
@@ -140,6 +145,8 @@ static int sl_record(void *ctx, const tr_record *rec, rh_err *e)
         r->output_len = scale_len(r->output_len, s->o.output_scale);
         if (rescale_hashes(s, r, e) < 0) return -1;
     }
+    if (s->o.max_input_len && r->input_len > s->o.max_input_len) return 0;
+    if (s->o.max_total_len && (uint64_t)r->input_len + r->output_len > s->o.max_total_len) return 0;
     s->kept++;
     return s->down.record(s->down.ctx, &c, e);
 }
@@ -151,7 +158,7 @@ tr_slicer *tr_slicer_new(const tr_slice_opts *o, const tr_sink *down)
     s->o = *o;
     s->down = *down;
     s->reshapes = o->rate_scale != 1 || o->input_scale != 1 || o->output_scale != 1;
-    s->keep_steps = !s->reshapes && !o->first && o->sample >= 1;
+    s->keep_steps = !s->reshapes && !o->first && o->sample >= 1 && !o->max_input_len && !o->max_total_len;
     return s;
 }
 

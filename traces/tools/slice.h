@@ -6,7 +6,9 @@
  * decided by a hash of the seed and its position, so the choice does not
  * depend on anything else); the first N requests kept; arrivals divided by
  * `rate_scale` (2 replays twice as fast); input and output lengths times
- * their scales (rounded, at least 1 unless they were 0).
+ * their scales (rounded, at least 1 unless they were 0); then requests
+ * longer than max_input_len (prompt) or max_total_len (prompt + output)
+ * dropped, so a trace fits a model's context before it is simulated.
  *
  * Scaling an input rescales its block hashes so shared prefixes stay
  * shared: new block j takes the id of the original block that holds its
@@ -25,6 +27,7 @@ typedef struct tr_slice_opts {
     uint64_t seed;
     double rate_scale;          /* > 0 */
     double input_scale, output_scale;   /* > 0 */
+    uint32_t max_input_len, max_total_len;   /* 0: no bound */
 } tr_slice_opts;
 
 void tr_slice_opts_init(tr_slice_opts *o);   /* everything kept, scales 1 */
