@@ -54,6 +54,16 @@ static void show_text(const char *spec, const cost_model *m, const cost_batch *b
     }
 }
 
+/* The overheads outside any one step: where the simulator charges them. */
+static void show_overheads(const cost_model *m)
+{
+    const cost_overheads *o = &m->over;
+    printf("\noverheads: step cpu %.4f ms per step, launches %.4f ms per forward pass (in the steps above);\n"
+           "           %.4f ms per request before its first token (tokenizer), %.4f ms per output token\n"
+           "           (detokenizer), beside the GPU\n",
+           o->step_s * 1e3, o->forward_s * 1e3, o->request_s * 1e3, o->output_token_s * 1e3);
+}
+
 static json_t *show_json(const char *spec, const cost_model *m, const cost_batch *b)
 {
     cost_term t[64];
@@ -139,13 +149,17 @@ static int cost_show(int argc, char **argv)
     if (rc == 0 && json) {
         json_t *arr = json_array();
         for (int i = 0; i < nspecs; i++) json_array_append_new(arr, show_json(specs[i], m, &bs[i]));
-        json_t *o = json_pack("{s:s, s:s, s:o}", "cost", m->path, "kind", m->ops->kind, "batches", arr);
+        const cost_overheads *ov = &m->over;
+        json_t *o = json_pack("{s:s, s:s, s:o, s:{s:f, s:f, s:f, s:f}}", "cost", m->path, "kind", m->ops->kind,
+                              "batches", arr, "overheads", "step_s", ov->step_s, "forward_s", ov->forward_s,
+                              "request_s", ov->request_s, "output_token_s", ov->output_token_s);
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         printf("\n");
         json_decref(o);
     } else if (rc == 0) {
         describe(stdout, m, (uint32_t)tp);
         for (int i = 0; i < nspecs; i++) show_text(specs[i], m, &bs[i]);
+        show_overheads(m);
     }
     free(seqs);
     free(bs);

@@ -52,6 +52,15 @@ typedef struct run {
     rh_progress bar;
     const cost_model *cost;
     double now;              /* the virtual clock */
+    /* The cost model's request and output-token overheads (cost.h) run on
+     * a tokenizer and a detokenizer beside the GPU, one item at a time: a
+     * request joins the scheduler when the tokenizer is done with it, a
+     * step's tokens reach their clients when the detokenizer is. */
+    double tok_free, detok_free;   /* when each next takes work */
+    double deliver;          /* when the current step's tokens reach their clients */
+    uint32_t *pend;          /* requests in the tokenizer, in order, with when they were sent and are ready */
+    double *pend_sent, *pend_ready;
+    uint64_t pend_head, pend_tail;
     core_seq_result *results;   /* per batch: draft acceptances */
     cost_seq *cseqs;            /* per batch: what the cost model prices */
     uint32_t cap_seqs;
@@ -92,10 +101,14 @@ static void emit_request(run *r, req_state *s, double now)
     tr_sender_done(r->sender, now);
 }
 
-static void on_event(void *ctx, const core_event *ev)
+static void on_event(void *ctx, const core_event *in)
 {
     run *r = ctx;
-    req_state *s = ev->user;
+    req_state *s = in->user;
+    /* Tokens and finishes are seen by the client when they are delivered. */
+    core_event shifted = *in;
+    if (in->kind == CORE_EV_TOKENS || in->kind == CORE_EV_FINISHED) shifted.now = r->deliver;
+    const core_event *ev = &shifted;
     if (ev->kind == CORE_EV_TOKENS) {
         if (s->o.n_out) {
             /* The decodes of one step mostly share their gap (the step's
@@ -184,10 +197,38 @@ static void send_request(run *r, uint32_t i, double sent, double now)
  * latencies count from their arrival. */
 static double send_due(run *r, double now)
 {
+    double request_s = r->cost->over.request_s;
     uint32_t i;
     double sent, next;
-    while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) send_request(r, i, sent, now);
-    return r->failed ? INFINITY : next;
+    while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) {
+        if (!(request_s > 0)) {
+            send_request(r, i, sent, now);
+            continue;
+        }
+        double ready = fmax(sent, r->tok_free) + request_s;
+        r->tok_free = ready;
+        r->pend[r->pend_tail] = i;
+        r->pend_sent[r->pend_tail] = sent;
+        r->pend_ready[r->pend_tail++] = ready;
+    }
+    while (!r->failed && r->pend_head < r->pend_tail && r->pend_ready[r->pend_head] <= now) {
+        uint64_t h = r->pend_head++;
+        send_request(r, r->pend[h], r->pend_sent[h], now);
+    }
+    if (r->failed) return INFINITY;
+    if (r->pend_head < r->pend_tail && r->pend_ready[r->pend_head] < next) next = r->pend_ready[r->pend_head];
+    return next;
+}
+
+/* Output tokens a batch commits (drafts accepted included): the
+ * detokenizer's work for the step. */
+static uint64_t committed_tokens(const run *r, const core_batch *b)
+{
+    bool spec = r->cfg->core.spec_steps > 0;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < b->n; i++)
+        if (b->seqs[i].samples) n += 1 + (spec ? r->results[i].accepted : 0);
+    return n;
 }
 
 /* Accepted draft tokens for one verify of `k` drafts. */
@@ -316,6 +357,13 @@ static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const 
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
     r->m = metrics_new(&cfg->slo);
     if (!r->rs || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+    if (cost->over.request_s > 0) {
+        r->pend = malloc((n ? n : 1) * sizeof *r->pend);
+        r->pend_sent = malloc((n ? n : 1) * sizeof *r->pend_sent);
+        r->pend_ready = malloc((n ? n : 1) * sizeof *r->pend_ready);
+        if (!r->pend || !r->pend_sent || !r->pend_ready)
+            return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+    }
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
     core_hooks hooks = {.ctx = r, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
     if (!(r->c = core_new(&cfg->core, &hooks, e))) return -1;
@@ -408,6 +456,12 @@ static int run_loop(run *r, rh_err *e)
             break;
         }
         r->now += dt;
+        r->deliver = r->now;
+        double per_token = r->cost->over.output_token_s;
+        if (per_token > 0) {
+            r->deliver = fmax(r->now, r->detok_free) + (double)committed_tokens(r, &b) * per_token;
+            r->detok_free = r->deliver;
+        }
         /* Without drafts every sampling sequence commits one token: no results needed. */
         if (core_complete(r->c, &b, cfg->core.spec_steps > 0 ? r->results : NULL, r->now, e) < 0) {
             rc = -1;
@@ -474,6 +528,9 @@ static void run_close(run *r)
     free(r->rows);
     free(r->results);
     free(r->cseqs);
+    free(r->pend);
+    free(r->pend_sent);
+    free(r->pend_ready);
 }
 
 int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)

@@ -4,12 +4,15 @@
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/cost/cost.h"
 #include "testutil.h"
 
 static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
+#define COEFS_TEXT "\"base_s\": 0.004, \"per_prefill_token_s\": 2e-5, \"per_decode_seq_s\": 1e-4, " \
+                   "\"per_context_token_s\": 1e-8, \"per_attention_s\": 1e-10"
 
 #define REL_EQ(a, b) CU_ASSERT(fabs((a) - (b)) <= 1e-12 * fmax(fabs(a), fabs(b)) + 1e-18)
 
@@ -94,6 +97,72 @@ static void test_linear_speculative(void)
     CU_ASSERT_EQUAL(fb.draft_seqs, 3);
     REL_EQ(cost_step_time(m, &fb), 0.005316003);
     cost_free(m);
+}
+
+
+/* Each overhead where it belongs: the step's CPU time once per step, a
+ * launch per forward pass (the verify and each draft pass), and neither
+ * inside the forward or the drafting; request and output-token costs
+ * never in a step (the simulator charges them on the way in and out). */
+static void test_overheads_where_they_occur(void)
+{
+    cost_model *plain = cost_linear_new(&K);
+    rh_err e = {{0}};
+    cost_model *m = cost_parse("{\"kind\": \"linear\", \"version\": 1, " COEFS_TEXT ", \"overheads\": "
+                               "{\"step_s\": 0.0015, \"forward_s\": 0.0002, \"request_s\": 0.03, "
+                               "\"output_token_s\": 0.0004}}",
+                               "over.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_DOUBLE_EQUAL(m->over.request_s, 0.03, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m->over.output_token_s, 0.0004, 0);
+    /* three decodes verifying 2 drafts each, drafted by two forward passes */
+    cost_seq s[] = {{3, 100, false}, {3, 2000, false}, {3, 900, false}, {500, 0, true}};
+    cost_batch b = {.seqs = s, .n = 4, .draft_steps = 2, .draft_seqs = 3};
+    cost_batch_summarize(&b);
+    CU_ASSERT_EQUAL(cost_forwards(&b), 3);
+    REL_EQ(cost_step_time(m, &b) - cost_step_time(plain, &b), 0.0015 + 3 * 0.0002);
+    REL_EQ(cost_draft_time(m, &b), cost_draft_time(plain, &b));
+    cost_term t[16];
+    int n = cost_breakdown(m, &b, t, 16);
+    double sum = 0, cpu = 0, launches = 0;
+    for (int i = 0; i < n; i++) {
+        sum += t[i].seconds;
+        if (!strcmp(t[i].name, "step cpu")) cpu = t[i].seconds;
+        if (!strcmp(t[i].name, "launches")) launches = t[i].seconds;
+    }
+    REL_EQ(sum, cost_step_time(m, &b));
+    REL_EQ(cpu, 0.0015);
+    REL_EQ(launches, 3 * 0.0002);
+    /* without drafts: one forward */
+    cost_batch d = {.seqs = s, .n = 4};
+    cost_batch_summarize(&d);
+    CU_ASSERT_EQUAL(cost_forwards(&d), 1);
+    REL_EQ(cost_step_time(m, &d) - cost_step_time(plain, &d), 0.0015 + 0.0002);
+    cost_free(m);
+    cost_free(plain);
+
+    /* The roofline's step_overhead_s is the step's CPU time: charged once,
+     * not again for each of DeepSeek's MTP draft passes. */
+    const char *roof = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", "
+                       "\"gpu\": \"h200\", \"tp\": 8, \"dtype\": \"fp8\"%s}";
+    char text[512];
+    snprintf(text, sizeof text, roof, "");
+    cost_model *r0 = cost_parse(text, "roof.json", &e);
+    snprintf(text, sizeof text, roof, ", \"step_overhead_s\": 0.002");
+    cost_model *r1 = cost_parse(text, "roof.json", &e);
+    snprintf(text, sizeof text, roof, ", \"overheads\": {\"step_s\": 0.002, \"forward_s\": 0.0001}");
+    cost_model *r2 = cost_parse(text, "roof.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r2);
+    cost_seq q[] = {{4, 3000, false}, {4, 1000, false}};
+    cost_batch v = {.seqs = q, .n = 2, .draft_steps = 3, .draft_seqs = 2};
+    cost_batch_summarize(&v);
+    REL_EQ(cost_step_time(r1, &v) - cost_step_time(r0, &v), 0.002);
+    REL_EQ(cost_step_time(r2, &v) - cost_step_time(r0, &v), 0.002 + 4 * 0.0001);
+    cost_free(r0);
+    cost_free(r1);
+    cost_free(r2);
 }
 
 static const char *LIN_TP =
@@ -201,6 +270,12 @@ static void test_bad_files(void)
     bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"tp\": 2}", "'tp': must be an object");
     bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"draft_ratio\": -0.5}", "'draft_ratio'");
     bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"base_s\": 1}", "duplicate");
+    bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"overheads\": {\"step\": 1}}", "'overheads.step': unknown field");
+    bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"overheads\": {\"request_s\": -1}}",
+        "'overheads.request_s'");
+    bad("{\"kind\": \"linear\", \"version\": 1, " COEFS ", \"overheads\": 3}", "'overheads': must be an object");
+    bad("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", "
+        "\"step_overhead_s\": 0.001, \"overheads\": {\"step_s\": 0.001}}", "given twice");
     bad("{\"kind\": \"linear\", \"version\": 1, " COEFS, "line 1");
     bad("[1, 2]", "JSON object");
     bad("", "line");
@@ -210,13 +285,20 @@ static void test_bad_files(void)
     CU_ASSERT(strstr(e.msg, "build/tmp/no/such/cost.json") != NULL);
 }
 
+/* The roofline cases name shipped presets. */
+static int init_presets(void)
+{
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
+}
+
 void register_test_cost(void)
 {
-    CU_pSuite s = CU_add_suite("cost", NULL, NULL);
+    CU_pSuite s = CU_add_suite("cost", init_presets, NULL);
     CU_add_test(s, "batch aggregates by hand", test_summarize_by_hand);
     CU_add_test(s, "linear closed form by hand", test_linear_closed_form);
     CU_add_test(s, "linear prices verify and drafting", test_linear_speculative);
     CU_add_test(s, "linear coefficients per tp size", test_linear_tp_map);
     CU_add_test(s, "linear save and load round trip", test_linear_save_load);
     CU_add_test(s, "bad cost files name file and field", test_bad_files);
+    CU_add_test(s, "overheads where they occur: per step, per forward pass", test_overheads_where_they_occur);
 }

@@ -73,6 +73,69 @@ static void test_one_request_closed_form(void)
     tr_trace_free(&t);
 }
 
+/* The request and output-token overheads run beside the GPU: a request
+ * joins the scheduler when the tokenizer is done with it (one at a time),
+ * a step's tokens reach their clients when the detokenizer has processed
+ * them (its tokens one after another); the step and forward overheads are
+ * in every step. Checked in closed form on one request, then on five that
+ * arrive together (each waits for the tokenizer) and on four decoding
+ * together (each step's delivery waits for the whole step's tokens). */
+static void test_overheads_on_the_clock(void)
+{
+    const cost_overheads ov = {.step_s = 0.001, .forward_s = 0.0002, .request_s = 0.03, .output_token_s = 0.0005};
+    double extra = ov.step_s + ov.forward_s;
+    tr_trace t;
+    tr_trace_init(&t);
+    add_req(&t, 1, 0.5, 1000, 10);
+    cost_model *m = cost_linear_new(&K);
+    m->over = ov;
+    sim_config c;
+    cfg_init(&c);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double prefill = K.base_s + K.per_prefill_token_s * 1000 + K.per_attention_s * 1000.0 * 1000.0 + extra;
+    double ttft = ov.request_s + prefill + ov.output_token_s, e2e = ttft;
+    for (uint32_t j = 1; j <= 9; j++) e2e += decode_step(1, 999 + j) + extra;
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].ttft, ttft, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res.requests[0].e2e, e2e, 1e-12);
+    sim_result_free(&res);
+    tr_trace_free(&t);
+
+    /* Five one-token requests at once: the k-th is tokenized by 0.03 (k+1). */
+    tr_trace_init(&t);
+    for (uint32_t k = 0; k < 5; k++) add_req(&t, k, 0, 100, 1);
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double step = K.base_s + K.per_prefill_token_s * 100 + K.per_attention_s * 100.0 * 100.0 + extra;
+    for (uint32_t k = 0; k < 5; k++)
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[k].ttft, ov.request_s * (k + 1) + step + ov.output_token_s, 1e-12);
+    sim_result_free(&res);
+    tr_trace_free(&t);
+
+    /* Four decoding together, no tokenizer cost: every delivery waits for
+     * the step's four tokens, so TTFT grows by 4 x 0.5 ms and the gaps stay. */
+    m->over.request_s = 0;
+    tr_trace_init(&t);
+    for (uint32_t k = 0; k < 4; k++) add_req(&t, k, 0, 100, 3);
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    double prefill4 = K.base_s + K.per_prefill_token_s * 400 + K.per_attention_s * 4 * 100.0 * 100.0 + extra;
+    double d1 = decode_step(4, 4 * 100) + extra, d2 = decode_step(4, 4 * 101) + extra;
+    for (uint32_t k = 0; k < 4; k++) {
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[k].ttft, prefill4 + 4 * ov.output_token_s, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[k].e2e, prefill4 + d1 + d2 + 4 * ov.output_token_s, 1e-12);
+    }
+    sim_result_free(&res);
+
+    /* A closed-loop client sends its next request when the last token
+     * reaches it, not when the step ends. */
+    c.max_concurrency = 1;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    for (uint32_t k = 1; k < 4; k++)
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[k].send, res.requests[k - 1].send + res.requests[k - 1].e2e, 1e-12);
+    sim_result_free(&res);
+    tr_trace_free(&t);
+    cost_free(m);
+}
+
 /* N identical requests arriving together share one prefill step and then
  * decode in lockstep. */
 static void test_identical_requests_together(void)
@@ -560,6 +623,7 @@ void register_test_sim(void)
     CU_pSuite s = CU_add_suite("sim", NULL, NULL);
     CU_add_test(s, "one request, closed form", test_one_request_closed_form);
     CU_add_test(s, "N identical requests together", test_identical_requests_together);
+    CU_add_test(s, "overheads on the clock: tokenizer, detokenizer, step and launches", test_overheads_on_the_clock);
     CU_add_test(s, "Little's law on a Poisson run", test_littles_law);
     CU_add_test(s, "head-of-line: short TTFT", test_head_of_line_ttft);
     CU_add_test(s, "head-of-line: decode stall", test_head_of_line_decode_stall);

@@ -31,8 +31,31 @@ int cost_model_init(cost_model *m, const cost_ops *ops, const cost_src *src)
 {
     m->ops = ops;
     m->draft_ratio = COST_DRAFT_RATIO_DEFAULT;
+    m->over = (cost_overheads){0};
     m->path = strdup(src && src->label ? src->label : "");
     return m->path ? 0 : -1;
+}
+
+/* The "overheads" object. A kind may have set step_s from a field of its
+ * own (the roofline's step_overhead_s); giving both is an error. */
+static int parse_overheads(json_t *o, cost_model *m, const cost_src *src, rh_err *e)
+{
+    static const char *const keys[] = {"step_s", "forward_s", "request_s", "output_token_s", "comment",
+                                       "sources", NULL};
+    if (!json_is_object(o))
+        return cj_fail(src, "", "overheads", e, "must be an object of seconds: step_s, forward_s, request_s, "
+                       "output_token_s");
+    if (cj_only_keys(o, "overheads", keys, src, e) < 0) return -1;
+    if (m->over.step_s > 0 && json_object_get(o, "step_s"))
+        return cj_fail(src, "overheads", "step_s", e, "given twice: also as step_overhead_s");
+    cost_overheads v = m->over;
+    if (cj_number(o, "overheads", "step_s", 0, v.step_s, 0, 10, &v.step_s, src, e) < 0 ||
+        cj_number(o, "overheads", "forward_s", 0, 0, 0, 10, &v.forward_s, src, e) < 0 ||
+        cj_number(o, "overheads", "request_s", 0, 0, 0, 100, &v.request_s, src, e) < 0 ||
+        cj_number(o, "overheads", "output_token_s", 0, 0, 0, 10, &v.output_token_s, src, e) < 0)
+        return -1;
+    m->over = v;
+    return 0;
 }
 
 static cost_model *parse_root(json_t *root, const cost_src *src, rh_err *e)
@@ -61,7 +84,16 @@ static cost_model *parse_root(json_t *root, const cost_src *src, rh_err *e)
                 version, k->name, k->version);
         return NULL;
     }
-    return k->parse(root, src, e);
+    /* Every kind's overheads, read here once: the kind never sees them. */
+    json_t *over = json_incref(json_object_get(root, "overheads"));
+    json_object_del(root, "overheads");
+    cost_model *m = k->parse(root, src, e);
+    if (m && over && parse_overheads(over, m, src, e) < 0) {
+        cost_free(m);
+        m = NULL;
+    }
+    json_decref(over);
+    return m;
 }
 
 /* The directory of a file path, where relative preset paths start. */
@@ -198,10 +230,21 @@ double cost_draft_time(const cost_model *m, const cost_batch *b)
     return t;
 }
 
+uint32_t cost_forwards(const cost_batch *b)
+{
+    return 1 + (b->draft_seqs ? b->draft_steps : 0);
+}
+
+/* The step's CPU time and its forward passes' launches. */
+static double overhead_time(const cost_model *m, const cost_batch *b)
+{
+    return m->over.step_s + m->over.forward_s * cost_forwards(b);
+}
+
 double cost_step_time(const cost_model *m, const cost_batch *b)
 {
     if (batch_empty(b)) return 0;
-    return m->ops->step_time(m, b) + cost_draft_time(m, b);
+    return m->ops->step_time(m, b) + cost_draft_time(m, b) + overhead_time(m, b);
 }
 
 int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max)
@@ -220,5 +263,8 @@ int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, i
     }
     double d = cost_draft_time(m, b);
     if (d > 0 && n < max) terms[n++] = (cost_term){"drafting", d, 0, 0, ""};
+    if (m->over.step_s > 0 && n < max) terms[n++] = (cost_term){"step cpu", m->over.step_s, 0, 0, ""};
+    double launches = m->over.forward_s * cost_forwards(b);
+    if (launches > 0 && n < max) terms[n++] = (cost_term){"launches", launches, 0, 0, ""};
     return n;
 }

@@ -86,10 +86,23 @@ typedef struct cost_ops {
     void (*free)(cost_model *m);
 } cost_ops;
 
+/* What serving costs outside the forward pass's kernels, in every kind (a
+ * cost file's "overheads" object, COST.md), each charged where it occurs:
+ * the first two in the step (cost_step_time), the last two by the
+ * simulator on the requests' way in and their tokens' way out, where a
+ * server's tokenizer and detokenizer work beside the GPU. All 0 by default. */
+typedef struct cost_overheads {
+    double step_s;          /* CPU per step: scheduling, batch preparation; once per step */
+    double forward_s;       /* per forward pass: kernel launches; the target's and each draft pass's */
+    double request_s;       /* per request on the way to its first token: HTTP, tokenize, admission */
+    double output_token_s;  /* per output token: detokenize, stream */
+} cost_overheads;
+
 struct cost_model {
     const cost_ops *ops;
     char *path;           /* file it came from, "" if built in code */
     double draft_ratio;   /* draft forward cost as a fraction of a target decode (default 0.1) */
+    cost_overheads over;
 };
 
 #define COST_DRAFT_RATIO_DEFAULT 0.1
@@ -104,7 +117,11 @@ cost_model *cost_parse(const char *json_text, const char *label, rh_err *e);
  * calls this once before it starts: cost_step_time of an unsupported size
  * returns NAN. */
 int cost_check_tp(const cost_model *m, uint32_t tp, rh_err *e);
-/* Full step time: drafting (if any) plus the verify/normal forward. An empty
+/* Forward passes a batch runs: its own, plus one per draft pass (when the
+ * drafts are priced, draft_steps over draft_seqs > 0). */
+uint32_t cost_forwards(const cost_batch *b);
+/* Full step time: drafting (if any) plus the verify/normal forward, plus
+ * the step's CPU time and each forward pass's launch overhead. An empty
  * batch (no prefill tokens, no decode sequences) costs 0. */
 double cost_step_time(const cost_model *m, const cost_batch *b);
 /* The drafting part alone (0 without draft work). */
@@ -112,8 +129,8 @@ double cost_draft_time(const cost_model *m, const cost_batch *b);
 /* The price of one draft forward for a kind without its own drafter:
  * draft_ratio x a decode-only step of n sequences at summed context. */
 double cost_draft_fallback(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp);
-/* Terms of cost_step_time (drafting as one last term when present); their
- * seconds add up to it. Returns the count written (at most max). */
+/* Terms of cost_step_time (then drafting, "step cpu" and "launches" when
+ * present); their seconds add up to it. Returns the count written (at most max). */
 int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
 void cost_free(cost_model *m);
 

@@ -65,7 +65,7 @@ typedef struct cost_roofline {
     bool fp8;
     double kv_bytes;         /* per element of the KV cache */
     double eff[RL_N_OPS];
-    double overhead_s, latency_s;
+    double latency_s;
 } cost_roofline;
 
 static const cost_ops roofline_ops;
@@ -252,8 +252,6 @@ static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
         }
         out->total_s += o->seconds;
     }
-    out->overhead_s = r->overhead_s;
-    out->total_s += r->overhead_s;
 }
 
 /* Why md cannot run on g GPUs (ep: experts spread), or "" when it can. */
@@ -356,7 +354,6 @@ static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t
     for (int i = 0; i < RL_N_OPS && n < max; i++)
         if (bd.op[i].seconds > 0)
             t[n++] = (cost_term){op_names[i], bd.op[i].seconds, bd.op[i].flops, bd.op[i].bytes, bd.op[i].bound};
-    if (n < max && bd.overhead_s > 0) t[n++] = (cost_term){"step overhead", bd.overhead_s, 0, 0, ""};
     return n;
 }
 
@@ -446,7 +443,7 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         cj_uint(root, "", "ep", 0, 1, 1, 4096, &ep, src, e) < 0 ||
         parse_dtype(root, "dtype", "bf16", true, &wbytes, src, e) < 0 ||
         parse_dtype(root, "kv_dtype", "bf16", true, &r->kv_bytes, src, e) < 0 ||
-        cj_number(root, "", "step_overhead_s", 0, 0, 0, 10, &r->overhead_s, src, e) < 0 ||
+        cj_number(root, "", "step_overhead_s", 0, 0, 0, 10, &r->base.over.step_s, src, e) < 0 ||
         cj_number(root, "", "collective_latency_s", 0, 0, 0, 1, &r->latency_s, src, e) < 0 ||
         cj_number(root, "", "draft_ratio", 0, COST_DRAFT_RATIO_DEFAULT, 0, 100, &r->base.draft_ratio, src, e) < 0 ||
         parse_efficiency(root, r, src, e) < 0)

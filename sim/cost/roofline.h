@@ -10,8 +10,10 @@
  * layers, and a time
  *     compute/memory op: max(flops / (peak · eff), bytes / (hbm · eff))
  *     collective:        bytes / (link · eff) + calls · collective latency
- * The step is the sum over operators (kernels run one after another) plus a
- * fixed per-step overhead. eff is the operator's efficiency factor from the
+ * The forward is the sum over operators (kernels run one after another);
+ * the overheads of cost.h (the step's CPU time, set here also by the legacy
+ * step_overhead_s, and each forward pass's launches) are added once each
+ * by cost_step_time. eff is the operator's efficiency factor from the
  * cost file (1 when absent: the pure roofline), which a calibration sets.
  *
  * Parallelism over tp GPUs: with ep 1 everything is tensor-parallel (heads,
@@ -71,8 +73,7 @@ typedef struct rl_op_cost {
 
 typedef struct rl_breakdown {
     rl_op_cost op[RL_N_OPS];
-    double overhead_s;
-    double total_s;       /* Σ op seconds + overhead */
+    double total_s;       /* Σ op seconds: one forward pass, without the overheads of cost.h */
 } rl_breakdown;
 
 /* Loads a preset by name (search path) or by file path. */
