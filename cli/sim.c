@@ -122,6 +122,7 @@ int sim_main(int argc, char **argv)
     tr_trace_free(&t);
     cost_free(cost);
     if (rc < 0) goto bad;
+    if (res.pool_how[0] && !json) fprintf(stderr, "rehearse sim: %s\n", res.pool_how);
     uint64_t refused = res.summary.failed_context_length + res.summary.failed_kv_pool;
     if (refused)
         fprintf(stderr, "rehearse sim: warning: %llu request%s refused, counted as failed (%s%s)\n",
@@ -141,6 +142,7 @@ int sim_main(int argc, char **argv)
     if (json) {
         json_t *o = metrics_to_json(&res.summary);
         json_object_set_new(o, "sim_wall_s", json_real(res.wall_s));
+        json_object_set_new(o, "kv_pool_tokens", json_integer((json_int_t)res.pool_tokens));
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
         json_decref(o);

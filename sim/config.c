@@ -1,5 +1,6 @@
 /* config.c — the simulator's own knobs by CLI name; core knobs pass through
  * to engine/core so both fronts (CLI and Lua) accept exactly the same names. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -122,6 +123,12 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (!strcmp(v, "true") || !strcmp(v, "1")) c->policy_fallback = true;
         else if (!strcmp(v, "false") || !strcmp(v, "0")) c->policy_fallback = false;
         else return rh_fail(e, "--policy-fallback takes no value (or true/false), not '%s'", v);
+    } else if (!strcmp(name, "mem-fraction-static") || !strcmp(name, "gpu-memory-utilization")) {
+        const char *flag = name[0] == 'm' ? "--mem-fraction-static" : "--gpu-memory-utilization";
+        if (rh_parse_double(v, flag, &d, e) < 0) return -1;
+        if (!(d > 0 && d <= 1)) return rh_fail(e, "%s must be in (0, 1] (got %s)", flag, v);
+        if (name[0] == 'm') c->mem_fraction_static = d;
+        else c->gpu_memory_utilization = d;
     } else if (!strcmp(name, "token-times")) {
         if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
         c->token_times = u != 0;
@@ -138,7 +145,8 @@ int sim_config_takes_value(const char *name_in)
     static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "speculative-algorithm",
                                         "speculative-accept-rate", "speculative-accept-hist",
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
-                                        "sim-seed", "series-points", "token-times"};
+                                        "sim-seed", "series-points", "token-times", "mem-fraction-static",
+                                        "gpu-memory-utilization"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback")) return 0;
@@ -162,6 +170,11 @@ const char *sim_config_help(void)
            "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (default: none)\n"
            "  --series-points N         time-series resolution of results (default 2000)\n"
            "  --token-times 0|1         store every token's time in the output file (default 1)\n"
+           "  --mem-fraction-static F   without --max-total-tokens, the KV pool is what F of a GPU's\n"
+           "                            memory leaves after the weights, as SGLang sizes it (default:\n"
+           "                            SGLang's own for the GPU); only for a cost model that knows its\n"
+           "                            GPU (roofline). Refused, with the numbers, when nothing is left\n"
+           "  --gpu-memory-utilization U  the same under --scheduler vllm, as vLLM sizes it (default 0.9)\n"
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
            "                            (policy_errors); without it the run stops with the error\n";
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/record/outcome.h"
+#include "sim/pool.h"
 #include "traces/sender.h"
 #include "util/progress.h"
 #include "util/rng.h"
@@ -494,6 +495,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
     out->summary.failed_context_length = r->refused_context;
     out->summary.failed_kv_pool = r->refused_pool;
     snprintf(out->refusal, sizeof out->refusal, "%s", r->refusal);
+    out->pool_tokens = core_get_config(r->c)->max_total_tokens;
     bin_series(r, r->now, &out->series);
     out->n_requests = n;
     if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");
@@ -533,11 +535,32 @@ static void run_close(run *r)
     free(r->pend_ready);
 }
 
-int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+/* Step 0: what the deployment the cost model prices holds. Unless the
+ * configuration says, the context length is its model's and the KV pool
+ * what its GPU's memory leaves, sized as the chosen server sizes it. */
+static int size_deployment(sim_config *c, const cost_model *cost, sim_result *out, rh_err *e)
+{
+    cost_memory mem;
+    if (!cost_memory_of(cost, c->tp, &mem)) return 0;
+    if (!c->core.context_length) c->core.context_length = mem.context_length;
+    if (c->core.max_total_tokens) return 0;
+    sim_pool_opts o = {c->mem_fraction_static, c->gpu_memory_utilization,
+                       c->core.spec_steps > 0 && c->spec_draft_model};
+    sim_pool p;
+    if (sim_pool_size(&mem, &c->core, &o, &p, e) < 0) return -1;
+    c->core.max_total_tokens = p.tokens;
+    snprintf(out->pool_how, sizeof out->pool_how, "%s", p.how);
+    return 0;
+}
+
+int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
-    if (cost_check_tp(cost, cfg->tp, e) < 0) return -1;
+    if (cfg_in->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg_in->rate_scale);
+    if (cost_check_tp(cost, cfg_in->tp, e) < 0) return -1;
+    sim_config cfg_sized = *cfg_in;
+    const sim_config *cfg = &cfg_sized;
+    if (size_deployment(&cfg_sized, cost, out, e) < 0) return -1;
     double wall0 = rh_now();
     run r;
     int rc = run_open(&r, cfg, trace, cost, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0 ? -1 : 0;

@@ -44,6 +44,10 @@ typedef struct sim_config {
     int token_times;         /* 1: store every token's time in the output file (default 1) */
     bool policy_fallback;    /* a Lua policy error falls back to fcfs and is counted (summary.policy_errors);
                                 false: the run stops with the policy's message */
+    /* Without core.max_total_tokens, a cost model that knows its GPU sizes
+     * the pool from memory (sim/pool.h); 0: the servers' defaults. Without
+     * core.context_length, its model's context length holds. */
+    double mem_fraction_static, gpu_memory_utilization;
 } sim_config;
 
 void sim_config_default(sim_config *c);
@@ -79,6 +83,8 @@ typedef struct sim_result {
     uint64_t n_requests;
     sim_request_result *requests;
     double wall_s;           /* real seconds the simulation took */
+    uint64_t pool_tokens;    /* the KV pool the run had */
+    char pool_how[256];      /* how it was sized from GPU memory ("" when given or not known) */
     char refusal[256];       /* the first refused request's reason ("" when none was):
                                 summary.failed_context_length and failed_kv_pool count them */
 } sim_result;

@@ -553,7 +553,7 @@ static void test_shipped_presets_cite_sources(void)
         }
         closedir(dir);
     }
-    CU_ASSERT_EQUAL(files, 5 + 7);
+    CU_ASSERT_EQUAL(files, 5 + 9);
 }
 
 void register_test_cost_roofline(void)

@@ -112,9 +112,10 @@ static void test_zero_is_not_the_default(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--max-concurrency must be"));
     CU_ASSERT_EQUAL(run("replay %s --model tiny-llama --max-concurrency 0 -o build/tmp/hin-r.rhtr", trace, "", out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--max-concurrency must be at least 1"));
-    /* A request too large for the pool: named once. */
-    CU_ASSERT_EQUAL(run("sim %s --cost %s --max-total-tokens 48", trace, cost, out), 1);
+    /* Requests too large for the pool: refused alone, the first named once. */
+    CU_ASSERT_EQUAL(run("sim %s --cost %s --max-total-tokens 48", trace, cost, out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "exceeds the KV pool"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "24 requests refused"));
     const char *first = strstr(out, "request ");
     CU_ASSERT(first && !strstr(first + 8, "request "));
     if (first && strstr(first + 8, "request ")) printf("\n    %s\n", out);

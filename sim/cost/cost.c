@@ -143,6 +143,14 @@ cost_model *cost_parse(const char *json_text, const char *label, rh_err *e)
     return m;
 }
 
+int cost_memory_of(const cost_model *m, uint32_t tp, cost_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m->ops->memory) return 0;
+    m->ops->memory(m, tp, out);
+    return 1;
+}
+
 void cost_free(cost_model *m)
 {
     if (!m) return;

@@ -71,6 +71,26 @@ typedef struct cost_term {
     const char *bound;    /* "compute", "memory", "link", or "" */
 } cost_term;
 
+/* What one GPU of the deployment a cost model prices holds, for sizing the
+ * KV pool as SGLang and vLLM do (sim/pool.h); 0 where the kind cannot say. */
+typedef struct cost_memory {
+    double gpu_bytes;           /* memory of one GPU, bytes (a preset's memory_GB read as GiB, as devices report it) */
+    double weight_bytes;        /* the weights one GPU holds (its shard, replicated parts whole) */
+    double kv_bytes_per_token;  /* KV cache per token on one GPU (every layer, K and V, or MLA's latent) */
+    /* The drafter's own (an MTP module or a draft model): held only when
+     * speculation drafts with it. */
+    double draft_weight_bytes, draft_kv_bytes_per_token;
+    uint32_t gpus;              /* GPUs the model runs on */
+    uint32_t context_length;    /* the model's max_position_embeddings */
+    /* Each GPU keeps the KV of its own requests only (data-parallel
+     * attention): the pool is gpus times one GPU's. Else every GPU holds
+     * its share of every token's KV. */
+    bool kv_per_rank;
+    /* For the activation reserve: hidden and MLP sizes per GPU. */
+    uint32_t hidden, intermediate_per_gpu, vocab;
+    char gpu_name[64], model_name[64];
+} cost_memory;
+
 typedef struct cost_ops {
     const char *kind;
     double (*step_time)(const cost_model *m, const cost_batch *b);
@@ -83,6 +103,9 @@ typedef struct cost_ops {
     /* Writes up to max terms of the verify/normal forward (drafting is added
      * by cost_breakdown); returns how many. NULL: one term, the total. */
     int (*breakdown)(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
+    /* The memory of a deployment at tensor-parallel size tp (0: its own);
+     * NULL: the kind knows no GPU (linear, table). */
+    void (*memory)(const cost_model *m, uint32_t tp, cost_memory *out);
     void (*free)(cost_model *m);
 } cost_ops;
 
@@ -132,6 +155,8 @@ double cost_draft_fallback(const cost_model *m, uint32_t n, uint64_t context, ui
 /* Terms of cost_step_time (then drafting, "step cpu" and "launches" when
  * present); their seconds add up to it. Returns the count written (at most max). */
 int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
+/* 1 and *out filled when the kind knows its GPU and model (roofline), else 0. */
+int cost_memory_of(const cost_model *m, uint32_t tp, cost_memory *out);
 void cost_free(cost_model *m);
 
 /* The linear kind, built in code (tests, Lua). Coefficients in seconds. */

@@ -376,6 +376,50 @@ uint32_t roofline_tp(const cost_model *m, bool *ep)
     return r ? r->tp : 0;
 }
 
+/* Weights per GPU: the layers at the file's dtype, the embedding, LM head
+ * and final norm in bf16; under ep the experts spread and the rest
+ * replicated, else everything split. KV per token per GPU: MLA's latent
+ * whole on every GPU (on its request's rank under ep), else K and V of the
+ * GPU's KV heads (one copied head when fewer heads than GPUs). The MTP
+ * module (its layer and projection; it shares embedding and head) or the
+ * draft model go to the draft fields. */
+static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g, bool mtp, double *weights,
+                         double *kv_per_token)
+{
+    rl_params p;
+    rl_model_params(md, &p);
+    double wb = r->fp8 ? 1 : 2, h = md->hidden;
+    double outer = (double)md->vocab * h * (md->tie_embeddings ? 1 : 2) + h;
+    double layers = mtp ? p.mtp : p.total - outer;
+    double experts = !mtp ? p.experts : md->moe ? md->mtp_layers * 3.0 * h * md->moe_intermediate * md->experts : 0;
+    bool ep = r->ep && md->moe && g > 1;
+    double split = ep ? (layers - experts) + experts / g : layers / g;
+    *weights = split * wb + (mtp ? 0 : outer * 2 / (ep ? 1 : g));
+    double L = mtp ? md->mtp_layers : md->layers;
+    if (md->mla) *kv_per_token = ((double)md->kv_lora_rank + md->qk_rope_dim) * L * r->kv_bytes;
+    else *kv_per_token = (md->kv_heads >= g ? (double)md->kv_heads / g : 1) * md->head_dim * 2 * L * r->kv_bytes;
+}
+
+static void roofline_memory(const cost_model *m, uint32_t tp, cost_memory *out)
+{
+    const cost_roofline *r = as_roofline(m);
+    uint32_t g = tp ? tp : r->tp;
+    out->gpu_bytes = r->gpu.memory_GB * 1073741824.0;
+    out->gpus = g;
+    out->context_length = r->model.max_position;
+    out->kv_per_rank = r->ep && r->model.moe && g > 1;
+    out->hidden = r->model.hidden;
+    out->intermediate_per_gpu = r->model.intermediate / g;
+    out->vocab = r->model.vocab;
+    snprintf(out->gpu_name, sizeof out->gpu_name, "%s", r->gpu.name);
+    snprintf(out->model_name, sizeof out->model_name, "%s", r->model.name);
+    model_memory(r, &r->model, g, false, &out->weight_bytes, &out->kv_bytes_per_token);
+    if (r->has_draft)
+        model_memory(r, &r->draft, g, false, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
+    else if (r->model.mtp_layers)
+        model_memory(r, &r->model, g, true, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
+}
+
 static void roofline_free(cost_model *m)
 {
     free(m);
@@ -387,6 +431,7 @@ static const cost_ops roofline_ops = {
     .draft_time = roofline_draft,
     .check_tp = roofline_check_tp,
     .breakdown = roofline_terms,
+    .memory = roofline_memory,
     .free = roofline_free,
 };
 

@@ -47,6 +47,7 @@ typedef struct rl_model {
     bool moe;
     uint32_t experts, top_k, moe_intermediate, shared_experts, dense_layers;
     uint32_t mtp_layers;        /* multi-token-prediction modules (DeepSeek's draft) */
+    uint32_t max_position;      /* max_position_embeddings: the context length; 0 unknown */
 } rl_model;
 
 /* A GPU preset. Bandwidths per GPU, each direction. fp8_tflops 0: no FP8. */

@@ -89,7 +89,9 @@ int rl_model_from_json(json_t *in, const cost_src *src, rl_model *m, rh_err *e)
             goto out;
         }
     }
-    if (cj_uint(o, "", "num_nextn_predict_layers", 0, 0, 0, 16, &m->mtp_layers, src, e) < 0) goto out;
+    if (cj_uint(o, "", "num_nextn_predict_layers", 0, 0, 0, 16, &m->mtp_layers, src, e) < 0 ||
+        cj_uint(o, "", "max_position_embeddings", 0, 0, 0, 1u << 26, &m->max_position, src, e) < 0)
+        goto out;
     rc = 0;
 out:
     json_decref(o);

@@ -55,7 +55,8 @@ int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_op
 /* Loads any trace file whole: our binary format streams in; other formats
  * (our JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their
  * content and imported with default options. `t` is an output: whatever it
- * held is overwritten, not freed. On failure it is left empty. */
+ * held is overwritten, not freed. On failure it is left zeroed: nothing to
+ * free (tr_trace_free of it is harmless). */
 int tr_trace_load(const char *path, tr_trace *t, rh_err *e);
 
 /* Imports any trace into a binary trace at `out` (nothing is left at `out`
