@@ -30,6 +30,16 @@ const char *tu_shared_file(const char *name, char *buf, size_t n)
     return buf;
 }
 
+const char *tu_gpu_profiles(const char *why_needed)
+{
+    const char *d = getenv("REHEARSE_GPU_PROFILES");
+    if (!d || !*d) d = "../shared/gpu-profiles";
+    struct stat st;
+    if (stat(d, &st) == 0 && S_ISDIR(st.st_mode)) return d;
+    printf("\n  SKIPPED %s: %s is absent (set REHEARSE_GPU_PROFILES)\n", why_needed ? why_needed : "", d);
+    return NULL;
+}
+
 const char *tu_tmp_path(const char *name, char *buf, size_t n)
 {
     mkdir("build", 0755);

@@ -9,6 +9,9 @@
 const char *tu_shared_traces(const char *why_needed);
 /* Full path of a shared trace file, or NULL (printed skip) when absent. */
 const char *tu_shared_file(const char *name, char *buf, size_t n);
+/* ../shared/gpu-profiles (or $REHEARSE_GPU_PROFILES) when present; else NULL
+ * after printing that the test skipped and why. */
+const char *tu_gpu_profiles(const char *why_needed);
 /* A fresh path under build/tmp/ for this test (the file is not created). */
 const char *tu_tmp_path(const char *name, char *buf, size_t n);
 /* Path of the rehearse binary (REHEARSE_BIN, else ./rehearse). */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/cost/collective.h"
 #include "sim/cost/cost_impl.h"
 #include "sim/cost/roofline.h"
 
@@ -204,8 +205,11 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
         double Is = (double)md->shared_experts * Im;
         gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, h, 2 * Is * l.hs, wb);
         gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, Is * l.hs, h, wb);
-        if (l.ep)
+        if (l.ep) {
+            /* dispatch and combine: each GPU's tokens' k copies of h */
             add(&op[RL_ALLTOALL], 2 * Lm, 0, Lm * 2 * (T / g) * k * h * AB * (g - 1.0) / g);
+            op[RL_ALLTOALL].msg = (T / g) * k * h * AB;
+        }
     }
     if (mtp) gemm(&op[RL_MTP_PROJ], 1, Tt, 2 * h, h, wb);                       /* replicated */
 
@@ -215,17 +219,27 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
     if (!l.ep && g > 1) {
         double calls = 2 * L + 1;                   /* attention, MLP, the embedding */
         add(&op[RL_ALLREDUCE], calls, 0, calls * 2 * (g - 1.0) / g * T * h * AB);
+        op[RL_ALLREDUCE].msg = T * h * AB;
         add(&op[RL_LOGITS_GATHER], 1, 0, (g - 1.0) / g * M * V * AB);
+        op[RL_LOGITS_GATHER].msg = M * V * AB;
     }
+}
+
+/* One call of a collective on r's GPU with g GPUs in the group, per_node
+ * of them on each node (collective.h). */
+static double collective_call(const cost_roofline *r, int op, uint32_t g, double msg, double eff)
+{
+    uint32_t per_node = g < r->gpu.gpus_per_node ? g : r->gpu.gpus_per_node;
+    if (op == RL_ALLREDUCE) return rl_allreduce_s(&r->gpu, g, per_node, msg, eff);
+    if (op == RL_LOGITS_GATHER) return rl_allgather_s(&r->gpu, g, per_node, msg, eff);
+    return rl_alltoall_s(&r->gpu, g, per_node, msg, eff);
 }
 
 /* Times every operator of out on r's GPU with g GPUs in the group. */
 static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
 {
     const rl_gpu *gpu = &r->gpu;
-    double nvl = gpu->nvlink_GBps * 1e9, ib = gpu->ib_GBps * 1e9, hbm = gpu->hbm_GBps * 1e9;
-    uint32_t gpn = gpu->gpus_per_node;
-    bool multi = g > gpn;
+    double hbm = gpu->hbm_GBps * 1e9;
     out->total_s = 0;
     for (int i = 0; i < RL_N_OPS; i++) {
         rl_op_cost *o = &out->op[i];
@@ -234,15 +248,7 @@ static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
         o->bound = "";
         if (o->flops == 0 && o->bytes == 0) continue;
         if (op_is_collective(i)) {
-            double t;
-            if (i == RL_ALLTOALL && multi) {
-                /* peers on the node over NVLink, the others over InfiniBand */
-                double intra = o->bytes * (gpn - 1) / (g - 1), inter = o->bytes * (g - gpn) / (g - 1);
-                t = fmax(intra / nvl, inter / ib) / eff;
-            } else {
-                t = o->bytes / ((multi ? ib : nvl) * eff);
-            }
-            o->seconds = t + o->calls * r->latency_s;
+            o->seconds = o->calls * (collective_call(r, i, g, o->msg, eff) + r->latency_s);
             o->bound = "link";
         } else {
             double peak = (r->fp8 && op_in_weight_dtype(i) ? gpu->fp8_tflops : gpu->bf16_tflops) * 1e12;

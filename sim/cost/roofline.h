@@ -9,7 +9,9 @@
  * head, and the collectives — gets FLOPs and HBM bytes summed over the
  * layers, and a time
  *     compute/memory op: max(flops / (peak · eff), bytes / (hbm · eff))
- *     collective:        bytes / (link · eff) + calls · collective latency
+ *     collective:        calls · (the call's time on the GPU's measured links,
+ *                        sim/cost/collective.h, bandwidth scaled by eff)
+ *                        + calls · the cost file's collective_latency_s
  * The forward is the sum over operators (kernels run one after another);
  * the overheads of cost.h (the step's CPU time, set here also by the legacy
  * step_overhead_s, and each forward pass's launches) are added once each
@@ -50,11 +52,26 @@ typedef struct rl_model {
     uint32_t max_position;      /* max_position_embeddings: the context length; 0 unknown */
 } rl_model;
 
+/* How collectives run on a GPU's links (sim/cost/collective.h): a
+ * preset's "collectives" object, measured; without one the nominal
+ * bandwidths with no latency (the pure roofline). */
+typedef struct rl_links {
+    double allreduce_latency_s;     /* per all-reduce or all-gather call */
+    double send_recv_latency_s;     /* per send/recv (and all-to-all) call */
+    double ring_step_latency_s;     /* per step of a ring over NVLink: 2(n-1) in an all-reduce */
+    double slow_hop_latency_s;      /* added where a call leaves the NVLink domain (InfiniBand, PCIe) */
+    double nvlink_Bps, slow_Bps;    /* achieved, bytes/s per GPU each direction: inside the domain, between */
+    double allreduce_nvlink_eff, allreduce_slow_eff;   /* an all-reduce's bus bandwidth as a share of those */
+    double slow_links;              /* slow paths one domain drives at once (NICs) */
+    uint32_t nvlink_domain;         /* GPUs one NVLink fabric joins: gpus_per_node, or 2 for bridged pairs */
+} rl_links;
+
 /* A GPU preset. Bandwidths per GPU, each direction. fp8_tflops 0: no FP8. */
 typedef struct rl_gpu {
     char name[64];
     double memory_GB, hbm_GBps, bf16_tflops, fp8_tflops, nvlink_GBps, ib_GBps;
     uint32_t gpus_per_node;
+    rl_links links;
 } rl_gpu;
 
 enum rl_op {
@@ -68,6 +85,7 @@ const char *rl_op_name(int op);
 typedef struct rl_op_cost {
     double flops, bytes;  /* per GPU, summed over layers; bytes on the wire for collectives */
     double calls;         /* kernel launches or collectives */
+    double msg;           /* collectives: one call's buffer per GPU, bytes (collective.h's S) */
     double seconds;
     const char *bound;    /* "compute", "memory", "link", or "" when unused */
 } rl_op_cost;

@@ -98,11 +98,43 @@ out:
     return rc;
 }
 
+/* The "collectives" object: measured links (collective.h). Without it, the
+ * nominal bandwidths and no latency. */
+static int links_from_json(json_t *c, const cost_src *src, rl_gpu *g, rh_err *e)
+{
+    static const char *const keys[] = {"allreduce_latency_s", "send_recv_latency_s", "ring_step_latency_s",
+                                       "slow_hop_latency_s", "nvlink_GBps", "slow_link_GBps",
+                                       "allreduce_nvlink_efficiency", "allreduce_slow_efficiency",
+                                       "slow_links_per_domain", "nvlink_domain", "source", "comment", NULL};
+    rl_links *l = &g->links;
+    *l = (rl_links){.nvlink_Bps = g->nvlink_GBps * 1e9, .slow_Bps = g->ib_GBps * 1e9, .allreduce_nvlink_eff = 1,
+                    .allreduce_slow_eff = 1, .slow_links = g->gpus_per_node, .nvlink_domain = g->gpus_per_node};
+    if (!c) return 0;
+    if (!json_is_object(c)) return cj_fail(src, "", "collectives", e, "must be an object (see COST.md)");
+    const char *at = "collectives";
+    double nvl, slow;
+    if (cj_only_keys(c, at, keys, src, e) < 0 ||
+        cj_number(c, at, "allreduce_latency_s", 0, 0, 0, 1, &l->allreduce_latency_s, src, e) < 0 ||
+        cj_number(c, at, "send_recv_latency_s", 0, 0, 0, 1, &l->send_recv_latency_s, src, e) < 0 ||
+        cj_number(c, at, "ring_step_latency_s", 0, 0, 0, 1, &l->ring_step_latency_s, src, e) < 0 ||
+        cj_number(c, at, "slow_hop_latency_s", 0, 0, 0, 1, &l->slow_hop_latency_s, src, e) < 0 ||
+        cj_number(c, at, "nvlink_GBps", 0, g->nvlink_GBps, 0.001, 1e7, &nvl, src, e) < 0 ||
+        cj_number(c, at, "slow_link_GBps", 0, g->ib_GBps, 0.001, 1e7, &slow, src, e) < 0 ||
+        cj_number(c, at, "allreduce_nvlink_efficiency", 0, 1, 1e-3, 1, &l->allreduce_nvlink_eff, src, e) < 0 ||
+        cj_number(c, at, "allreduce_slow_efficiency", 0, 1, 1e-3, 1, &l->allreduce_slow_eff, src, e) < 0 ||
+        cj_number(c, at, "slow_links_per_domain", 0, g->gpus_per_node, 1, 1024, &l->slow_links, src, e) < 0 ||
+        cj_uint(c, at, "nvlink_domain", 0, g->gpus_per_node, 1, g->gpus_per_node, &l->nvlink_domain, src, e) < 0)
+        return -1;
+    l->nvlink_Bps = nvl * 1e9;
+    l->slow_Bps = slow * 1e9;
+    return 0;
+}
+
 int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
 {
     static const char *const allowed[] = {"name", "comment", "source", "sources", "memory_GB", "hbm_GBps",
                                           "bf16_tflops", "fp8_tflops", "nvlink_GBps", "ib_GBps",
-                                          "gpus_per_node", NULL};
+                                          "gpus_per_node", "collectives", NULL};
     memset(g, 0, sizeof *g);
     if (!json_is_object(o)) return rh_fail(e, "%s: a GPU preset is a JSON object", src->label);
     const char *name;
@@ -119,7 +151,7 @@ int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
         return -1;
     if (g->fp8_tflops > 0 && g->fp8_tflops < 0.001)
         return cj_fail(src, "", "fp8_tflops", e, "must be 0 (no FP8) or at least 0.001");
-    return 0;
+    return links_from_json(json_object_get(o, "collectives"), src, g, e);
 }
 
 /* Loads the JSON of a found preset; messages name the preset file. */
