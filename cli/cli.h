@@ -32,6 +32,8 @@ int fit_main(int argc, char **argv);              /* fit.c */
 int plot_main(int argc, char **argv);             /* plot.c */
 int cost_main(int argc, char **argv);             /* cost.c: show, presets, efficiency */
 int cost_efficiency_main(int argc, char **argv);  /* cost_efficiency.c, through cost_main */
+int cost_fit_kernels_main(int argc, char **argv); /* cost_kernels.c, through cost_main */
+int cost_import_main(int argc, char **argv);      /* cost_import.c, through cost_main */
 int serve_main(int argc, char **argv);            /* serve.c */
 int replay_main(int argc, char **argv);           /* replay.c */
 int calibrate_main(int argc, char **argv);        /* calibrate.c */

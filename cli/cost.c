@@ -78,7 +78,9 @@ static json_t *show_json(const char *spec, const cost_model *m, const cost_batch
 static const char *show_help =
     "usage: rehearse cost show COST [--batch SPEC]... [--tp N] [--json]\n"
     "       rehearse cost presets\n"
-    "       rehearse cost efficiency TABLE --roofline ROOF -o OUT (see its --help)\n\n"
+    "       rehearse cost efficiency TABLE --roofline ROOF -o OUT (see its --help)\n"
+    "       rehearse cost fit-kernels PROFILE... --gpu GPU [-o KERNELS] (see its --help)\n"
+    "       rehearse cost import vidur PROFILE --model M -o COST (see its --help)\n\n"
     "Prints the step time a cost model predicts and its terms (for a roofline,\n"
     "each operator's FLOPs, bytes and bound). SPEC is comma-separated:\n"
     "  prefill=N[@CTX]   one prompt chunk of N tokens after CTX cached tokens (repeatable)\n"
@@ -190,6 +192,8 @@ int cost_main(int argc, char **argv)
         return 1;
     }
     if (!strcmp(argv[1], "efficiency")) return cost_efficiency_main(argc, argv);
+    if (!strcmp(argv[1], "fit-kernels")) return cost_fit_kernels_main(argc, argv);
+    if (!strcmp(argv[1], "import")) return cost_import_main(argc, argv);
     if (rh_wants_help(argc, argv)) {
         fputs(show_help, stdout);
         return 0;
@@ -202,6 +206,6 @@ int cost_main(int argc, char **argv)
         }
         return cost_presets();
     }
-    fprintf(stderr, "rehearse: unknown cost command '%s' (show, presets, efficiency)\n", argv[1]);
+    fprintf(stderr, "rehearse: unknown cost command '%s' (show, presets, efficiency, fit-kernels, import)\n", argv[1]);
     return 1;
 }

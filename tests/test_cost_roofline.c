@@ -56,7 +56,7 @@ static int breakdown(cost_model *m, const cost_seq *s, uint32_t n, uint32_t tp, 
 /* Four decodes at contexts 1000..4000 on one H100, bf16. */
 static void test_llama8b_decode_by_hand(void)
 {
-    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}");
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_seq s[] = {{1, 1000, false}, {1, 2000, false}, {1, 3000, false}, {1, 4000, false}};
     rl_breakdown bd;
@@ -108,7 +108,7 @@ static void test_llama8b_decode_by_hand(void)
 /* One 2048-token prompt, no context, on one H100, bf16. */
 static void test_llama8b_prefill_by_hand(void)
 {
-    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}");
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_seq s = {2048, 0, true};
     rl_breakdown bd;
@@ -387,9 +387,9 @@ static void test_mtp_draft(void)
 
 static void test_efficiency_overhead_latency(void)
 {
-    cost_model *a = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\","
+    cost_model *a = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\","
                          " \"tp\": 2}");
-    cost_model *b = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\","
+    cost_model *b = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\","
                          " \"tp\": 2, \"efficiency\": {\"default\": 0.8, \"mlp\": 0.5}, \"step_overhead_s\": 0.002,"
                          " \"collective_latency_s\": 1e-5}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
@@ -442,7 +442,7 @@ static void bad(const char *json, const char *needle)
 static void test_bad_roofline_files(void)
 {
     bad(RL "\"model\": \"llama-9b\", \"gpu\": \"h200\"}", "bad.json: field 'model': no model preset 'llama-9b'");
-    bad(RL "\"model\": \"llama-9b\", \"gpu\": \"h200\"}", "known: deepseek-r1, deepseek-v3, llama-3-70b");
+    bad(RL "\"model\": \"llama-9b\", \"gpu\": \"h200\"}", "known: deepseek-r1, deepseek-v3, llama-2-70b");
     bad(RL "\"model\": \"llama-3-8b\", \"gpu\": \"b200\"}", "bad.json: field 'gpu': no GPU preset 'b200'");
     bad(RL "\"model\": \"../../etc/x\", \"gpu\": \"h200\"}", "'model': preset file");
     bad(RL "\"model\": \"llama 3\", \"gpu\": \"h200\"}", "not a preset name");
@@ -494,7 +494,7 @@ static void test_presets_by_path(void)
     CU_ASSERT_STRING_EQUAL(roofline_gpu(m)->name, "mygpu");
     CU_ASSERT_EQUAL(roofline_model(m)->head_dim, 128);
     /* same model, same prices per byte: a decode of one at 1000 GB/s */
-    cost_model *ref = load(RL "\"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}");
+    cost_model *ref = load(RL "\"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\"}");
     cost_seq s = {1, 100, false};
     rl_breakdown x, y;
     CU_ASSERT_EQUAL_FATAL(breakdown(m, &s, 1, 0, &x), 0);
@@ -569,7 +569,7 @@ static void test_shipped_presets_cite_sources(void)
         }
         closedir(dir);
     }
-    CU_ASSERT_EQUAL(files, 7 + 9);
+    CU_ASSERT_EQUAL(files, 7 + 11);
 }
 
 void register_test_cost_roofline(void)

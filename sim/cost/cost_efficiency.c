@@ -19,7 +19,8 @@ static const struct {
     {"embedding", RL_EMBED},      {"rmsnorm", RL_NORM},         {"q_proj", RL_QKV_PROJ},
     {"kv_proj", RL_QKV_PROJ},     {"prefill_attention", RL_ATTN_PREFILL},
     {"decode_attention", RL_ATTN_DECODE}, {"o_proj", RL_O_PROJ}, {"gate_up_proj", RL_MLP},
-    {"silu_mul", RL_MLP},         {"down_proj", RL_MLP},        {"lm_head", RL_LM_HEAD},
+    {"silu_mul", RL_ACT},         {"down_proj", RL_MLP},        {"lm_head", RL_LM_HEAD},
+    {"rope", RL_ROPE},
     {"allreduce", RL_ALLREDUCE},
 };
 

@@ -29,13 +29,14 @@
 
 #include "sim/cost/collective.h"
 #include "sim/cost/cost_impl.h"
+#include "sim/cost/kernel_time.h"
 #include "sim/cost/roofline.h"
 
 #define AB 2.0   /* bytes of a bf16 activation */
 
 static const char *const op_names[RL_N_OPS] = {
     "embed", "norm", "qkv_proj", "mla_down_proj", "mla_up_proj", "attn_prefill", "attn_decode",
-    "o_proj", "mlp", "moe_gate", "moe_experts", "shared_expert", "mtp_proj", "lm_head",
+    "o_proj", "mlp", "moe_gate", "moe_experts", "shared_expert", "mtp_proj", "lm_head", "rope", "activation",
     "allreduce", "alltoall", "logits_gather",
 };
 
@@ -66,6 +67,7 @@ typedef struct cost_roofline {
     bool fp8;
     double kv_bytes;         /* per element of the KV cache */
     double eff[RL_N_OPS];
+    rl_kernel kern[RL_K_N];  /* the GPU preset's kernel parameters, or the pure roofline's */
     double latency_s;
 } cost_roofline;
 
@@ -126,102 +128,191 @@ static layout layout_of(const rl_model *md, uint32_t g, bool ep)
     return l;
 }
 
-static void gemm(rl_op_cost *o, double calls, double M, double K, double N, double wbytes)
+/* One forward's counting and timing: every kernel call gets its FLOPs and
+ * bytes counted and its time from kernel_time.h, with the parameters of
+ * r's GPU (or the pure roofline's, "kernels": "none"). */
+typedef struct counter {
+    const cost_roofline *r;
+    rl_breakdown *out;
+    double hbm;
+} counter;
+
+static double peak_of(const counter *c, int op)
 {
-    if (M <= 0 || calls <= 0) return;
-    o->flops += calls * 2 * M * K * N;
-    o->bytes += calls * (K * N * wbytes + M * K * AB + M * N * AB);
-    o->calls += calls;
+    const rl_gpu *g = &c->r->gpu;
+    return (c->r->fp8 && op_in_weight_dtype(op) ? g->fp8_tflops : g->bf16_tflops) * 1e12;
 }
 
-static void add(rl_op_cost *o, double calls, double flops, double bytes)
+static const rl_kernel *kernel(const counter *c, int kind)
 {
-    o->flops += flops;
-    o->bytes += bytes;
+    return &c->r->kern[kind];
+}
+
+/* Adds calls of one kernel: its time, and the compute or memory share of
+ * it for the operator's bound. */
+static void account(counter *c, int op, double calls, double flops, double bytes, double seconds, double tc,
+                    double tm)
+{
+    rl_op_cost *o = &c->out->op[op];
+    o->flops += calls * flops;
+    o->bytes += calls * bytes;
     o->calls += calls;
+    o->seconds += calls * seconds;
+    o->compute_s += calls * tc;
+    o->memory_s += calls * tm;
+}
+
+static void gemm(counter *c, int op, double calls, double M, double K, double N, double wbytes)
+{
+    if (M <= 0 || calls <= 0) return;
+    const rl_kernel *k = kernel(c, RL_K_GEMM);
+    double peak = peak_of(c, op), eff = c->r->eff[op], bytes = K * N * wbytes + M * K * AB + M * N * AB;
+    account(c, op, calls, 2 * M * K * N, bytes, rl_gemm_s(k, peak, c->hbm, M, K, N, wbytes, eff),
+            2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff), bytes / (c->hbm * k->memory_eff * eff));
+}
+
+/* A MoE layer's grouped GEMM: `rows` token-expert pairs over `experts`. */
+static void grouped(counter *c, int op, double calls, double rows, double experts, double K, double N, double wbytes)
+{
+    if (rows <= 0 || calls <= 0) return;
+    const rl_kernel *k = kernel(c, RL_K_GEMM);
+    double peak = peak_of(c, op), eff = c->r->eff[op];
+    double bytes = experts * K * N * wbytes + rows * (K + N) * AB;
+    account(c, op, calls, 2 * rows * K * N, bytes, rl_grouped_gemm_s(k, peak, c->hbm, rows, experts, K, N, wbytes, eff),
+            2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
+            bytes / (c->hbm * k->memory_eff * eff));
+}
+
+static void attention(counter *c, int op, double calls, double flops, double bytes)
+{
+    if (calls <= 0 || (flops <= 0 && bytes <= 0)) return;
+    const rl_kernel *k = kernel(c, RL_K_ATTENTION);
+    double peak = peak_of(c, op), eff = c->r->eff[op];
+    account(c, op, calls, flops, bytes, rl_attention_s(k, peak, c->hbm, flops, bytes, eff),
+            flops / (peak * k->compute_eff * eff), bytes / (c->hbm * k->memory_eff * eff));
+}
+
+/* A kernel streaming `bytes` that walks each token's `row` elements. */
+static void stream(counter *c, int op, int kind, double calls, double flops, double bytes, double row)
+{
+    if (calls <= 0 || bytes <= 0) return;
+    const rl_kernel *k = kernel(c, kind);
+    double eff = c->r->eff[op];
+    account(c, op, calls, flops, bytes, rl_stream_s(k, c->hbm, bytes, row, eff), 0,
+            bytes / (c->hbm * k->memory_eff * eff));
+}
+
+/* An RMSNorm of `width` over `rows` tokens: 4 FLOPs an element, the
+ * input read and written, its weights read. */
+static void norm(counter *c, double calls, double rows, double width)
+{
+    stream(c, RL_NORM, RL_K_NORM, calls, 4 * rows * width, 2 * rows * width * AB + width * AB, width);
 }
 
 /* FLOPs and bytes of a forward over Ld dense and Lm MoE layers (plus the
- * MTP module's own parts when mtp) of model md on g GPUs. */
+ * MTP module's own parts when mtp) of model md on g GPUs, and every
+ * kernel's time. */
 static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, double Lm, bool mtp, const shape *s,
                       uint32_t g, rl_breakdown *out)
 {
     memset(out, 0, sizeof *out);
-    rl_op_cost *op = out->op;
+    counter cn = {r, out, r->gpu.hbm_GBps * 1e9}, *c = &cn;
     layout l = layout_of(md, g, r->ep && md->moe);
     double wb = r->fp8 ? 1 : 2, kvb = r->kv_bytes;
     double h = md->hidden, L = Ld + Lm, T = s->Tp + s->Td, Tt = T * l.ts, ts = l.ts;
     double qh = l.qh, kvh = l.kvh;
 
-    add(&op[RL_EMBED], 1, 0, 2 * Tt * h * AB);
+    if (Tt > 0) {
+        const rl_kernel *k = kernel(c, RL_K_EMBED);
+        double bytes = 2 * Tt * h * AB, eff = r->eff[RL_EMBED];
+        account(c, RL_EMBED, 1, 0, bytes, rl_embedding_s(k, c->hbm, Tt, bytes, eff), 0,
+                bytes / (c->hbm * k->memory_eff * eff));
+    }
 
-    double norm_w = h * (2 * L + 1) + (md->mla ? L * ((double)md->q_lora_rank + md->kv_lora_rank) : 0) +
-                    (mtp ? 2 * h : 0);
-    double norm_el = Tt * norm_w;
-    add(&op[RL_NORM], 2 * L + 1 + (mtp ? 2 : 0), 4 * norm_el, 2 * norm_el * AB + norm_w * AB);
+    /* two per layer and the final one; MLA's q and kv latents; MTP's enorm and hnorm */
+    norm(c, 2 * L + 1 + (mtp ? 2 : 0), Tt, h);
+    if (md->mla) {
+        if (md->q_lora_rank) norm(c, L, Tt, md->q_lora_rank);
+        norm(c, L, Tt, md->kv_lora_rank);
+    }
 
     if (!md->mla) {
         double hd = md->head_dim;
-        gemm(&op[RL_QKV_PROJ], L, Tt, h, (qh + 2 * kvh) * hd, wb);
+        gemm(c, RL_QKV_PROJ, L, Tt, h, (qh + 2 * kvh) * hd, wb);
+        /* rotary on Q and K, reading its cos/sin cache */
+        stream(c, RL_ROPE, RL_K_ROPE, L, 0, 4 * Tt * (qh + kvh) * hd + 2 * Tt * hd, (qh + kvh) * hd);
         if (s->Tp > 0)
-            add(&op[RL_ATTN_PREFILL], L, L * 4 * hd * qh * s->pairs_p * ts,
-                L * ts * ((s->pctx + 2 * s->Tp) * 2 * kvh * hd * kvb + 2 * s->Tp * qh * hd * AB));
+            attention(c, RL_ATTN_PREFILL, L, 4 * hd * qh * s->pairs_p * ts,
+                      ts * ((s->pctx + 2 * s->Tp) * 2 * kvh * hd * kvb + 2 * s->Tp * qh * hd * AB));
         if (s->Sd > 0)
-            add(&op[RL_ATTN_DECODE], L, L * 4 * hd * qh * s->pairs_d * ts,
-                L * ts * ((s->dctx + 2 * s->Td) * 2 * kvh * hd * kvb + 2 * s->Td * qh * hd * AB));
-        gemm(&op[RL_O_PROJ], L, Tt, qh * hd, h, wb);
+            attention(c, RL_ATTN_DECODE, L, 4 * hd * qh * s->pairs_d * ts,
+                      ts * ((s->dctx + 2 * s->Td) * 2 * kvh * hd * kvb + 2 * s->Td * qh * hd * AB));
+        gemm(c, RL_O_PROJ, L, Tt, qh * hd, h, wb);
     } else {
         double qr = md->q_lora_rank, kr = md->kv_lora_rank, rope = md->qk_rope_dim;
         double nope = md->qk_nope_dim, vd = md->v_head_dim;
-        gemm(&op[RL_MLA_DOWN_PROJ], L, Tt, h, qr + kr + rope, wb);           /* replicated */
-        gemm(&op[RL_MLA_UP_PROJ], L, Tt, qr > 0 ? qr : h, qh * (nope + rope), wb);
+        gemm(c, RL_MLA_DOWN_PROJ, L, Tt, h, qr + kr + rope, wb);           /* replicated */
+        gemm(c, RL_MLA_UP_PROJ, L, Tt, qr > 0 ? qr : h, qh * (nope + rope), wb);
+        stream(c, RL_ROPE, RL_K_ROPE, L, 0, 4 * Tt * (qh + 1) * rope + 2 * Tt * rope, (qh + 1) * rope);
         if (s->Tp > 0) {
             double kv_tokens = (s->pctx + s->Tp) * ts;
-            gemm(&op[RL_MLA_UP_PROJ], L, kv_tokens, kr, qh * (nope + vd), wb);   /* decompress K, V */
-            add(&op[RL_ATTN_PREFILL], L, L * 2 * (nope + rope + vd) * qh * s->pairs_p * ts,
-                L * (kv_tokens * (qh * (nope + vd) * AB + rope * kvb) +
-                     ts * s->Tp * ((kr + rope) * kvb + qh * (nope + rope + vd) * AB)));
+            gemm(c, RL_MLA_UP_PROJ, L, kv_tokens, kr, qh * (nope + vd), wb);   /* decompress K, V */
+            attention(c, RL_ATTN_PREFILL, L, 2 * (nope + rope + vd) * qh * s->pairs_p * ts,
+                      kv_tokens * (qh * (nope + vd) * AB + rope * kvb) +
+                          ts * s->Tp * ((kr + rope) * kvb + qh * (nope + rope + vd) * AB));
         }
         if (s->Sd > 0) {
-            gemm(&op[RL_MLA_UP_PROJ], L * qh, s->Td * ts, nope, kr, wb);          /* absorb W_UK */
-            gemm(&op[RL_MLA_UP_PROJ], L * qh, s->Td * ts, kr, vd, wb);            /* absorb W_UV */
-            add(&op[RL_ATTN_DECODE], L, L * 2 * (2 * kr + rope) * qh * s->pairs_d * ts,
-                L * ts * ((s->dctx + 2 * s->Td) * (kr + rope) * kvb + s->Td * qh * (2 * kr + rope) * AB));
+            gemm(c, RL_MLA_UP_PROJ, L * qh, s->Td * ts, nope, kr, wb);          /* absorb W_UK */
+            gemm(c, RL_MLA_UP_PROJ, L * qh, s->Td * ts, kr, vd, wb);            /* absorb W_UV */
+            attention(c, RL_ATTN_DECODE, L, 2 * (2 * kr + rope) * qh * s->pairs_d * ts,
+                      ts * ((s->dctx + 2 * s->Td) * (kr + rope) * kvb + s->Td * qh * (2 * kr + rope) * AB));
         }
-        gemm(&op[RL_O_PROJ], L, Tt, qh * vd, h, wb);
+        gemm(c, RL_O_PROJ, L, Tt, qh * vd, h, wb);
     }
 
-    double I = md->intermediate;
-    gemm(&op[RL_MLP], Ld, Tt, h, 2 * I * l.hs, wb);
-    gemm(&op[RL_MLP], Ld, Tt, I * l.hs, h, wb);
+    /* SiLU(gate)·up reads 2·I and writes I per token */
+    double I = md->intermediate, Ig_dense = I * l.hs;
+    gemm(c, RL_MLP, Ld, Tt, h, 2 * Ig_dense, wb);
+    stream(c, RL_ACT, RL_K_ACT, Ld, 0, 3 * Tt * Ig_dense * AB, Ig_dense);
+    gemm(c, RL_MLP, Ld, Tt, Ig_dense, h, wb);
 
     if (Lm > 0 && md->moe) {
         double E = md->experts, k = md->top_k, Im = md->moe_intermediate;
-        gemm(&op[RL_MOE_GATE], Lm, Tt, h, E, AB);
+        gemm(c, RL_MOE_GATE, Lm, Tt, h, E, AB);
         double here = l.ep ? E / g : E, Ig = l.ep ? Im : Im / g, A = T * k * (l.ep ? 1.0 / g : 1.0);
         double active = here * (1 - pow(1 - k / E, T));
-        add(&op[RL_MOE_EXPERTS], 2 * Lm, Lm * 6 * A * h * Ig,
-            Lm * (active * 3 * h * Ig * wb + A * (2 * h + 3 * Ig) * AB));
+        grouped(c, RL_MOE_EXPERTS, Lm, A, active, h, 2 * Ig, wb);
+        stream(c, RL_ACT, RL_K_ACT, Lm, 0, 3 * A * Ig * AB, Ig);
+        grouped(c, RL_MOE_EXPERTS, Lm, A, active, Ig, h, wb);
         double Is = (double)md->shared_experts * Im;
-        gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, h, 2 * Is * l.hs, wb);
-        gemm(&op[RL_SHARED_EXPERT], md->shared_experts ? Lm : 0, Tt, Is * l.hs, h, wb);
+        if (md->shared_experts) {
+            gemm(c, RL_SHARED_EXPERT, Lm, Tt, h, 2 * Is * l.hs, wb);
+            stream(c, RL_ACT, RL_K_ACT, Lm, 0, 3 * Tt * Is * l.hs * AB, Is * l.hs);
+            gemm(c, RL_SHARED_EXPERT, Lm, Tt, Is * l.hs, h, wb);
+        }
         if (l.ep) {
             /* dispatch and combine: each GPU's tokens' k copies of h */
-            add(&op[RL_ALLTOALL], 2 * Lm, 0, Lm * 2 * (T / g) * k * h * AB * (g - 1.0) / g);
-            op[RL_ALLTOALL].msg = (T / g) * k * h * AB;
+            rl_op_cost *o = &out->op[RL_ALLTOALL];
+            o->bytes += Lm * 2 * (T / g) * k * h * AB * (g - 1.0) / g;
+            o->calls += 2 * Lm;
+            o->msg = (T / g) * k * h * AB;
         }
     }
-    if (mtp) gemm(&op[RL_MTP_PROJ], 1, Tt, 2 * h, h, wb);                       /* replicated */
+    if (mtp) gemm(c, RL_MTP_PROJ, 1, Tt, 2 * h, h, wb);                        /* replicated */
 
     double M = (s->Td + s->Sp) * ts, V = md->vocab;
-    gemm(&op[RL_LM_HEAD], 1, M, h, V * l.hs, AB);
+    gemm(c, RL_LM_HEAD, 1, M, h, V * l.hs, AB);
 
     if (!l.ep && g > 1) {
         double calls = 2 * L + 1;                   /* attention, MLP, the embedding */
-        add(&op[RL_ALLREDUCE], calls, 0, calls * 2 * (g - 1.0) / g * T * h * AB);
-        op[RL_ALLREDUCE].msg = T * h * AB;
-        add(&op[RL_LOGITS_GATHER], 1, 0, (g - 1.0) / g * M * V * AB);
-        op[RL_LOGITS_GATHER].msg = M * V * AB;
+        rl_op_cost *o = &out->op[RL_ALLREDUCE];
+        o->bytes += calls * 2 * (g - 1.0) / g * T * h * AB;
+        o->calls += calls;
+        o->msg = T * h * AB;
+        o = &out->op[RL_LOGITS_GATHER];
+        o->bytes += (g - 1.0) / g * M * V * AB;
+        o->calls += 1;
+        o->msg = M * V * AB;
     }
 }
 
@@ -235,26 +326,19 @@ static double collective_call(const cost_roofline *r, int op, uint32_t g, double
     return rl_alltoall_s(&r->gpu, g, per_node, msg, eff);
 }
 
-/* Times every operator of out on r's GPU with g GPUs in the group. */
+/* The collectives' times, every operator's bound, and the sum. */
 static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
 {
-    const rl_gpu *gpu = &r->gpu;
-    double hbm = gpu->hbm_GBps * 1e9;
     out->total_s = 0;
     for (int i = 0; i < RL_N_OPS; i++) {
         rl_op_cost *o = &out->op[i];
-        double eff = r->eff[i];
-        o->seconds = 0;
         o->bound = "";
-        if (o->flops == 0 && o->bytes == 0) continue;
+        if (o->calls == 0) continue;
         if (op_is_collective(i)) {
-            o->seconds = o->calls * (collective_call(r, i, g, o->msg, eff) + r->latency_s);
+            o->seconds = o->calls * (collective_call(r, i, g, o->msg, r->eff[i]) + r->latency_s);
             o->bound = "link";
         } else {
-            double peak = (r->fp8 && op_in_weight_dtype(i) ? gpu->fp8_tflops : gpu->bf16_tflops) * 1e12;
-            double tc = o->flops / (peak * eff), tm = o->bytes / (hbm * eff);
-            o->seconds = fmax(tc, tm);
-            o->bound = tc >= tm ? "compute" : "memory";
+            o->bound = o->compute_s >= o->memory_s ? "compute" : "memory";
         }
         out->total_s += o->seconds;
     }
@@ -476,7 +560,7 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
 {
     static const char *const allowed[] = {"kind", "version", "model", "gpu", "tp", "ep", "dtype", "kv_dtype",
                                           "efficiency", "step_overhead_s", "collective_latency_s",
-                                          "draft_model", "draft_ratio", "comment", NULL};
+                                          "draft_model", "draft_ratio", "kernels", "comment", NULL};
     cost_roofline *r = calloc(1, sizeof *r);
     if (!r || cost_model_init(&r->base, &roofline_ops, src) < 0) {
         if (r) free(r->base.path);
@@ -484,12 +568,13 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         rh_fail(e, "%s: out of memory", src->label);
         return NULL;
     }
-    const char *model, *gpu, *draft;
+    const char *model, *gpu, *draft, *kernels;
     uint32_t ep;
     double wbytes;
     if (cj_only_keys(root, "", allowed, src, e) < 0 || cj_string(root, "", "model", 1, NULL, &model, src, e) < 0 ||
         cj_string(root, "", "gpu", 1, NULL, &gpu, src, e) < 0 ||
         cj_string(root, "", "draft_model", 0, NULL, &draft, src, e) < 0 ||
+        cj_string(root, "", "kernels", 0, "preset", &kernels, src, e) < 0 ||
         cj_uint(root, "", "tp", 0, 1, 1, 4096, &r->tp, src, e) < 0 ||
         cj_uint(root, "", "ep", 0, 1, 1, 4096, &ep, src, e) < 0 ||
         parse_dtype(root, "dtype", "bf16", true, &wbytes, src, e) < 0 ||
@@ -506,6 +591,12 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         if (rl_model_resolve(draft, "draft_model", src, &r->draft, e) < 0) goto fail;
         r->has_draft = true;
     }
+    if (strcmp(kernels, "preset") && strcmp(kernels, "none")) {
+        cj_fail(src, "", "kernels", e, "'%s' is not preset (the GPU's measured kernels) or none (the pure roofline)",
+                kernels);
+        goto fail;
+    }
+    for (int i = 0; i < RL_K_N; i++) r->kern[i] = strcmp(kernels, "none") ? r->gpu.kern[i] : rl_kernel_pure();
     if (r->fp8 && r->gpu.fp8_tflops == 0) {
         cj_fail(src, "", "dtype", e, "fp8 needs FP8 tensor cores, and GPU %s has none (fp8_tflops is 0)",
                 r->gpu.name);

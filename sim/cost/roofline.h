@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "sim/cost/cost.h"
+#include "sim/cost/kernel_time.h"
 #include "util/err.h"
 
 /* A model preset: the numbers of a Hugging Face config.json (same keys). */
@@ -72,12 +73,13 @@ typedef struct rl_gpu {
     double memory_GB, hbm_GBps, bf16_tflops, fp8_tflops, nvlink_GBps, ib_GBps;
     uint32_t gpus_per_node;
     rl_links links;
+    rl_kernel kern[RL_K_N];   /* the "kernels" object (kernel_time.h); the pure roofline's without one */
 } rl_gpu;
 
 enum rl_op {
     RL_EMBED, RL_NORM, RL_QKV_PROJ, RL_MLA_DOWN_PROJ, RL_MLA_UP_PROJ, RL_ATTN_PREFILL, RL_ATTN_DECODE,
     RL_O_PROJ, RL_MLP, RL_MOE_GATE, RL_MOE_EXPERTS, RL_SHARED_EXPERT, RL_MTP_PROJ, RL_LM_HEAD,
-    RL_ALLREDUCE, RL_ALLTOALL, RL_LOGITS_GATHER, RL_N_OPS
+    RL_ROPE, RL_ACT, RL_ALLREDUCE, RL_ALLTOALL, RL_LOGITS_GATHER, RL_N_OPS
 };
 /* "embed", "norm", "qkv_proj", ...: also the keys of the "efficiency" object. */
 const char *rl_op_name(int op);
@@ -86,6 +88,7 @@ typedef struct rl_op_cost {
     double flops, bytes;  /* per GPU, summed over layers; bytes on the wire for collectives */
     double calls;         /* kernel launches or collectives */
     double msg;           /* collectives: one call's buffer per GPU, bytes (collective.h's S) */
+    double compute_s, memory_s;   /* of seconds, the compute-rate and memory-rate parts (for the bound) */
     double seconds;
     const char *bound;    /* "compute", "memory", "link", or "" when unused */
 } rl_op_cost;

@@ -130,11 +130,46 @@ static int links_from_json(json_t *c, const cost_src *src, rl_gpu *g, rh_err *e)
     return 0;
 }
 
+/* The "kernels" object: per kind of kernel its measured parameters
+ * (kernel_time.h); a kind absent, or the whole object, is the pure
+ * roofline's. */
+static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, rh_err *e)
+{
+    for (int i = 0; i < RL_K_N; i++) g->kern[i] = rl_kernel_pure();
+    if (!k) return 0;
+    if (!json_is_object(k)) return cj_fail(src, "", "kernels", e, "must be an object of kernel kinds (see COST.md)");
+    const char *allowed[RL_K_N + 3];
+    for (int i = 0; i < RL_K_N; i++) allowed[i] = rl_kernel_name(i);
+    allowed[RL_K_N] = "source";
+    allowed[RL_K_N + 1] = "comment";
+    allowed[RL_K_N + 2] = NULL;
+    if (cj_only_keys(k, "kernels", allowed, src, e) < 0) return -1;
+    static const char *const fields[] = {"compute_efficiency", "memory_efficiency", "floor_s", "half_rows", "row_s",
+                                         "index_s", NULL};
+    for (int i = 0; i < RL_K_N; i++) {
+        json_t *o = json_object_get(k, rl_kernel_name(i));
+        if (!o) continue;
+        char at[64];
+        snprintf(at, sizeof at, "kernels.%s", rl_kernel_name(i));
+        rl_kernel *p = &g->kern[i];
+        if (!json_is_object(o)) return cj_fail(src, "kernels", rl_kernel_name(i), e, "must be an object");
+        if (cj_only_keys(o, at, fields, src, e) < 0 ||
+            cj_number(o, at, "compute_efficiency", 0, 1, 1e-3, 1, &p->compute_eff, src, e) < 0 ||
+            cj_number(o, at, "memory_efficiency", 0, 1, 1e-3, 1, &p->memory_eff, src, e) < 0 ||
+            cj_number(o, at, "floor_s", 0, 0, 0, 1, &p->floor_s, src, e) < 0 ||
+            cj_number(o, at, "half_rows", 0, 0, 0, 1e6, &p->half_rows, src, e) < 0 ||
+            cj_number(o, at, "row_s", 0, 0, 0, 1, &p->row_s, src, e) < 0 ||
+            cj_number(o, at, "index_s", 0, 0, 0, 1, &p->index_s, src, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
 {
     static const char *const allowed[] = {"name", "comment", "source", "sources", "memory_GB", "hbm_GBps",
                                           "bf16_tflops", "fp8_tflops", "nvlink_GBps", "ib_GBps",
-                                          "gpus_per_node", "collectives", NULL};
+                                          "gpus_per_node", "collectives", "kernels", NULL};
     memset(g, 0, sizeof *g);
     if (!json_is_object(o)) return rh_fail(e, "%s: a GPU preset is a JSON object", src->label);
     const char *name;
@@ -151,7 +186,8 @@ int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
         return -1;
     if (g->fp8_tflops > 0 && g->fp8_tflops < 0.001)
         return cj_fail(src, "", "fp8_tflops", e, "must be 0 (no FP8) or at least 0.001");
-    return links_from_json(json_object_get(o, "collectives"), src, g, e);
+    if (links_from_json(json_object_get(o, "collectives"), src, g, e) < 0) return -1;
+    return kernels_from_json(json_object_get(o, "kernels"), src, g, e);
 }
 
 /* Loads the JSON of a found preset; messages name the preset file. */

@@ -1,0 +1,53 @@
+/* kernel_time.c — the kernel-time shapes of kernel_time.h. */
+#include "sim/cost/kernel_time.h"
+
+#include <math.h>
+
+static const char *const names[RL_K_N] = {"gemm", "attention", "norm", "rope", "activation", "add", "embedding"};
+
+const char *rl_kernel_name(int kind)
+{
+    return kind >= 0 && kind < RL_K_N ? names[kind] : "?";
+}
+
+rl_kernel rl_kernel_pure(void)
+{
+    return (rl_kernel){.compute_eff = 1, .memory_eff = 1};
+}
+
+double rl_gemm_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
+                 double eff)
+{
+    if (M <= 0) return 0;
+    double bytes = K * N * wbytes + (M * K + M * N) * 2;
+    return k->floor_s + fmax(2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff),
+                             bytes / (hbm * k->memory_eff * eff));
+}
+
+double rl_grouped_gemm_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
+                         double N, double wbytes, double eff)
+{
+    if (rows <= 0 || experts <= 0) return 0;
+    double bytes = experts * K * N * wbytes + rows * (K + N) * 2;
+    return k->floor_s + fmax(2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
+                             bytes / (hbm * k->memory_eff * eff));
+}
+
+double rl_attention_s(const rl_kernel *k, double peak, double hbm, double flops, double bytes, double eff)
+{
+    if (flops <= 0 && bytes <= 0) return 0;
+    return k->floor_s + fmax(flops / (peak * k->compute_eff * eff), bytes / (hbm * k->memory_eff * eff));
+}
+
+double rl_stream_s(const rl_kernel *k, double hbm, double bytes, double row, double eff)
+{
+    if (bytes <= 0) return 0;
+    double tm = bytes / (hbm * k->memory_eff * eff), tr = k->row_s * row;
+    return k->floor_s + cbrt(tm * tm * tm + tr * tr * tr);
+}
+
+double rl_embedding_s(const rl_kernel *k, double hbm, double M, double bytes, double eff)
+{
+    if (M <= 0) return 0;
+    return k->floor_s + (M <= 16 ? k->index_s * M : 0) + bytes / (hbm * k->memory_eff * eff);
+}

@@ -1,0 +1,48 @@
+/* kernel_time.h — one kernel's time on a GPU, by kind, as real kernels
+ * run: a GEMM of few rows is bound by its weights' bytes and no faster
+ * than a kernel can be, of many rows by FLOPs at a tile-padded rate; a
+ * norm or an elementwise kernel walks one token's row in one thread block.
+ * The parameters are a GPU preset's "kernels" object, fitted to measured
+ * kernel times (`rehearse cost fit-kernels`); without it they are the pure
+ * roofline's (efficiency 1, no floor, no padding).
+ *
+ *   gemm        floor + max(2(M + M_h)·K·N / (peak·e_c), bytes / (hbm·e_m))
+ *               (M rows cost as M + M_h: a partly filled tile and ramp-up)
+ *   grouped     the same over E experts sharing A rows: 2(A + E·M_h)·K·N
+ *   attention   floor + max(flops / (peak·e_c), bytes / (hbm·e_m))
+ *   stream      floor + cbrt((row_s·L)³ + (bytes / (hbm·e_m))³)
+ *               (norm, rope, activation, add: L elements in a token's row)
+ *   embedding   floor + [M ≤ 16]·index_s·M + bytes / (hbm·e_m)
+ * Every time is one call's, in seconds; `eff` (a cost file's factor for the
+ * operator) scales both rates. */
+#ifndef RH_COST_KERNEL_TIME_H
+#define RH_COST_KERNEL_TIME_H
+
+enum rl_kernel_kind {
+    RL_K_GEMM, RL_K_ATTENTION, RL_K_NORM, RL_K_ROPE, RL_K_ACT, RL_K_ADD, RL_K_EMBED, RL_K_N
+};
+/* "gemm", "attention", "norm", "rope", "activation", "add", "embedding":
+ * the keys of a preset's "kernels" object. */
+const char *rl_kernel_name(int kind);
+
+typedef struct rl_kernel {
+    double compute_eff, memory_eff;   /* e_c, e_m: shares of the peak FLOP rate and of HBM bandwidth */
+    double floor_s;                   /* the shortest such kernel */
+    double half_rows;                 /* M_h (GEMMs) */
+    double row_s;                     /* per element of one row (stream kernels) */
+    double index_s;                   /* per index of a small lookup (embedding) */
+} rl_kernel;
+
+/* The pure roofline's parameters: efficiency 1, nothing else. */
+rl_kernel rl_kernel_pure(void);
+
+/* peak: FLOP/s of the operands' dtype; hbm: bytes/s; wbytes: bytes per weight. */
+double rl_gemm_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
+                 double eff);
+double rl_grouped_gemm_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
+                         double N, double wbytes, double eff);
+double rl_attention_s(const rl_kernel *k, double peak, double hbm, double flops, double bytes, double eff);
+double rl_stream_s(const rl_kernel *k, double hbm, double bytes, double row, double eff);
+double rl_embedding_s(const rl_kernel *k, double hbm, double M, double bytes, double eff);
+
+#endif
