@@ -572,6 +572,50 @@ static void test_shipped_presets_cite_sources(void)
     CU_ASSERT_EQUAL(files, 7 + 11);
 }
 
+/* Data-parallel attention (ep = tp): a request runs on one rank. A lone 8k
+ * prompt's attention is one GPU's attention of the whole prompt (as on a
+ * single GPU), sixteen times what the even split of a batch known only by
+ * its aggregates gives; sixteen equal prompts go one to a rank, as the even
+ * split has it; of two unequal prompts the step is the longer one's rank. */
+static void test_dp_attention(void)
+{
+    cost_model *ep = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-r1\", \"gpu\": \"h100-sxm\","
+                          " \"tp\": 16, \"ep\": 16, \"dtype\": \"fp8\", \"kernels\": \"none\"}");
+    cost_model *one = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-r1\", \"gpu\": \"h100-sxm\","
+                           " \"dtype\": \"fp8\", \"kernels\": \"none\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ep);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    cost_seq lone = {8192, 0, true};
+    rl_breakdown placed, spread, single;
+    CU_ASSERT_EQUAL_FATAL(breakdown(ep, &lone, 1, 0, &placed), 0);
+    CU_ASSERT_EQUAL_FATAL(breakdown(one, &lone, 1, 0, &single), 0);
+    cost_batch agg = {.seqs = &lone, .n = 1};
+    cost_batch_summarize(&agg);
+    agg.seqs = NULL;
+    agg.n = 0;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(roofline_breakdown(ep, &agg, &spread, &e), 0);
+    CLOSE(placed.op[RL_ATTN_PREFILL].seconds, single.op[RL_ATTN_PREFILL].seconds);
+    CLOSE(placed.op[RL_ATTN_PREFILL].seconds, 16 * spread.op[RL_ATTN_PREFILL].seconds);
+    CU_ASSERT(placed.total_s > spread.total_s);
+
+    cost_seq sixteen[16];
+    for (int i = 0; i < 16; i++) sixteen[i] = (cost_seq){512, 0, true};
+    CU_ASSERT_EQUAL_FATAL(breakdown(ep, sixteen, 16, 0, &placed), 0);
+    cost_batch agg16 = {.seqs = sixteen, .n = 16};
+    cost_batch_summarize(&agg16);
+    agg16.seqs = NULL;
+    agg16.n = 0;
+    CU_ASSERT_EQUAL_FATAL(roofline_breakdown(ep, &agg16, &spread, &e), 0);
+    CLOSE(placed.total_s, spread.total_s);
+
+    cost_seq two[] = {{1024, 0, true}, {8192, 0, true}};
+    CU_ASSERT_EQUAL_FATAL(breakdown(ep, two, 2, 0, &placed), 0);
+    CLOSE(placed.op[RL_ATTN_PREFILL].seconds, single.op[RL_ATTN_PREFILL].seconds);
+    cost_free(ep);
+    cost_free(one);
+}
+
 void register_test_cost_roofline(void)
 {
     CU_pSuite s = CU_add_suite("cost_roofline", init_presets, NULL);
@@ -584,5 +628,6 @@ void register_test_cost_roofline(void)
     CU_add_test(s, "efficiency, overhead, latency, other tp", test_efficiency_overhead_latency);
     CU_add_test(s, "bad roofline files name file and field", test_bad_roofline_files);
     CU_add_test(s, "presets by path, HF config.json", test_presets_by_path);
+    CU_add_test(s, "data-parallel attention: a request runs on one rank", test_dp_attention);
     CU_add_test(s, "shipped presets cite their sources", test_shipped_presets_cite_sources);
 }

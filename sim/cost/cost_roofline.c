@@ -83,6 +83,11 @@ typedef struct shape {
     double Tp, Sp, Td, Sd;   /* prefill tokens and chunks, decode tokens and sequences */
     double pctx, pairs_p;    /* Σ prefill context; causal (query, key) pairs of the chunks */
     double dctx, pairs_d;    /* Σ decode context; pairs of the decodes' 1 + k queries */
+    /* The whole batch's tokens, for the routed experts every rank serves,
+     * and whether the fields above are one data-parallel rank's own
+     * requests (else the batch's, spread evenly over the ranks). */
+    double T_all;
+    bool one_rank;
 } shape;
 
 static shape shape_of(const cost_batch *b)
@@ -105,6 +110,8 @@ static shape shape_of(const cost_batch *b)
     /* Each decode's queries: n̄ = 1 + k tokens, the j-th attending ctx + j. */
     double nbar = s.Sd > 0 ? s.Td / s.Sd : 0;
     s.pairs_d = nbar * s.dctx + s.Td * (nbar + 1) / 2;
+    s.T_all = s.Tp + s.Td;
+    s.one_rank = false;
     return s;
 }
 
@@ -218,6 +225,7 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
     memset(out, 0, sizeof *out);
     counter cn = {r, out, r->gpu.hbm_GBps * 1e9}, *c = &cn;
     layout l = layout_of(md, g, r->ep && md->moe);
+    if (s->one_rank) l.ts = 1;   /* the shape is already one rank's */
     double wb = r->fp8 ? 1 : 2, kvb = r->kv_bytes;
     double h = md->hidden, L = Ld + Lm, T = s->Tp + s->Td, Tt = T * l.ts, ts = l.ts;
     double qh = l.qh, kvh = l.kvh;
@@ -277,10 +285,10 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
     gemm(c, RL_MLP, Ld, Tt, Ig_dense, h, wb);
 
     if (Lm > 0 && md->moe) {
-        double E = md->experts, k = md->top_k, Im = md->moe_intermediate;
+        double E = md->experts, k = md->top_k, Im = md->moe_intermediate, Ta = s->T_all;
         gemm(c, RL_MOE_GATE, Lm, Tt, h, E, AB);
-        double here = l.ep ? E / g : E, Ig = l.ep ? Im : Im / g, A = T * k * (l.ep ? 1.0 / g : 1.0);
-        double active = here * (1 - pow(1 - k / E, T));
+        double here = l.ep ? E / g : E, Ig = l.ep ? Im : Im / g, A = Ta * k * (l.ep ? 1.0 / g : 1.0);
+        double active = here * (1 - pow(1 - k / E, Ta));
         grouped(c, RL_MOE_EXPERTS, Lm, A, active, h, 2 * Ig, wb);
         stream(c, RL_ACT, RL_K_ACT, Lm, 0, 3 * A * Ig * AB, Ig);
         grouped(c, RL_MOE_EXPERTS, Lm, A, active, Ig, h, wb);
@@ -293,9 +301,9 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
         if (l.ep) {
             /* dispatch and combine: each GPU's tokens' k copies of h */
             rl_op_cost *o = &out->op[RL_ALLTOALL];
-            o->bytes += Lm * 2 * (T / g) * k * h * AB * (g - 1.0) / g;
+            o->bytes += Lm * 2 * Tt * k * h * AB * (g - 1.0) / g;
             o->calls += 2 * Lm;
-            o->msg = (T / g) * k * h * AB;
+            o->msg = Tt * k * h * AB;
         }
     }
     if (mtp) gemm(c, RL_MTP_PROJ, 1, Tt, 2 * h, h, wb);                        /* replicated */
@@ -387,12 +395,77 @@ static double roofline_step(const cost_model *m, const cost_batch *b)
     return roofline_breakdown(m, b, &bd, NULL) < 0 ? NAN : bd.total_s;
 }
 
+/* Data-parallel attention (ep): each request runs on one rank. The
+ * batch's sequences are placed as a balancing dispatcher places them, the
+ * next largest on the least loaded rank (load: new tokens, plus a decode's
+ * context at 1/128 of a token), and rank[i] says where sequence i went. */
+static void place(const cost_batch *b, uint32_t g, uint32_t *rank, uint32_t *order, double *load)
+{
+    for (uint32_t i = 0; i < b->n; i++) order[i] = i;
+    for (uint32_t i = 1; i < b->n; i++)   /* by descending load, stable */
+        for (uint32_t j = i; j > 0; j--) {
+            const cost_seq *x = &b->seqs[order[j]], *y = &b->seqs[order[j - 1]];
+            double lx = x->n_new + (x->prefill ? 0 : x->context / 128.0);
+            double ly = y->n_new + (y->prefill ? 0 : y->context / 128.0);
+            if (lx <= ly) break;
+            uint32_t t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (uint32_t k = 0; k < g; k++) load[k] = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const cost_seq *x = &b->seqs[order[i]];
+        uint32_t best = 0;
+        for (uint32_t k = 1; k < g; k++)
+            if (load[k] < load[best]) best = k;
+        rank[order[i]] = best;
+        load[best] += x->n_new + (x->prefill ? 0 : x->context / 128.0);
+    }
+}
+
+/* The step under data-parallel attention: every rank's own requests through
+ * attention and the dense parts, all the batch's tokens through the routed
+ * experts; the ranks step together, so the slowest one's forward is the
+ * step's. */
+static int per_rank(const cost_roofline *r, const cost_batch *b, uint32_t g, rl_breakdown *out, rh_err *e)
+{
+    uint32_t *rank = malloc(2 * (size_t)b->n * sizeof *rank);
+    cost_seq *mine = malloc((size_t)b->n * sizeof *mine);
+    double *load = malloc(g * sizeof *load);
+    if (!rank || !mine || !load) {
+        free(rank), free(mine), free(load);
+        return rh_fail(e, "out of memory");
+    }
+    place(b, g, rank, rank + b->n, load);
+    double T_all = (double)b->prefill_tokens + (b->decode_tokens > b->decode_seqs ? b->decode_tokens : b->decode_seqs);
+    double Ld = dense_layers(&r->model);
+    out->total_s = -1;
+    for (uint32_t k = 0; k < g; k++) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < b->n; i++)
+            if (rank[i] == k) mine[n++] = b->seqs[i];
+        cost_batch rb = {.seqs = mine, .n = n, .tp = b->tp};
+        cost_batch_summarize(&rb);
+        shape s = shape_of(&rb);
+        s.T_all = T_all;
+        s.one_rank = true;
+        rl_breakdown bd;
+        count_ops(r, &r->model, Ld, r->model.layers - Ld, false, &s, g, &bd);
+        price(r, g, &bd);
+        if (bd.total_s > out->total_s) *out = bd;   /* an idle rank still runs the experts' layers */
+    }
+    free(rank), free(mine), free(load);
+    return 0;
+}
+
 int roofline_breakdown(const cost_model *m, const cost_batch *b, rl_breakdown *out, rh_err *e)
 {
     const cost_roofline *r = as_roofline(m);
     if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
     if (roofline_check_tp(m, b->tp, e) < 0) return -1;
     uint32_t g = b->tp ? b->tp : r->tp;
+    /* A batch whose sequences are known is placed rank by rank; one rebuilt
+     * from a step record (aggregates only) is spread evenly. */
+    if (r->ep && r->model.moe && g > 1 && b->seqs && b->n) return per_rank(r, b, g, out, e);
     shape s = shape_of(b);
     double Ld = dense_layers(&r->model);
     count_ops(r, &r->model, Ld, r->model.layers - Ld, false, &s, g, out);

@@ -22,9 +22,12 @@
  * MLP and expert columns split; two all-reduces per layer plus one for the
  * vocabulary-parallel embedding; the LM head's logits all-gathered). With
  * ep = tp, DeepSeek's layout: attention and dense parts data-parallel (each
- * GPU holds tp-th of the batch's tokens and every non-expert weight), whole
- * experts spread over the GPUs, tokens moved by all-to-all dispatch and
- * combine. Routing is taken as uniform. A collective that leaves the node
+ * request on one GPU, which holds every non-expert weight: a batch's
+ * sequences are placed on the least loaded rank, largest first, and the
+ * step is the slowest rank's; a batch known only by its aggregates, as a
+ * step record, is spread evenly), whole experts spread over the GPUs and
+ * serving all the batch's tokens, moved by all-to-all dispatch and combine.
+ * Routing is taken as uniform. A collective that leaves the node
  * runs at the InfiniBand bandwidth (the slowest link of the ring); an
  * all-to-all splits its traffic between NVLink and InfiniBand by the share
  * of peers on and off the node. */
