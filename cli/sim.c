@@ -123,6 +123,7 @@ int sim_main(int argc, char **argv)
     cost_free(cost);
     if (rc < 0) goto bad;
     if (res.pool_how[0] && !json) fprintf(stderr, "rehearse sim: %s\n", res.pool_how);
+    if (res.spec_note[0]) fprintf(stderr, "rehearse sim: note: %s\n", res.spec_note);
     uint64_t refused = res.summary.failed_context_length + res.summary.failed_kv_pool;
     if (refused)
         fprintf(stderr, "rehearse sim: warning: %llu request%s refused, counted as failed (%s%s)\n",

@@ -96,7 +96,12 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
     } else if (!strcmp(name, "speculative-algorithm")) {
         if (!strcasecmp(v, "ngram")) c->spec_draft_model = 0;
         else if (!strcasecmp(v, "draft") || !strcasecmp(v, "eagle") || !strcasecmp(v, "mtp")) c->spec_draft_model = 1;
-        else return rh_fail(e, "--speculative-algorithm: '%s' is not NGRAM or DRAFT", v);
+        else if (!strcasecmp(v, "eagle3") || !strcasecmp(v, "nextn")) c->spec_draft_model = 1;
+        else return rh_fail(e, "--speculative-algorithm: '%s' is not NGRAM, DRAFT, EAGLE, EAGLE3, NEXTN or MTP", v);
+    } else if (!strcmp(name, "speculative-eagle-topk")) {
+        if (rh_parse_u64(v, "--speculative-eagle-topk", &u, e) < 0) return -1;
+        if (u < 1 || u > 64) return rh_fail(e, "--speculative-eagle-topk must be 1..64 (got %s)", v);
+        c->spec_topk = (uint32_t)u;
     } else if (!strcmp(name, "speculative-accept-rate")) {
         if (rh_parse_double(v, "--speculative-accept-rate", &d, e) < 0) return -1;
         if (d < 0 || d > 1) return rh_fail(e, "--speculative-accept-rate must be in [0, 1] (got %s)", v);
@@ -135,6 +140,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
     } else {
         int rc = core_config_set(&c->core, name, v, e);
         if (rc == 1 && !strcmp(name, "seed")) c->seed = c->core.seed;
+        if (rc == 1 && !strcmp(name, "max-running-requests")) c->max_running_set = true;
         return rc;
     }
     return 1;
@@ -143,6 +149,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
 int sim_config_takes_value(const char *name_in)
 {
     static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "speculative-algorithm",
+                                        "speculative-eagle-topk",
                                         "speculative-accept-rate", "speculative-accept-hist",
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
                                         "sim-seed", "series-points", "token-times", "mem-fraction-static",
@@ -160,7 +167,10 @@ const char *sim_config_help(void)
     return "  --rate-scale X            arrivals X times faster than the trace (default 1)\n"
            "  --max-concurrency N       closed loop: at most N requests outstanding (default: open loop)\n"
            "  --tp-size N               tensor-parallel size given to the cost model (default: the cost file's)\n"
-           "  --speculative-algorithm A NGRAM (drafting is free) or DRAFT (drafting runs a draft model)\n"
+           "  --speculative-algorithm A NGRAM (drafting is free), or DRAFT, EAGLE, EAGLE3, NEXTN, MTP\n"
+           "                            (drafts by forward passes: a draft model, an EAGLE head, MTP)\n"
+           "  --speculative-eagle-topk K  a tree K wide (default 1: a chain, verifying steps + 1\n"
+           "                            tokens as SGLang sets it); needs --speculative-num-draft-tokens\n"
            "  --speculative-accept-rate P  per-token draft acceptance probability (default 0.7)\n"
            "  --speculative-accept-hist C0,C1,..  accepted-length counts, e.g. from a recorded trace\n"
            "  --speculative-accept-hist-from RECORDED  the histogram a `rehearse replay` with\n"

@@ -74,6 +74,7 @@ void sim_config_default(sim_config *c)
     c->rate_scale = 1;
     c->tp = 0;              /* the cost file's own size */
     c->accept.alpha = 0.7;
+    c->spec_topk = 1;
     c->series_points = 2000;
     c->token_times = 1;
 }
@@ -232,21 +233,39 @@ static uint64_t committed_tokens(const run *r, const core_batch *b)
     return n;
 }
 
-/* Accepted draft tokens for one verify of `k` drafts. */
+/* Accepted draft tokens for one verify of `k` drafts (sim_accept_model).
+ * A model's drafts stop at its depth (--speculative-num-steps); n-gram
+ * proposals do not. */
 static uint32_t draw_accepted(run *r, uint32_t k)
 {
-    const sim_accept_model *a = &r->cfg->accept;
+    const sim_config *c = r->cfg;
+    const sim_accept_model *a = &c->accept;
+    uint32_t depth = c->spec_draft_model && c->core.spec_steps < k ? c->core.spec_steps : k;
     if (a->hist_n) {
-        /* Accepted length from the recorded histogram, truncated at k. */
+        /* Accepted length from the recorded histogram, truncated at the depth. */
         double total = 0;
         for (uint32_t j = 0; j < a->hist_n; j++) total += a->hist[j];
         double u = rh_splitmix_unit(&r->rng) * total;
         uint32_t j = 0;
         while (j + 1 < a->hist_n && u >= a->hist[j]) u -= a->hist[j++];
-        return j < k ? j : k;
+        return j < depth ? j : depth;
     }
+    uint32_t topk = c->spec_draft_model && c->spec_topk > 1 ? c->spec_topk : 1;
     uint32_t j = 0;
-    while (j < k && rh_splitmix_unit(&r->rng) < a->alpha) j++;
+    if (topk == 1) {
+        while (j < depth && rh_splitmix_unit(&r->rng) < a->alpha) j++;
+        return j;
+    }
+    /* A tree: its k nodes fill each depth up to topk, shallow first. */
+    double prev = 1, left = k;
+    while (j < depth && left > 0) {
+        double here = left < topk ? left : topk;
+        double p = 1 - pow(1 - a->alpha, here / prev);
+        if (rh_splitmix_unit(&r->rng) >= p) break;
+        j++;
+        left -= here;
+        prev = here;
+    }
     return j;
 }
 
@@ -408,6 +427,7 @@ static int price_batch(run *r, const core_batch *b, double *dt, rh_err *e)
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
+        cb.draft_width = cfg->spec_topk;   /* tokens per request in each pass */
     }
     cost_batch_summarize(&cb);
     *dt = cost_step_time(r->cost, &cb);
@@ -538,6 +558,36 @@ static void run_close(run *r)
 /* Step 0: what the deployment the cost model prices holds. Unless the
  * configuration says, the context length is its model's and the KV pool
  * what its GPU's memory leaves, sized as the chosen server sizes it. */
+/* SGLang's shape of model-drafted speculation: a chain (topk 1) verifies
+ * its steps + 1 tokens whatever --speculative-num-draft-tokens says (SGLang
+ * sets it so); a tree needs the count and can hold at most steps · topk;
+ * and without --max-running-requests at most 48 requests run (SGLang's
+ * default when it speculates: server_args, the speculative settings). */
+#define SGLANG_SPEC_MAX_RUNNING 48
+
+static int spec_shape(sim_config *c, sim_result *out, rh_err *e)
+{
+    core_config *k = &c->core;
+    if (!k->spec_steps || !c->spec_draft_model) return 0;
+    if (!c->max_running_set && k->preset == CORE_PRESET_SGLANG && k->max_running_requests > SGLANG_SPEC_MAX_RUNNING)
+        k->max_running_requests = SGLANG_SPEC_MAX_RUNNING;
+    if (c->spec_topk <= 1) {
+        if (k->spec_draft_tokens && k->spec_draft_tokens != k->spec_steps + 1)
+            snprintf(out->spec_note, sizeof out->spec_note,
+                     "--speculative-num-draft-tokens %u with --speculative-eagle-topk 1 is steps + 1 = %u, as "
+                     "SGLang sets it: a chain of %u drafts", k->spec_draft_tokens, k->spec_steps + 1, k->spec_steps);
+        k->spec_draft_tokens = k->spec_steps + 1;
+        return 0;
+    }
+    if (!k->spec_draft_tokens)
+        return rh_fail(e, "--speculative-eagle-topk %u needs --speculative-num-draft-tokens (the tree's nodes + 1)",
+                       c->spec_topk);
+    if (k->spec_draft_tokens - 1 > (uint64_t)k->spec_steps * c->spec_topk)
+        return rh_fail(e, "--speculative-num-draft-tokens %u: a tree %u deep and %u wide holds at most %u drafts",
+                       k->spec_draft_tokens, k->spec_steps, c->spec_topk, k->spec_steps * c->spec_topk);
+    return 0;
+}
+
 static int size_deployment(sim_config *c, const cost_model *cost, sim_result *out, rh_err *e)
 {
     cost_memory mem;
@@ -560,7 +610,7 @@ int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *c
     if (cost_check_tp(cost, cfg_in->tp, e) < 0) return -1;
     sim_config cfg_sized = *cfg_in;
     const sim_config *cfg = &cfg_sized;
-    if (size_deployment(&cfg_sized, cost, out, e) < 0) return -1;
+    if (spec_shape(&cfg_sized, out, e) < 0 || size_deployment(&cfg_sized, cost, out, e) < 0) return -1;
     double wall0 = rh_now();
     run r;
     int rc = run_open(&r, cfg, trace, cost, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0 ? -1 : 0;

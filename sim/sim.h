@@ -22,7 +22,12 @@
 #include "traces/metrics/metrics.h"
 #include "traces/trace.h"
 
-/* How many draft tokens a verify accepts. */
+/* How many draft tokens a verify accepts. A chain accepts each next draft
+ * with probability alpha; a model's drafts stop at its depth
+ * (--speculative-num-steps). An EAGLE tree of width topk holding k nodes
+ * (the k best: up to topk at each depth, shallow first) goes one deeper
+ * when one of the b children of its accepted node matches, 1 − (1 − alpha)^b,
+ * b being that depth's nodes over the previous depth's. */
 typedef struct sim_accept_model {
     double alpha;            /* per-token acceptance probability (used when hist_n == 0) */
     uint32_t hist_n;         /* histogram of accepted lengths 0..hist_n-1, from a recorded trace */
@@ -34,7 +39,12 @@ typedef struct sim_config {
     double rate_scale;       /* arrivals at timestamp / rate_scale; default 1 */
     uint32_t max_concurrency;/* 0: open loop */
     uint32_t tp;             /* tensor-parallel size for the cost model; 0: the cost file's own */
-    int spec_draft_model;    /* 1: drafting costs draft forwards (DRAFT); 0: n-gram lookup, free */
+    int spec_draft_model;    /* 1: drafting costs draft forwards (DRAFT, EAGLE, MTP); 0: n-gram lookup, free */
+    /* --speculative-eagle-topk: a model-drafted tree's width (1: a chain of
+     * --speculative-num-steps drafts, and then, as SGLang sets it, steps + 1
+     * tokens verified); each draft pass runs topk tokens per request. */
+    uint32_t spec_topk;
+    bool max_running_set;    /* --max-running-requests was given (else SGLang's 48 under model-drafted speculation) */
     sim_accept_model accept;
     metrics_slo slo;
     uint64_t seed;           /* acceptance draws */
@@ -84,6 +94,7 @@ typedef struct sim_result {
     sim_request_result *requests;
     double wall_s;           /* real seconds the simulation took */
     uint64_t pool_tokens;    /* the KV pool the run had */
+    char spec_note[200];     /* a speculative setting changed as SGLang changes it ("" when none) */
     char pool_how[256];      /* how it was sized from GPU memory ("" when given or not known) */
     char refusal[256];       /* the first refused request's reason ("" when none was):
                                 summary.failed_context_length and failed_kv_pool count them */

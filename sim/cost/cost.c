@@ -229,11 +229,13 @@ uint64_t cost_draft_context(const cost_batch *b, uint32_t i)
 double cost_draft_time(const cost_model *m, const cost_batch *b)
 {
     if (!b->draft_steps || !b->draft_seqs || batch_empty(b)) return 0;
+    /* A pass over a tree's width: as many one-token rows per sequence, each
+     * at the sequence's context. */
+    uint32_t w = b->draft_width > 1 ? b->draft_width : 1, n = b->draft_seqs * w;
     double t = 0;
     for (uint32_t i = 0; i < b->draft_steps; i++) {
-        uint64_t ctx = cost_draft_context(b, i);
-        t += m->ops->draft_time ? m->ops->draft_time(m, b->draft_seqs, ctx, b->tp)
-                                : cost_draft_fallback(m, b->draft_seqs, ctx, b->tp);
+        uint64_t ctx = cost_draft_context(b, i) * w;
+        t += m->ops->draft_time ? m->ops->draft_time(m, n, ctx, b->tp) : cost_draft_fallback(m, n, ctx, b->tp);
     }
     return t;
 }

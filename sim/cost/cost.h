@@ -14,7 +14,7 @@
  *
  * Speculative decoding: a decode sequence that verifies k drafts carries
  * n_new = 1 + k tokens; the drafter's own forward passes (draft_steps of
- * them, one token each over draft_seqs sequences) are priced by the model's
+ * them, draft_width tokens each over draft_seqs sequences) are priced by the model's
  * draft_time, or, for a kind without its own drafter, as draft_ratio of a
  * decode-only step of the same sequences. cost_step_time adds both.
  *
@@ -52,6 +52,7 @@ typedef struct cost_batch {
      * drafter runs draft_steps forward passes of one token over
      * draft_seqs sequences (0 when speculation is off). */
     uint32_t draft_steps, draft_seqs;
+    uint32_t draft_width;   /* tokens per drafted sequence in each pass (an EAGLE tree's topk); 0 or 1: one */
 } cost_batch;
 
 /* Fills the aggregate fields from seqs (leaves tp and the draft fields). */

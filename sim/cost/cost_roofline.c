@@ -270,8 +270,10 @@ static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, dou
                           ts * s->Tp * ((kr + rope) * kvb + qh * (nope + rope + vd) * AB));
         }
         if (s->Sd > 0) {
-            gemm(c, RL_MLA_UP_PROJ, L * qh, s->Td * ts, nope, kr, wb);          /* absorb W_UK */
-            gemm(c, RL_MLA_UP_PROJ, L * qh, s->Td * ts, kr, vd, wb);            /* absorb W_UV */
+            /* absorb W_UK and W_UV: one batched GEMM over the heads each, a
+             * weight matrix per head (a grouped GEMM of qh groups) */
+            grouped(c, RL_MLA_UP_PROJ, L, s->Td * ts * qh, qh, nope, kr, wb);
+            grouped(c, RL_MLA_UP_PROJ, L, s->Td * ts * qh, qh, kr, vd, wb);
             attention(c, RL_ATTN_DECODE, L, 2 * (2 * kr + rope) * qh * s->pairs_d * ts,
                       ts * ((s->dctx + 2 * s->Td) * (kr + rope) * kvb + s->Td * qh * (2 * kr + rope) * AB));
         }
