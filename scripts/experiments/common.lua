@@ -17,8 +17,11 @@ function M.outdir(name)
   return dir
 end
 
--- A cost model: cost=FILE on the command line, else a roofline preset.
--- Defaults are a 70B-class model on 8 GPUs (as deployments serve it).
+-- A cost model: cost=FILE on the command line, else a roofline preset,
+-- its kernels and collectives as the GPU preset measured them (efficiency=F
+-- scales every operator further; step_overhead_s=S and forward_s=S add the
+-- step's CPU time and each forward's launches). Defaults are a 70B-class
+-- model on 8 GPUs (as deployments serve it).
 function M.cost(defaults)
   local file = rehearse.args.cost
   if file then return rehearse.cost.load(file), file end
@@ -28,10 +31,9 @@ function M.cost(defaults)
     model = M.arg("model", defaults.model or "llama-3-70b"),
     gpu = M.arg("gpu", defaults.gpu or "h200"),
     tp = M.arg("tp", defaults.tp or 8),
-    efficiency = {default = M.arg("efficiency", 0.7)},
-    step_overhead_s = M.arg("step_overhead_s", 0.002),
-    collective_latency_s = M.arg("collective_latency_s", 1e-5),
+    overheads = {step_s = M.arg("step_overhead_s", 0), forward_s = M.arg("forward_s", 0)},
   }
+  if rehearse.args.efficiency then spec.efficiency = {default = M.arg("efficiency", 1)} end
   if defaults.draft_ratio then spec.draft_ratio = M.arg("draft_ratio", defaults.draft_ratio) end
   local label = string.format("roofline %s on %d x %s", spec.model, spec.tp, spec.gpu)
   return rehearse.cost.new(spec), label
