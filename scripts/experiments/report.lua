@@ -14,6 +14,9 @@ local sections = {
   {name = "calibrate", head = "The calibrated cost model",
    text = "Per-operator times of this machine's CPU kernels over a grid of shapes, and how well the table "
        .. "predicts the steps the engine actually ran."},
+  {name = "deployments", head = "Predictions of published deployments",
+   text = "Published measurements of real serving systems (vLLM, SGLang, NVIDIA NIM), each predicted with "
+       .. "the shipped presets, their fitted kernels and measured collectives, nothing tuned per deployment."},
   {name = "knob_grid", head = "Chunked-prefill size × max running requests on a real trace",
    text = "The main question of a deployment: which pair of knobs keeps the tail latencies under the SLOs "
        .. "at this load. Every cell is one simulated replay of the trace."},
