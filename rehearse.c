@@ -18,6 +18,7 @@ static const cli_command commands[] = {
     {"validate-steps", validate_steps_main, "compare a cost model's step times with a recorded run's, per step class"},
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
     {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},
+    {"probe", probe_main, "measure any OpenAI-compatible server with a designed campaign, for rehearse fit"},
 };
 
 static void usage(FILE *f)

@@ -29,6 +29,7 @@ int run_main(int argc, char **argv);              /* run.c: a Lua experiment scr
 int validate_main(int argc, char **argv);         /* validate.c */
 int validate_steps_main(int argc, char **argv);   /* validate_steps.c */
 int fit_main(int argc, char **argv);              /* fit.c */
+int fit_live_main(int argc, char **argv);         /* fit_live.c, through fit_main (--model, --gpu) */
 int plot_main(int argc, char **argv);             /* plot.c */
 int cost_main(int argc, char **argv);             /* cost.c: show, presets, efficiency */
 int cost_efficiency_main(int argc, char **argv);  /* cost_efficiency.c, through cost_main */
@@ -39,5 +40,6 @@ int replay_main(int argc, char **argv);           /* replay.c */
 int calibrate_main(int argc, char **argv);        /* calibrate.c */
 int model_main(int argc, char **argv);            /* model.c */
 int bench_main(int argc, char **argv);            /* bench.c */
+int probe_main(int argc, char **argv);            /* probe.c */
 
 #endif

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/serve_sim.h"
 #include "engine/serve/server.h"
 #include "util/args.h"
 #include "util/progress.h"
@@ -47,6 +48,11 @@ static void usage(FILE *f)
             "  --http-threads N            HTTP and tokenizer threads (4)\n"
             "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
             "  --shutdown-timeout S        seconds running requests get to finish at shutdown (30)\n"
+            "  --backend sim --cost COST   no weights: each step takes the time COST gives its batch (tokens\n"
+            "                              are made up); the KV pool is what COST's GPU holds unless\n"
+            "                              --max-total-tokens says. An emulated server with known physics\n"
+            "  --noise X                   with --backend sim: each step times exp(X z), z standard normal,\n"
+            "                              seeded by --seed (0)\n"
             "the engine:\n%s"
             "speculative decoding:\n%s"
             "scheduler knobs (--seed also seeds requests that give no seed):\n%s",
@@ -59,9 +65,27 @@ static int bad(const char *msg)
     return 1;
 }
 
+/* --backend sim and its flags. */
+typedef struct sim_flags {
+    bool on;
+    const char *cost;
+    double noise;
+} sim_flags;
+
 /* The server's own flags; 1 handled, 0 not one of them, -1 bad value. */
-static int own_flag(server_config *c, const char *name, rh_args *a, double *grace, rh_err *e)
+static int own_flag(server_config *c, const char *name, rh_args *a, double *grace, sim_flags *sim, rh_err *e)
 {
+    if (!strcmp(name, "backend") || !strcmp(name, "cost") || !strcmp(name, "noise")) {
+        const char *v = rh_args_value(a, e);
+        if (!v) return -1;
+        if (!strcmp(name, "cost")) sim->cost = v;
+        else if (!strcmp(name, "noise")) {
+            if (rh_parse_double(v, "--noise", &sim->noise, e) < 0) return -1;
+            if (!(sim->noise >= 0 && sim->noise <= 1)) return rh_fail(e, "--noise must be in [0, 1] (got %s)", v);
+        } else if (!strcmp(v, "sim")) sim->on = true;
+        else return engine_flag_set(&c->engine, name, v, e);
+        return 1;
+    }
     if (!strcmp(name, "disable-overlap-schedule")) {
         if (rh_args_no_value(a, e) < 0) return -1;
         c->disable_overlap = true;
@@ -197,13 +221,14 @@ int serve_main(int argc, char **argv)
     server_config cfg;
     server_config_default(&cfg);
     double grace = 30;
+    sim_flags sim = {0};
     rh_args a;
     rh_args_init(&a, argc, argv);
     a.i = 1;
     rh_err e = {{0}};
     const char *name;
     while ((name = rh_args_next(&a))) {
-        int rc = own_flag(&cfg, name, &a, &grace, &e);
+        int rc = own_flag(&cfg, name, &a, &grace, &sim, &e);
         if (rc < 0) return bad(e.msg);
         if (rc > 0) continue;
         if (spec_config_is_knob(name)) {
@@ -224,8 +249,14 @@ int serve_main(int argc, char **argv)
         return bad(e.msg);
     }
     if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
+    if ((sim.cost || sim.noise > 0) && !sim.on) return bad("--cost and --noise go with --backend sim");
+    if (sim.on && !sim.cost) return bad("--backend sim needs --cost COST (the cost model that prices each step)");
     if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
     cfg.seed = cfg.engine.core.seed;
     if (cfg.engine.tp.node_rank) return follow(&cfg.engine);
-    return run(&cfg, grace);
+    serve_sim *priced = NULL;
+    if (sim.on && !(priced = serve_sim_new(sim.cost, sim.noise, cfg.seed, &cfg.engine, &e))) return bad(e.msg);
+    int rc = run(&cfg, grace);
+    serve_sim_free(priced);
+    return rc;
 }

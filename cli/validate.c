@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sim/sim.h"
 #include "sim/validate/validate.h"
 #include "traces/import/import.h"
 #include "util/args.h"
@@ -22,6 +23,8 @@ static void usage(FILE *f)
             "  --cost FILE               the cost model to check (required)\n"
             "  -o, --output DIR          where everything goes (reports/validate)\n"
             "  --json                    print the table as JSON\n"
+            "  --measured RUN            no engine run: simulate a measured run's own requests\n"
+            "                            (rehearse validate --measured RUN --help)\n"
             "  --max-concurrency, --rate-scale, --prompt-seed, --temperature, --top-p, --top-k\n"
             "                            as for rehearse replay\n"
             "the engine (--tp-size also sets the simulator's tensor-parallel size):\n%s"
@@ -49,16 +52,107 @@ static void print_report(const validate_report *r, const char *dir)
     for (size_t i = 0; i < VALIDATE_N_METRICS; i++)
         printf("%-26s %14.4g %14.4g %9.1f%%\n", r->rows[i].metric, r->rows[i].measured, r->rows[i].simulated,
                r->rows[i].error_pct);
-    printf("\nstep time error (|predicted - measured| / measured):\n");
-    for (int c = 0; c < COST_N_CLASSES; c++)
+    if (r->has_steps) printf("\nstep time error (|predicted - measured| / measured):\n");
+    for (int c = 0; c < COST_N_CLASSES && r->has_steps; c++)
         if (r->steps[c].n)
             printf("  %-8s %6zu steps   median %5.1f%%   p90 %5.1f%%   max %6.1f%%\n", cost_class_name(c), r->steps[c].n,
                    100 * r->steps[c].median, 100 * r->steps[c].p90, 100 * r->steps[c].max);
-    printf("\nwrote %s/ (recorded.rhtr, simulated.rhtr, metrics.csv, CDF and step plots)\n", dir);
+    printf("\nwrote %s/ (%ssimulated.rhtr, metrics.csv, CDF%s plots)\n", dir, r->has_steps ? "recorded.rhtr, " : "",
+           r->has_steps ? " and step" : "");
+}
+
+static const char *measured_help =
+    "usage: rehearse validate --measured RUN.rhtr --cost COST [-o DIR] [--json] [scheduler knobs]\n\n"
+    "No engine run: the simulator, with COST and the server's knobs, serves RUN's own\n"
+    "requests (sent when they were sent, lengths as served, their prefix blocks), and\n"
+    "every metric is printed measured against simulated. RUN is a client-side trace\n"
+    "(rehearse bench --record-trace against any server, rehearse probe) or a rehearse\n"
+    "serve recording (its header gives the knobs; flags win). Writes CDF overlays of\n"
+    "TTFT, TPOT and E2E, TTFT against prompt length, and the tables into DIR\n"
+    "(reports/validate).\n"
+    "  --cost FILE        the cost model to check (required)\n"
+    "  -o, --output DIR   where everything goes (reports/validate)\n"
+    "  --json             print the summary as JSON\n"
+    "knobs as for rehearse sim: --scheduler, --chunked-prefill-size, --max-running-requests,\n"
+    "--page-size, --mem-fraction-static, ...\n";
+
+static int validate_measured_main(int argc, char **argv)
+{
+    if (rh_wants_help(argc, argv)) {
+        fputs(measured_help, stdout);
+        return 0;
+    }
+    validate_config vc = {.dir = "reports/validate", .note = note};
+    replay_config_default(&vc.replay);
+    const char *knob[64][2];
+    int n_knobs = 0, json = 0;
+    sim_config sc;
+    sim_config_default(&sc);
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    rh_err e = {{0}};
+    const char *name;
+    while ((name = rh_args_next(&a))) {
+        if (!strcmp(name, "json")) {
+            if (rh_args_no_value(&a, &e) < 0) return bad(e.msg);
+            json = 1;
+        } else if (!strcmp(name, "measured")) {
+            if (!(vc.trace_path = rh_args_value(&a, &e))) return bad(e.msg);
+        } else if (!strcmp(name, "cost")) {
+            if (!(vc.cost_path = rh_args_value(&a, &e))) return bad(e.msg);
+        } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
+            if (!(vc.dir = rh_args_value(&a, &e))) return bad(e.msg);
+        } else {
+            int takes = sim_config_takes_value(name);
+            if (takes < 0) {
+                snprintf(e.msg, sizeof e.msg, "unknown flag --%s (see rehearse validate --measured RUN --help)", name);
+                return bad(e.msg);
+            }
+            const char *v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "true");
+            if (!v || sim_config_set(&sc, name, v, &e) < 0) return bad(e.msg);
+            if (n_knobs == 64) return bad("more than 64 knobs");
+            knob[n_knobs][0] = name;
+            knob[n_knobs++][1] = v;
+        }
+    }
+    if (a.npos) return bad("with --measured RUN, validate takes no other trace (see rehearse validate --measured RUN --help)");
+    if (!vc.trace_path) return bad("--measured needs RUN.rhtr");
+    if (!vc.cost_path) return bad("validate needs --cost COST (the cost model to check)");
+    tr_trace t;
+    if (tr_trace_load(vc.trace_path, &t, &e) < 0) return bad(e.msg);
+    /* The server's knobs: its recording's header names them; flags win. */
+    sim_config_default(&sc);
+    rh_err ignore;
+    for (uint32_t i = 0; i < t.header.n_kv; i++)
+        if (core_config_takes_value(t.header.kv[i].key) >= 0)
+            core_config_set(&sc.core, t.header.kv[i].key, t.header.kv[i].value, &ignore);
+    for (int i = 0; i < n_knobs; i++) sim_config_set(&sc, knob[i][0], knob[i][1], &e);
+    char model[256];
+    snprintf(model, sizeof model, "%s", t.header.model && t.header.model[0] ? t.header.model : "measured");
+    vc.replay.engine.model = model;
+    tr_trace_free(&t);
+    cost_model *cost = cost_load(vc.cost_path, &e);
+    if (!cost) return bad(e.msg);
+    validate_report r;
+    int status = validate_measured(&vc, &sc, cost, &r, &e) < 0;
+    if (status) {
+        fprintf(stderr, "rehearse validate: %s\n", e.msg);
+    } else if (json) {
+        json_dumpf(r.summary, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        fputc('\n', stdout);
+    } else {
+        print_report(&r, vc.dir);
+    }
+    validate_report_free(&r);
+    cost_free(cost);
+    return status;
 }
 
 int validate_main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--measured", 10)) return validate_measured_main(argc, argv);
     if (rh_wants_help(argc, argv)) {
         usage(stdout);
         return 0;

@@ -142,6 +142,11 @@ typedef struct bench_run_info {
  * is not NULL) if the server answers; -1 with a message naming the URL if it
  * cannot be reached or answers with an error. */
 int bench_probe(const bench_config *c, char **model, rh_err *e);
+/* The same, with the model's max_model_len when /v1/models says it (else 0). */
+int bench_server_info(const bench_config *c, char **model, uint32_t *max_model_len, rh_err *e);
+/* An empty dataset of n items (ids 0..n-1, no session order) with room for
+ * n_hashes hashes in hash_pool: for a caller that designs its own. */
+int bench_dataset_new(bench_dataset *d, size_t n, size_t n_hashes, const char *name, rh_err *e);
 
 /* Sends every item of `d` at its arrival, honouring max_concurrency and
  * session order; fills out[0 .. d->n). -1 only when the run could not start

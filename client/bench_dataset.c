@@ -28,6 +28,11 @@ static int alloc_items(bench_dataset *d, size_t n, size_t n_hashes, const char *
     return 0;
 }
 
+int bench_dataset_new(bench_dataset *d, size_t n, size_t n_hashes, const char *name, rh_err *e)
+{
+    return alloc_items(d, n, n_hashes, name, e);
+}
+
 /* A length drawn uniformly from [L(1-x), L(1+x)] (whole tokens, at least 1),
  * the random dataset's rule in vLLM's benchmark. */
 static uint32_t draw_len(rh_rng *r, uint32_t len, double ratio)

@@ -175,9 +175,23 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
                 cfg->tp.node_rank);
         goto fail;
     }
+    if (cfg->pricer && (tp_config_active(&cfg->tp) || cfg->drafter || cfg->spec.algorithm != SPEC_NONE ||
+                        cfg->core.spec_steps)) {
+        rh_fail(e, "a priced forward (--backend sim) runs no tensor-parallel group and makes no drafts "
+                   "(its cost model prices the parallel layout)");
+        goto fail;
+    }
     if (cfg->m) {
         g->m = cfg->m;
         snprintf(g->weights, sizeof g->weights, "given by the caller");
+    } else if (cfg->pricer) {
+        model_config mc;
+        if (!cfg->model || model_config_resolve(cfg->model, &mc, e) < 0 || !(g->owned = model_new_shapes(&mc, e))) {
+            if (!cfg->model) rh_fail(e, "no model given (a preset name, config.json or directory)");
+            goto fail;
+        }
+        g->m = g->owned;
+        snprintf(g->weights, sizeof g->weights, "none: forwards priced");
     } else {
         if (!(g->owned = open_model(g, cfg, e))) goto fail;
         g->m = g->owned;
@@ -189,14 +203,18 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     if (size_pool(&g->cfg, &g->m->cfg, e) < 0) goto fail;
 
     runner_config rc = {k->page_size, (uint32_t)(k->max_total_tokens / k->page_size), cfg->mem_limit, cfg->kernels};
-    if (tp_config_active(&cfg->tp)) {
-        if (!(g->tp = tp_group_start(g->m, &rc, &cfg->tp, e))) goto fail;
-        g->run = tp_group_leader(g->tp);
-    } else if (!(g->run = runner_new(g->m, &rc, e))) {
-        goto fail;
+    if (cfg->pricer) {
+        snprintf(g->hardware, sizeof g->hardware, "%s", cfg->pricer->hardware ? cfg->pricer->hardware : "sim");
+    } else {
+        if (tp_config_active(&cfg->tp)) {
+            if (!(g->tp = tp_group_start(g->m, &rc, &cfg->tp, e))) goto fail;
+            g->run = tp_group_leader(g->tp);
+        } else if (!(g->run = runner_new(g->m, &rc, e))) {
+            goto fail;
+        }
+        if (warm_up(g, e) < 0) goto fail;
+        describe_hardware(g, cfg->kernels ? cfg->kernels : kern_cpu());
     }
-    if (warm_up(g, e) < 0) goto fail;
-    describe_hardware(g, cfg->kernels ? cfg->kernels : kern_cpu());
 
     core_hooks hooks = {.ctx = g, .on_step = engine_core_on_step, .on_event = engine_core_on_event,
                         .on_message = engine_core_on_message, .guard_clock = guard_clock};
@@ -308,6 +326,7 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
     q->max_tokens = r->max_tokens;
     q->sampling = r->sampling;
     q->rng = kern_rng_init(r->seed);
+    q->seed = r->seed;
     q->eos = r->ignore_eos ? -1 : mc->eos_token_id;
     q->n_stop = r->n_stop_ids;
     core_req_desc d = {

@@ -72,6 +72,19 @@ typedef struct engine_hooks {
     void (*on_message)(void *ctx, const char *msg);    /* a warning to show once (Lua policy errors) */
 } engine_hooks;
 
+/* A forward pass priced instead of computed (`rehearse serve --backend
+ * sim`): the engine asks price() how long the batch takes, waits that long,
+ * and commits one made-up token per sampling sequence: never EOS, a
+ * function of the request's seed and position alone, so a request's tokens
+ * are the same whatever it is batched with. No weights are loaded (the
+ * model's shapes only), no drafts are made, no tensor parallel runs. */
+typedef struct engine_pricer {
+    void *ctx;
+    double (*price)(void *ctx, const core_batch *b);   /* seconds the forward takes, > 0 */
+    void (*wait)(void *ctx, double seconds);           /* NULL: sleep on the wall clock */
+    const char *hardware;                              /* what engine_hardware says, e.g. "sim: COST" */
+} engine_pricer;
+
 typedef struct engine_config {
     core_config core;           /* every scheduler knob; core.max_total_tokens sizes the KV pool,
                                    0: mem_fraction of available memory (core.total_pages is ignored) */
@@ -88,6 +101,7 @@ typedef struct engine_config {
     const spec_seam *drafter;   /* a caller's drafter (engine/speculative/seam.h), or NULL: spec decides */
     spec_config spec;           /* --speculative-algorithm and its knobs: the engine builds the
                                    drafter (needs core.spec_steps; 3 when 0) */
+    const engine_pricer *pricer;/* NULL: the runner computes each forward; else it is priced */
     double (*clock)(void *ctx); /* seconds, non-decreasing; NULL: monotonic time since engine_new */
     void *clock_ctx;
     engine_hooks hooks;

@@ -16,6 +16,7 @@ typedef struct ereq {
     uint32_t n_out;             /* committed outputs */
     kern_sampling sampling;
     uint64_t rng;
+    uint64_t seed;              /* the request's own (a priced forward's tokens come from it) */
     int32_t eos;                /* -1: none (ignore_eos or the model has none) */
     int32_t *stop;
     uint32_t n_stop;
@@ -43,6 +44,7 @@ struct engine {
     bool in_hooks;              /* inside core_schedule or core_complete: adds are refused */
     core_batch batch;           /* the batch in flight */
     double done_at;             /* clock when engine_step_run finished */
+    double priced_end;          /* a priced step's scheduled end (engine_pricer), 0: none yet */
     uint64_t *pending_aborts;
     uint32_t n_pending, cap_pending;
     double sched_time;          /* CPU seconds forming and preparing the batch in flight */

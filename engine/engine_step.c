@@ -1,10 +1,12 @@
 /* engine_step.c — one batch: schedule, lay out, draft, forward, sample or
  * verify, commit. See engine.h for the order and what each part measures. */
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "engine/engine_impl.h"
 #include "engine/speculative/verify.h"
+#include "util/hash.h"
 
 #include <stdlib.h>
 
@@ -188,10 +190,56 @@ int engine_step_begin(engine *g, rh_err *e)
     return 1;
 }
 
+/* The priced forward (engine_pricer): wait what the batch costs, then one
+ * made-up token per sampling sequence, from the request's seed and the
+ * token's position alone. Ids start past the first 256 (a bytes
+ * tokenizer's control range) and skip EOS, so text decodes and nothing
+ * stops early unless a stop id matches. */
+static int run_priced(engine *g, rh_err *e)
+{
+    const engine_pricer *p = g->cfg.pricer;
+    const core_batch *b = &g->batch;
+    double dt = p->price(p->ctx, b);
+    if (!(dt > 0) || !isfinite(dt)) return rh_fail(e, "engine: the pricer gave %g s for a batch of %u", dt, b->n);
+    if (p->wait) {
+        p->wait(p->ctx, dt);
+    } else {
+        /* Back-to-back steps run back to back, as on a GPU: a step formed
+         * while requests were left in the core starts at the last one's
+         * end, so the sleep's overshoot and the loop's own work do not add
+         * up over a run (a stall of the process longer than 20 ms is not
+         * made up). After the core went idle (priced_end reset) it starts
+         * now. */
+        double now = engine_now(g), start = now;
+        if (g->priced_end > 0 && now - g->priced_end < 0.02) start = g->priced_end;
+        g->priced_end = start + dt;
+        double left = g->priced_end - now;
+        if (left > 0) {
+            struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+            while (nanosleep(&ts, &ts) != 0) {
+            }
+        }
+    }
+    uint32_t vocab = g->m->cfg.vocab_size, base = vocab > 512 ? 256 : 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        g->results[i] = (core_seq_result){0};
+        if (!b->seqs[i].samples) continue;
+        ereq *q = b->seqs[i].user;
+        uint32_t fill = q->prompt_len + q->n_out;
+        int32_t t = (int32_t)(base + rh_hash64(q->seed ^ rh_hash64(fill)) % (vocab - base));
+        if (t == q->eos) t = (int32_t)(base + (uint32_t)(t - (int32_t)base + 1) % (vocab - base));
+        q->toks[fill] = t;
+        g->results[i] = (core_seq_result){.tokens = q->toks + fill, .stop = is_stop(q, t)};
+    }
+    g->done_at = engine_now(g);
+    return 0;
+}
+
 int engine_step_run(engine *g, rh_err *e)
 {
     const core_batch *b = &g->batch;
     uint32_t n = b->n;
+    if (g->cfg.pricer) return run_priced(g, e);
     if (draft(g, b, e) < 0) return -1;
 
     const float *logits;
@@ -218,6 +266,7 @@ int engine_step_end(engine *g, rh_err *e)
     g->in_hooks = true;
     int rc = core_complete(g->c, &g->batch, g->results, g->done_at, e) < 0 ? -1 : 1;
     g->in_step = g->in_hooks = false;
+    if (g->cfg.pricer && core_idle(g->c)) g->priced_end = 0;   /* the next step starts after idle time */
     if (rc > 0 && g->n_pending) engine_apply_aborts(g);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "engine/record/outcome.h"
 #include "sim/pool.h"
 #include "traces/sender.h"
+#include "util/stats.h"
 #include "util/progress.h"
 #include "util/rng.h"
 
@@ -24,7 +25,8 @@
 typedef struct req_state {
     uint32_t index;          /* into the trace */
     rec_outcome o;           /* on the virtual clock */
-    rh_dvec times;           /* token times (absolute), only when writing them */
+    rh_dvec times;           /* token times (absolute), only when writing them or cfg->request_itl */
+    double itl_median;       /* cfg->request_itl: the median of its inter-token gaps, else 0 */
 } req_state;
 
 /* Raw per-step series, binned at the end. Floats: plots need no more. */
@@ -85,6 +87,14 @@ static void fail(run *r, const char *what)
     r->failed = 1;
 }
 
+/* The median gap between consecutive times (sorted in place: done with them). */
+static double median_gap(rh_dvec *t)
+{
+    for (size_t k = t->n - 1; k > 0; k--) t->v[k] -= t->v[k - 1];
+    rh_sort_doubles(t->v + 1, t->n - 1);
+    return rh_percentile_sorted(t->v + 1, t->n - 1, 50);
+}
+
 /* A finished request becomes a measured record. */
 static void emit_request(run *r, req_state *s, double now)
 {
@@ -92,6 +102,7 @@ static void emit_request(run *r, req_state *s, double now)
     rec_outcome_record(&s->o, &r->trace->requests[s->index], now, NULL, &out);
     /* ITLs were fed step by step; the metrics get the record without times. */
     if (metrics_add_request(r->m, &out) < 0) fail(r, "out of memory");
+    if (r->cfg->request_itl && s->times.n >= 2) s->itl_median = median_gap(&s->times);
     if (r->w) {
         if (r->cfg->token_times && s->times.n == s->o.n_out)
             rec_outcome_record(&s->o, &r->trace->requests[s->index], now, s->times.v, &out);
@@ -124,7 +135,7 @@ static void on_event(void *ctx, const core_event *in)
                 r->itl_count = 1;
             }
         }
-        if (r->w && r->cfg->token_times)
+        if ((r->w && r->cfg->token_times) || r->cfg->request_itl)
             for (uint32_t k = 0; k < ev->n_tokens; k++)
                 if (rh_dvec_push(&s->times, ev->now) < 0) fail(r, "out of memory");
     }
@@ -199,15 +210,18 @@ static void send_request(run *r, uint32_t i, double sent, double now)
  * latencies count from their arrival. */
 static double send_due(run *r, double now)
 {
-    double request_s = r->cost->over.request_s;
+    double request_s = r->cost->over.request_s, arrival_s = r->cost->over.arrival_s;
     uint32_t i;
     double sent, next;
     while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) {
-        if (!(request_s > 0)) {
+        if (!(request_s > 0) && !(arrival_s > 0)) {
             send_request(r, i, sent, now);
             continue;
         }
-        double ready = fmax(sent, r->tok_free) + request_s;
+        /* Every request crosses the network at once; the tokenizer takes
+         * them one at a time. Both keep the sending order, so the queue
+         * stays sorted by readiness. */
+        double ready = fmax(sent + arrival_s, r->tok_free) + request_s;
         r->tok_free = ready;
         r->pend[r->pend_tail] = i;
         r->pend_sent[r->pend_tail] = sent;
@@ -377,7 +391,7 @@ static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const 
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
     r->m = metrics_new(&cfg->slo);
     if (!r->rs || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
-    if (cost->over.request_s > 0) {
+    if (cost->over.request_s > 0 || cost->over.arrival_s > 0) {
         r->pend = malloc((n ? n : 1) * sizeof *r->pend);
         r->pend_sent = malloc((n ? n : 1) * sizeof *r->pend_sent);
         r->pend_ready = malloc((n ? n : 1) * sizeof *r->pend_ready);
@@ -527,7 +541,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
             .ttft = s->o.n_out ? s->o.first - s->o.send : -1,
             .e2e = s->o.n_out ? s->o.last - s->o.send : -1,
             .input_len = q->input_len, .output_len = s->o.n_out,
-            .cached_tokens = s->o.cached, .retractions = s->o.retractions,
+            .cached_tokens = s->o.cached, .retractions = s->o.retractions, .itl_median = s->itl_median,
         };
     }
     if (r->w) {

@@ -52,6 +52,7 @@ typedef struct sim_config {
     int progress;            /* draw a progress bar */
     const char *out_path;    /* write the simulated run here (NULL: don't) */
     int token_times;         /* 1: store every token's time in the output file (default 1) */
+    bool request_itl;        /* fill sim_request_result.itl_median (keeps every token's time meanwhile) */
     bool policy_fallback;    /* a Lua policy error falls back to fcfs and is counted (summary.policy_errors);
                                 false: the run stops with the policy's message */
     /* Without core.max_total_tokens, a cost model that knows its GPU sizes
@@ -85,6 +86,7 @@ typedef struct sim_request_result {
     double send;             /* s, when it entered the server */
     double ttft, e2e;        /* s; -1 if it never produced a token */
     uint32_t input_len, output_len, cached_tokens, retractions;
+    double itl_median;       /* s, with sim_config.request_itl and 2+ tokens; else 0 */
 } sim_request_result;
 
 typedef struct sim_result {

@@ -5,8 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 const char *tu_shared_traces(const char *why_needed)
 {
@@ -87,4 +93,54 @@ int tu_write_file(const char *path, const void *data, size_t n)
 int tu_file_exists(const char *path)
 {
     return access(path, F_OK) == 0;
+}
+
+int tu_server_start(tu_server *s, const char *name, char *const args[])
+{
+    char n1[96], n2[96];
+    snprintf(n1, sizeof n1, "%s.out", name);
+    snprintf(n2, sizeof n2, "%s.err", name);
+    tu_tmp_path(n1, s->out, sizeof s->out);
+    tu_tmp_path(n2, s->err, sizeof s->err);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)tu_bin();
+    argv[n++] = "serve";
+    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, tu_bin(), &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) return -1;
+    s->pid = (int)pid;
+    for (int i = 0; i < 3000; i++) {   /* up to 30 s to load and listen */
+        FILE *f = fopen(s->out, "r");
+        char line[256] = "";
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            fclose(f);
+        }
+        if (!strncmp(line, "listening on ", 13)) {
+            snprintf(s->url, sizeof s->url, "%.*s", (int)strcspn(line + 13, "\n"), line + 13);
+            return 0;
+        }
+        if (waitpid(pid, NULL, WNOHANG) == pid) return -1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+int tu_server_stop(tu_server *s)
+{
+    int st;
+    kill((pid_t)s->pid, SIGTERM);
+    if (waitpid((pid_t)s->pid, &st, 0) < 0) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -23,4 +23,16 @@ int tu_run(const char *cmd, char *out, size_t n);
 int tu_write_file(const char *path, const void *data, size_t n);
 int tu_file_exists(const char *path);
 
+/* A rehearse server started in the background: `rehearse serve ARGS`
+ * (ARGS must include --port 0); url is what it prints it listens on. */
+typedef struct tu_server {
+    int pid;
+    char url[128];
+    char out[256], err[256];
+} tu_server;
+/* 0 once it listens (within 30 s), else -1 (the process is killed). */
+int tu_server_start(tu_server *s, const char *name, char *const args[]);
+/* SIGTERM, then waits; the exit status (128 + signal when killed). */
+int tu_server_stop(tu_server *s);
+
 #endif

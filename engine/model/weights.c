@@ -205,6 +205,15 @@ model *model_new_dummy(const model_config *c, uint64_t seed, uint64_t mem_limit,
     return m;
 }
 
+model *model_new_shapes(const model_config *c, rh_err *e)
+{
+    if (model_config_validate(c, c->name, e)) return NULL;
+    model *m = calloc(1, sizeof *m);
+    if (!m) return rh_fail(e, "model '%s': out of memory", c->name), NULL;
+    m->cfg = *c;
+    return m;
+}
+
 void model_free(model *m)
 {
     if (!m) return;

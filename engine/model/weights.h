@@ -46,6 +46,9 @@ typedef struct model {
 } model;
 
 model *model_new_dummy(const model_config *c, uint64_t seed, uint64_t mem_limit, rh_err *e);
+/* The shapes alone, no weights: for a backend that never runs the model
+ * (a priced forward, engine.h's engine_pricer). */
+model *model_new_shapes(const model_config *c, rh_err *e);
 /* `path`: a directory (config.json plus model.safetensors or
  * model.safetensors.index.json), a .safetensors file or an index .json.
  * cfg NULL reads the config from the directory (or the file's directory). */

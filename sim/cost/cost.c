@@ -40,11 +40,11 @@ int cost_model_init(cost_model *m, const cost_ops *ops, const cost_src *src)
  * own (the roofline's step_overhead_s); giving both is an error. */
 static int parse_overheads(json_t *o, cost_model *m, const cost_src *src, rh_err *e)
 {
-    static const char *const keys[] = {"step_s", "forward_s", "request_s", "output_token_s", "comment",
-                                       "sources", NULL};
+    static const char *const keys[] = {"step_s", "forward_s", "request_s", "arrival_s", "output_token_s",
+                                       "comment", "sources", NULL};
     if (!json_is_object(o))
         return cj_fail(src, "", "overheads", e, "must be an object of seconds: step_s, forward_s, request_s, "
-                       "output_token_s");
+                       "arrival_s, output_token_s");
     if (cj_only_keys(o, "overheads", keys, src, e) < 0) return -1;
     if (m->over.step_s > 0 && json_object_get(o, "step_s"))
         return cj_fail(src, "overheads", "step_s", e, "given twice: also as step_overhead_s");
@@ -52,6 +52,7 @@ static int parse_overheads(json_t *o, cost_model *m, const cost_src *src, rh_err
     if (cj_number(o, "overheads", "step_s", 0, v.step_s, 0, 10, &v.step_s, src, e) < 0 ||
         cj_number(o, "overheads", "forward_s", 0, 0, 0, 10, &v.forward_s, src, e) < 0 ||
         cj_number(o, "overheads", "request_s", 0, 0, 0, 100, &v.request_s, src, e) < 0 ||
+        cj_number(o, "overheads", "arrival_s", 0, 0, 0, 100, &v.arrival_s, src, e) < 0 ||
         cj_number(o, "overheads", "output_token_s", 0, 0, 0, 10, &v.output_token_s, src, e) < 0)
         return -1;
     m->over = v;

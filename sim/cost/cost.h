@@ -112,13 +112,16 @@ typedef struct cost_ops {
 
 /* What serving costs outside the forward pass's kernels, in every kind (a
  * cost file's "overheads" object, COST.md), each charged where it occurs:
- * the first two in the step (cost_step_time), the last two by the
+ * the first two in the step (cost_step_time), the others by the
  * simulator on the requests' way in and their tokens' way out, where a
  * server's tokenizer and detokenizer work beside the GPU. All 0 by default. */
 typedef struct cost_overheads {
     double step_s;          /* CPU per step: scheduling, batch preparation; once per step */
     double forward_s;       /* per forward pass: kernel launches; the target's and each draft pass's */
-    double request_s;       /* per request on the way to its first token: HTTP, tokenize, admission */
+    double request_s;       /* per request on the way to its first token: HTTP, tokenize, admission;
+                               one at a time (a tokenizer process) */
+    double arrival_s;       /* per request before that, every request at once: the network, a
+                               connection, the HTTP parse on the server's many threads */
     double output_token_s;  /* per output token: detokenize, stream */
 } cost_overheads;
 

@@ -635,7 +635,8 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
 {
     static const char *const allowed[] = {"kind", "version", "model", "gpu", "tp", "ep", "dtype", "kv_dtype",
                                           "efficiency", "step_overhead_s", "collective_latency_s",
-                                          "draft_model", "draft_ratio", "kernels", "comment", NULL};
+                                          "draft_model", "draft_ratio", "kernels", "compute_efficiency",
+                                          "memory_efficiency", "fit", "comment", NULL};
     cost_roofline *r = calloc(1, sizeof *r);
     if (!r || cost_model_init(&r->base, &roofline_ops, src) < 0) {
         if (r) free(r->base.path);
@@ -671,7 +672,17 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
                 kernels);
         goto fail;
     }
-    for (int i = 0; i < RL_K_N; i++) r->kern[i] = strcmp(kernels, "none") ? r->gpu.kern[i] : rl_kernel_pure();
+    /* A deployment's own shares of its GPU's kernels (what `rehearse fit`
+     * finds from a live server): every kernel's compute and memory rates. */
+    double ce, me;
+    if (cj_number(root, "", "compute_efficiency", 0, 1, 1e-3, 10, &ce, src, e) < 0 ||
+        cj_number(root, "", "memory_efficiency", 0, 1, 1e-3, 10, &me, src, e) < 0)
+        goto fail;
+    for (int i = 0; i < RL_K_N; i++) {
+        r->kern[i] = strcmp(kernels, "none") ? r->gpu.kern[i] : rl_kernel_pure();
+        r->kern[i].compute_eff *= ce;
+        r->kern[i].memory_eff *= me;
+    }
     if (r->fp8 && r->gpu.fp8_tflops == 0) {
         cj_fail(src, "", "dtype", e, "fp8 needs FP8 tensor cores, and GPU %s has none (fp8_tflops is 0)",
                 r->gpu.name);

@@ -13,6 +13,7 @@
 #include "engine/speculative/hist.h"
 #include "traces/import/import.h"
 #include "traces/metrics/metrics.h"
+#include "sim/calibrate/live_fit.h"
 #include "sim/plot/plot.h"
 #include "sim/sim.h"
 #include "sim/validate/validate_steps.h"
@@ -99,7 +100,7 @@ static int request_rows(FILE *f, const char *path, const char *source, rh_err *e
         fprintf(f, "%s,%.6f,", source, 1e3 * r->ttft);
         if (isnan(tpot)) fprintf(f, ",");
         else fprintf(f, "%.6f,", 1e3 * tpot);
-        fprintf(f, "%.6f\n", 1e3 * r->e2e);
+        fprintf(f, "%.6f,%u\n", 1e3 * r->e2e, r->input_len);
     }
     tr_trace_free(&t);
     return 0;
@@ -244,13 +245,30 @@ static int plot_cdfs(const validate_config *c, const char *dir, const char *reco
     char path[4200];
     snprintf(path, sizeof path, "%s/requests.csv", dir);
     FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "source,ttft_ms,tpot_ms,e2e_ms\n") < 0 || request_rows(f, recorded, "measured", e) < 0 ||
+    if (!f || fprintf(f, "source,ttft_ms,tpot_ms,e2e_ms,input_len\n") < 0 || request_rows(f, recorded, "measured", e) < 0 ||
         request_rows(f, simulated, "simulated", e) < 0) {
         if (f) fclose(f);
         if (!e->msg[0]) rh_fail(e, "%s: cannot write", path);
         return -1;
     }
     fclose(f);
+    {   /* TTFT against prompt length: where prefill's price shows */
+        plot_spec p;
+        plot_spec_init(&p);
+        char out[4200];
+        snprintf(out, sizeof out, "%s/ttft_vs_length", dir);
+        p.kind = PLOT_SCATTER;
+        p.csv = path;
+        p.x = "input_len";
+        p.y = "ttft_ms";
+        p.by = "source";
+        p.out = out;
+        p.title = "TTFT against prompt length: measured and simulated";
+        p.xlabel = "prompt tokens (log scale)";
+        p.ylabel = "TTFT (ms, log scale)";
+        p.logx = p.logy = 1;
+        plot_or_warn(c, &p);
+    }
     struct { const char *col, *out, *label; } cdfs[] = {
         {"ttft_ms", "ttft_cdf", "TTFT (ms)"}, {"tpot_ms", "tpot_cdf", "TPOT (ms)"}, {"e2e_ms", "e2e_cdf", "end-to-end latency (ms)"}};
     char outs[3][4200], titles[3][256];
@@ -262,7 +280,7 @@ static int plot_cdfs(const validate_config *c, const char *dir, const char *reco
         p.y = cdfs[i].col;
         p.by = "source";
         snprintf(outs[i], sizeof outs[i], "%s/%s", dir, cdfs[i].out);
-        snprintf(titles[i], sizeof titles[i], "%s: measured engine against simulator", cdfs[i].label);
+        snprintf(titles[i], sizeof titles[i], "%s: measured against simulated", cdfs[i].label);
         p.out = outs[i];
         p.title = titles[i];
         p.xlabel = cdfs[i].label;
@@ -310,7 +328,7 @@ static json_t *summary_json(const validate_config *c, const validate_report *r)
     }
     json_t *sum = json_object();
     json_object_set_new(sum, "trace", json_string(c->trace_path));
-    json_object_set_new(sum, "model", json_string(c->replay.engine.model));
+    json_object_set_new(sum, "model", json_string(c->replay.engine.model ? c->replay.engine.model : ""));
     json_object_set_new(sum, "cost", json_string(c->cost_path));
     json_object_set_new(sum, "requests", json_integer((json_int_t)r->requests));
     json_object_set_new(sum, "step_errors", steps);
@@ -323,14 +341,16 @@ static json_t *summary_json(const validate_config *c, const validate_report *r)
     json_object_set_new(tbl, "rows", table);
     json_object_set_new(sum, "table", tbl);
     json_t *plots = json_array();
-    const char *files[] = {"ttft_cdf.png", "tpot_cdf.png", "e2e_cdf.png", "step_scatter.png"};
+    const char *files[] = {"ttft_cdf.png", "tpot_cdf.png", "e2e_cdf.png", "ttft_vs_length.png", "step_scatter.png"};
     const char *caps[] = {
-        "TTFT of every request: the engine's measurement and the simulator's prediction as two CDFs.",
+        "TTFT of every request: the measurement and the simulator's prediction as two CDFs.",
         "TPOT of every request, measured and simulated.",
         "End-to-end latency of every request, measured and simulated.",
+        "TTFT of every request against its prompt length, measured and simulated.",
         "Every step the engine ran: the time the cost model predicts for its batch against the time it took; "
         "the dashed line is a perfect prediction."};
-    for (int i = 0; i < 4; i++) {
+    int n_plots = r->has_steps ? 5 : 4;
+    for (int i = 0; i < n_plots; i++) {
         json_t *o = json_object();
         json_object_set_new(o, "file", json_string(files[i]));
         json_object_set_new(o, "caption", json_string(caps[i]));
@@ -340,11 +360,27 @@ static json_t *summary_json(const validate_config *c, const validate_report *r)
     return sum;
 }
 
+static int write_summary(const validate_config *c, validate_report *out, rh_err *e)
+{
+    char path[4200];
+    json_t *sum = summary_json(c, out);
+    snprintf(path, sizeof path, "%s/summary.json", c->dir);
+    char *text = json_dumps(sum, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    if (!text || rh_write_file_atomic(path, text, strlen(text), e) < 0) {
+        free(text);
+        json_decref(sum);
+        return -1;
+    }
+    free(text);
+    out->summary = sum;
+    return 0;
+}
+
 int validate_run(const validate_config *c, const tr_trace *t, const cost_model *cost, validate_report *out, rh_err *e)
 {
     memset(out, 0, sizeof *out);
     out->requests = t->n_requests;
-    char recorded[4096], simulated[4096], path[4200];
+    char recorded[4096], simulated[4096];
     snprintf(recorded, sizeof recorded, "%s/recorded.rhtr", c->dir);
     snprintf(simulated, sizeof simulated, "%s/simulated.rhtr", c->dir);
     if (rh_mkdir_p(c->dir) < 0) return rh_fail(e, "%s: cannot create the folder", c->dir);
@@ -357,22 +393,44 @@ int validate_run(const validate_config *c, const tr_trace *t, const cost_model *
     replay_result rr;
     if (replay_run(&rc, t, &rr, e) < 0) return -1;
 
+    out->has_steps = true;
     note(c, "2/2 simulating the same trace (%s)", c->cost_path);
     if (simulate(c, t, recorded, cost, simulated, e) < 0) return -1;
     if (validate_compare(recorded, simulated, out->rows, e) < 0 || write_metrics(c->dir, out->rows, e) < 0 ||
         plot_cdfs(c, c->dir, recorded, simulated, e) < 0 || plot_steps(c, recorded, cost, out->steps, e) < 0)
         return -1;
-    json_t *sum = summary_json(c, out);
-    snprintf(path, sizeof path, "%s/summary.json", c->dir);
-    char *text = json_dumps(sum, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    if (!text || rh_write_file_atomic(path, text, strlen(text), e) < 0) {
-        free(text);
-        json_decref(sum);
+    return write_summary(c, out, e);
+}
+
+int validate_measured(const validate_config *c, const sim_config *knobs, const cost_model *cost,
+                      validate_report *out, rh_err *e)
+{
+    memset(out, 0, sizeof *out);
+    char simulated[4096];
+    snprintf(simulated, sizeof simulated, "%s/simulated.rhtr", c->dir);
+    if (rh_mkdir_p(c->dir) < 0) return rh_fail(e, "%s: cannot create the folder", c->dir);
+    tr_trace t, served;
+    if (tr_trace_load(c->trace_path, &t, e) < 0) return -1;
+    int rc = live_fit_requests(&t, &served, e);
+    out->has_steps = t.n_steps > 0;
+    tr_trace_free(&t);
+    if (rc < 0) return -1;
+    out->requests = served.n_requests;
+    note(c, "simulating the %zu requests %s served (%s)", served.n_requests, c->trace_path, c->cost_path);
+    sim_config sc = *knobs;
+    sc.rate_scale = 1;          /* the measured sends, as they happened */
+    sc.max_concurrency = 0;
+    sc.out_path = simulated;
+    sim_result sr;
+    rc = sim_run(&sc, &served, cost, &sr, e);
+    tr_trace_free(&served);
+    if (rc < 0) return -1;
+    sim_result_free(&sr);
+    if (validate_compare(c->trace_path, simulated, out->rows, e) < 0 || write_metrics(c->dir, out->rows, e) < 0 ||
+        plot_cdfs(c, c->dir, c->trace_path, simulated, e) < 0 ||
+        (out->has_steps && plot_steps(c, c->trace_path, cost, out->steps, e) < 0))
         return -1;
-    }
-    free(text);
-    out->summary = sum;
-    return 0;
+    return write_summary(c, out, e);
 }
 
 void validate_report_free(validate_report *r)

@@ -22,6 +22,7 @@
 #include "engine/replay.h"
 #include "sim/cost/cost.h"
 #include "sim/cost/cost_fit.h"
+#include "sim/sim.h"
 #include "traces/trace.h"
 #include "util/err.h"
 
@@ -49,6 +50,7 @@ typedef struct validate_report {
     validate_row rows[VALIDATE_N_METRICS];
     cost_err_summary steps[COST_N_CLASSES];     /* per step class, the recorded steps */
     size_t requests;
+    bool has_steps;             /* the measured run has step records (the step errors and scatter) */
     void *summary;              /* jansson json_t*: summary.json's content; validate_report_free drops it */
 } validate_report;
 
@@ -63,6 +65,15 @@ int validate_compare(const char *measured_path, const char *simulated_path, vali
 void validate_threads_warning(const char *cost_path, const replay_config *rc, char *out, size_t n);
 /* Every step above: engine, simulator, comparison, plots, files. */
 int validate_run(const validate_config *c, const tr_trace *t, const cost_model *cost, validate_report *out, rh_err *e);
+/* `rehearse validate --measured RUN`: no engine run. The simulator, with
+ * knobs (the server's; open loop is forced), gets the requests of
+ * c->trace_path that produced output, sent when they were sent, with the
+ * lengths they were served at and their prefix blocks; then the same
+ * comparison, CDFs and a TTFT-against-length plot (and the step scatter
+ * when RUN has step records). RUN comes from bench --record-trace against
+ * any server, serve --record-trace, or probe. */
+int validate_measured(const validate_config *c, const sim_config *knobs, const cost_model *cost,
+                      validate_report *out, rh_err *e);
 void validate_report_free(validate_report *r);
 
 #endif

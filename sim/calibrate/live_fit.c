@@ -1,0 +1,432 @@
+/* live_fit.c — the simulator in the loop of a fit to client-side timings
+ * (live_fit.h). */
+#include "sim/calibrate/live_fit.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/minimize.h"
+#include "util/stats.h"
+
+const char *const live_term_names[LIVE_N_TERMS] = {"compute_efficiency", "memory_efficiency", "overheads.step_s",
+                                                   "overheads.arrival_s", "overheads.request_s"};
+const char *const live_err_names[LIVE_N_ERRS] = {"ttft", "itl", "tpot", "e2e"};
+
+/* Where the search may go: a roofline file's range for the efficiencies
+ * (cost_roofline.c), a microsecond to a second for the overheads. */
+static const double lo[LIVE_N_TERMS] = {1e-3, 1e-3, 1e-7, 1e-7, 1e-7};
+static const double hi[LIVE_N_TERMS] = {10, 10, 1, 1, 1};
+
+void live_fit_opts_default(live_fit_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    sim_config_default(&o->sim);
+    o->iters = 300;
+    o->restarts = 3;
+}
+
+int live_fit_requests(const tr_trace *measured, tr_trace *out, rh_err *e)
+{
+    tr_trace_init(out);
+    tr_header_free(&out->header);   /* tr_header_copy makes it anew */
+    if (tr_header_copy(&out->header, &measured->header) < 0) return rh_fail(e, "out of memory");
+    for (size_t i = 0; i < measured->n_requests; i++) {
+        const tr_request *q = &measured->requests[i];
+        if (q->output_len == 0 || !(q->ttft > 0) || !(q->e2e >= q->ttft)) continue;
+        if (tr_trace_add_request(out, q, e) < 0) {
+            tr_trace_free(out);
+            return -1;
+        }
+    }
+    if (!out->n_requests) {
+        tr_trace_free(out);
+        return rh_fail(e, "no request in the trace has a measured TTFT: a client-side trace (rehearse probe, or "
+                          "rehearse bench --record-trace) is needed");
+    }
+    return 0;
+}
+
+static void set_path(json_t *root, const char *name, double v)
+{
+    const char *dot = strchr(name, '.');
+    if (!dot) {
+        json_object_set_new(root, name, json_real(v));
+        return;
+    }
+    char obj[64];
+    snprintf(obj, sizeof obj, "%.*s", (int)(dot - name), name);
+    json_t *o = json_object_get(root, obj);
+    if (!json_is_object(o)) {
+        o = json_object();
+        json_object_set_new(root, obj, o);
+    }
+    json_object_set_new(o, dot + 1, json_real(v));
+}
+
+static json_t *with_terms(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e)
+{
+    json_error_t je;
+    json_t *root = json_loads(base_json, 0, &je);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        rh_fail(e, "the base cost file is not a JSON object (line %d: %s)", je.line, je.text);
+        return NULL;
+    }
+    for (int k = 0; k < LIVE_N_TERMS; k++) set_path(root, live_term_names[k], terms[k]);
+    return root;
+}
+
+char *live_fit_cost_text(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e)
+{
+    json_t *root = with_terms(base_json, terms, e);
+    if (!root) return NULL;
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+    json_decref(root);
+    if (!s) rh_fail(e, "out of memory");
+    return s;
+}
+
+/* Requests a client sends at one instant (a batch of probes, a burst's
+ * first wave) reach the server in an order the trace cannot say: the server
+ * serves one of them first, the simulator another. So requests sent within
+ * LIVE_TOGETHER_S of each other form a group and are compared as sets: the
+ * group's sorted simulated times against its sorted measured ones. */
+#define LIVE_TOGETHER_S 2e-3
+
+typedef struct fit_ctx {
+    const live_fit_opts *o;
+    const tr_trace *t;          /* the replayable requests */
+    size_t *order;              /* request indices by arrival */
+    size_t *group;              /* group g is order[group[g] .. group[g + 1]) */
+    size_t n_groups;
+    bool itl;                   /* every request has its token times: the second metric is the median ITL, else TPOT */
+    double *ttft, *tpot;        /* measured, in `order`, sorted within each group (tpot: the second metric,
+                                   0 with fewer than 2 tokens) */
+    double *sim_ttft, *sim_tpot;/* scratch of the same shape */
+    /* A stage of the search: the terms it moves (the others held at x)
+     * and the weights of the two metrics in its loss. */
+    bool free[LIVE_N_TERMS];
+    double x[LIVE_N_TERMS];     /* logs of the terms */
+    double w_ttft, w_itl;
+    /* Each request's ITL counts as many times as it has gaps (its group's
+     * mean, in `order`): a 128-token decode's median says more than a
+     * 4-token one's. */
+    double *gaps, gaps_sum;
+    int evals;
+    int failed;
+    rh_err err;
+} fit_ctx;
+
+static void terms_of(const double *x, double terms[LIVE_N_TERMS])
+{
+    for (int k = 0; k < LIVE_N_TERMS; k++) terms[k] = fmin(hi[k], fmax(lo[k], exp(x[k])));
+}
+
+/* The median of a measured request's inter-token gaps (0 with fewer than 2 tokens). */
+static double median_itl(const tr_request *q)
+{
+    if (q->output_len < 2 || q->n_times != q->output_len) return 0;
+    double *g = malloc((q->n_times - 1) * sizeof *g);
+    if (!g) return 0;
+    for (uint32_t k = 1; k < q->n_times; k++) g[k - 1] = q->token_times[k] - q->token_times[k - 1];
+    rh_sort_doubles(g, q->n_times - 1);
+    double m = rh_percentile_sorted(g, q->n_times - 1, 50);
+    free(g);
+    return m;
+}
+
+static double tpot_of(double ttft, double e2e, uint32_t out)
+{
+    return out > 1 ? (e2e - ttft) / (out - 1) : 0;
+}
+
+/* Simulates the requests under the given terms; fills sim (n requests). */
+static int simulate(fit_ctx *c, const double terms[LIVE_N_TERMS], sim_result *sr, rh_err *e)
+{
+    char *text = live_fit_cost_text(c->o->base_json, terms, e);
+    if (!text) return -1;
+    cost_model *m = cost_parse(text, "the fitted cost model", e);
+    free(text);
+    if (!m) return -1;
+    sim_config sc = c->o->sim;
+    sc.rate_scale = 1;
+    sc.max_concurrency = 0;
+    sc.out_path = NULL;
+    sc.progress = 0;
+    sc.series_points = 16;
+    sc.request_itl = c->itl;
+    int rc = sim_run(&sc, c->t, m, sr, e);
+    cost_free(m);
+    if (rc == 0 && sr->n_requests != c->t->n_requests) {
+        sim_result_free(sr);
+        return rh_fail(e, "the simulator returned %llu requests for %zu", (unsigned long long)sr->n_requests,
+                       c->t->n_requests);
+    }
+    return rc;
+}
+
+/* The pseudo-Huber loss of the log ratio: squared within a few percent,
+ * linear beyond. A request's TTFT hangs on where its arrival fell against
+ * the server's step boundaries (one that lands just after a step began
+ * waits the whole step), which no model of the arrivals reproduces; a
+ * squared loss would let those few requests pull every term. */
+#define LIVE_HUBER 0.05
+static const tr_trace *sort_trace;   /* qsort has no context: set around the one call below */
+static int cmp_arrival(const void *a, const void *b)
+{
+    double x = sort_trace->requests[*(const size_t *)a].arrival, y = sort_trace->requests[*(const size_t *)b].arrival;
+    if (x != y) return x < y ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+static void order_by_arrival(const tr_trace *t, size_t *order)
+{
+    for (size_t i = 0; i < t->n_requests; i++) order[i] = i;
+    sort_trace = t;
+    qsort(order, t->n_requests, sizeof *order, cmp_arrival);
+    sort_trace = NULL;
+}
+
+static double sq_log(double sim, double meas)
+{
+    if (!(sim > 0) || !(meas > 0)) return 1;    /* never produced a token: as bad as a factor of e^20 */
+    double l = log(sim / meas) / LIVE_HUBER;
+    return LIVE_HUBER * LIVE_HUBER * (sqrt(1 + l * l) - 1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ttft and tpot of each request in c->order, sorted within each group. */
+static void grouped(const fit_ctx *c, const double *ttft_by_req, const double *tpot_by_req, double *ttft,
+                    double *tpot)
+{
+    size_t n = c->t->n_requests;
+    for (size_t k = 0; k < n; k++) {
+        ttft[k] = ttft_by_req[c->order[k]];
+        tpot[k] = tpot_by_req[c->order[k]];
+    }
+    for (size_t g = 0; g < c->n_groups; g++) {
+        size_t a = c->group[g], m = c->group[g + 1] - a;
+        qsort(ttft + a, m, sizeof *ttft, cmp_double);
+        qsort(tpot + a, m, sizeof *tpot, cmp_double);
+    }
+}
+
+/* The simulated run's TTFT and TPOT, in c->sim_ttft and c->sim_tpot. */
+static void sim_grouped(fit_ctx *c, const sim_result *sr)
+{
+    size_t n = c->t->n_requests;
+    double *a = c->sim_ttft + n, *b = c->sim_tpot + n;   /* by request, in the scratch's second half */
+    for (size_t i = 0; i < n; i++) {
+        const sim_request_result *q = &sr->requests[i];
+        a[i] = q->ttft;
+        b[i] = c->itl ? q->itl_median : tpot_of(q->ttft, q->e2e, q->output_len);
+    }
+    grouped(c, a, b, c->sim_ttft, c->sim_tpot);
+}
+
+static double loss_of(fit_ctx *c, const sim_result *sr)
+{
+    sim_grouped(c, sr);
+    double s_ttft = 0, s_tpot = 0;
+    for (size_t k = 0; k < c->t->n_requests; k++) {
+        s_ttft += sq_log(c->sim_ttft[k], c->ttft[k]);
+        if (c->tpot[k] > 0) s_tpot += c->gaps[k] * sq_log(c->sim_tpot[k], c->tpot[k]);
+    }
+    return c->w_ttft * s_ttft / (double)c->t->n_requests + c->w_itl * (c->gaps_sum > 0 ? s_tpot / c->gaps_sum : 0);
+}
+
+static double objective(const double *xs, void *ctx)
+{
+    fit_ctx *c = ctx;
+    if (c->failed) return INFINITY;
+    double x[LIVE_N_TERMS], terms[LIVE_N_TERMS], pen = 0;
+    for (int k = 0, j = 0; k < LIVE_N_TERMS; k++) x[k] = c->free[k] ? xs[j++] : c->x[k];
+    terms_of(x, terms);
+    for (int k = 0; k < LIVE_N_TERMS; k++) {   /* outside the range: the edge's loss, sloped back in */
+        double d = fmax(0, log(lo[k]) - x[k]) + fmax(0, x[k] - log(hi[k]));
+        pen += d * d;
+    }
+    sim_result sr;
+    if (simulate(c, terms, &sr, &c->err) < 0) {
+        c->failed = 1;
+        return INFINITY;
+    }
+    double l = loss_of(c, &sr) + pen;
+    sim_result_free(&sr);
+    c->evals++;
+    if (c->o->progress) c->o->progress(c->o->ctx, c->evals, l);
+    return l;
+}
+
+static void error_of(rh_dvec *v, live_fit_error *out)
+{
+    rh_summary s;
+    rh_summarize(v->v, v->n, &s);
+    *out = (live_fit_error){.n = v->n, .median = s.median, .p90 = s.p90};
+}
+
+/* Per-request errors of the fitted model, and its "fit" object. */
+static int score(fit_ctx *c, live_fit_result *r, rh_err *e)
+{
+    sim_result sr;
+    if (simulate(c, r->terms, &sr, e) < 0) return -1;
+    rh_dvec v[LIVE_N_ERRS] = {{0}};
+    int rc = 0;
+    sim_grouped(c, &sr);
+    size_t n = c->t->n_requests;
+    /* E2E and TPOT as sets of groups too. */
+    double *buf = malloc(4 * n * sizeof *buf);
+    double *me2e = buf, *se2e = buf + n, *mtpot = buf + 2 * n, *stpot = buf + 3 * n;
+    if (!buf) rc = rh_fail(e, "out of memory");
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        const tr_request *m = &c->t->requests[c->order[k]];
+        const sim_request_result *q = &sr.requests[c->order[k]];
+        me2e[k] = m->e2e;
+        se2e[k] = q->e2e;
+        mtpot[k] = tpot_of(m->ttft, m->e2e, m->output_len);
+        stpot[k] = tpot_of(q->ttft, q->e2e, q->output_len);
+    }
+    for (size_t g = 0; g < c->n_groups && rc == 0; g++) {
+        size_t a = c->group[g], m = c->group[g + 1] - a;
+        qsort(me2e + a, m, sizeof *buf, cmp_double);
+        qsort(se2e + a, m, sizeof *buf, cmp_double);
+        qsort(mtpot + a, m, sizeof *buf, cmp_double);
+        qsort(stpot + a, m, sizeof *buf, cmp_double);
+    }
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        if (rh_dvec_push(&v[LIVE_ERR_TTFT], fabs(c->sim_ttft[k] - c->ttft[k]) / c->ttft[k]) < 0 ||
+            rh_dvec_push(&v[LIVE_ERR_E2E], fabs(se2e[k] - me2e[k]) / me2e[k]) < 0 ||
+            (c->tpot[k] > 0 &&
+             rh_dvec_push(&v[LIVE_ERR_ITL], fabs(c->sim_tpot[k] - c->tpot[k]) / c->tpot[k]) < 0) ||
+            (mtpot[k] > 0 && rh_dvec_push(&v[LIVE_ERR_TPOT], fabs(stpot[k] - mtpot[k]) / mtpot[k]) < 0))
+            rc = rh_fail(e, "out of memory");
+    }
+    free(buf);
+    sim_result_free(&sr);
+    for (int k = 0; k < LIVE_N_ERRS; k++) {
+        if (rc == 0) error_of(&v[k], &r->err[k]);
+        rh_dvec_free(&v[k]);
+    }
+    return rc;
+}
+
+int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e)
+{
+    memset(r, 0, sizeof *r);
+    tr_trace t;
+    if (live_fit_requests(measured, &t, e) < 0) return -1;
+    fit_ctx c = {.o = o, .t = &t};
+    size_t n = t.n_requests;
+    c.order = malloc(n * sizeof *c.order);
+    c.group = malloc((n + 1) * sizeof *c.group);
+    c.ttft = malloc(n * sizeof *c.ttft);
+    c.tpot = malloc(n * sizeof *c.tpot);
+    c.sim_ttft = malloc(2 * n * sizeof *c.sim_ttft);
+    c.sim_tpot = malloc(2 * n * sizeof *c.sim_tpot);
+    c.gaps = malloc(n * sizeof *c.gaps);
+    int rc = 0;
+    if (!c.order || !c.group || !c.ttft || !c.tpot || !c.sim_ttft || !c.sim_tpot || !c.gaps) rc = rh_fail(e, "out of memory");
+    if (rc == 0) {
+        order_by_arrival(&t, c.order);
+        for (size_t k = 0; k < n; k++)
+            if (k == 0 || t.requests[c.order[k]].arrival - t.requests[c.order[c.group[c.n_groups - 1]]].arrival >
+                              LIVE_TOGETHER_S)
+                c.group[c.n_groups++] = k;
+        c.group[c.n_groups] = n;
+        c.itl = true;
+        for (size_t i = 0; i < n; i++)
+            if (t.requests[i].output_len >= 2 && t.requests[i].n_times != t.requests[i].output_len) c.itl = false;
+        double *a = c.sim_ttft, *b = c.sim_tpot;   /* the measured by request, then grouped */
+        for (size_t i = 0; i < n; i++) {
+            const tr_request *q = &t.requests[i];
+            a[i] = q->ttft;
+            b[i] = c.itl ? median_itl(q) : tpot_of(q->ttft, q->e2e, q->output_len);
+        }
+        grouped(&c, a, b, c.ttft, c.tpot);
+        for (size_t g = 0; g < c.n_groups; g++) {
+            double sum = 0;
+            for (size_t k = c.group[g]; k < c.group[g + 1]; k++) sum += t.requests[c.order[k]].output_len - 1.0;
+            for (size_t k = c.group[g]; k < c.group[g + 1]; k++) {
+                c.gaps[k] = sum / (double)(c.group[g + 1] - c.group[g]);
+                if (c.tpot[k] > 0) c.gaps_sum += c.gaps[k];
+            }
+        }
+    }
+    if (rc == 0) {
+        /* From the presets' own kernels and a millisecond each of overhead.
+         * Stage 1: memory and the step's constant from the ITLs alone: a
+         * decode's step is what they measure, free of where arrivals fell.
+         * Stage 2: compute and the arrival latency from the TTFTs, with
+         * those held. Stage 3: all four on both, from there. */
+        double x0[LIVE_N_TERMS] = {0, 0, log(1e-3), log(1e-3), log(1e-4)};
+        memcpy(c.x, x0, sizeof x0);
+        static const struct { bool free[LIVE_N_TERMS]; double w_ttft, w_itl; } stages[] = {
+            {{false, true, true, false, false}, 0, 1}, {{true, false, false, true, true}, 1, 0},
+            {{true, true, true, true, true}, 1, 1}};
+        for (size_t st = 0; st < sizeof stages / sizeof stages[0] && !c.failed; st++) {
+            memcpy(c.free, stages[st].free, sizeof c.free);
+            c.w_ttft = stages[st].w_ttft;
+            c.w_itl = stages[st].w_itl;
+            double xs[LIVE_N_TERMS];
+            int m = 0;
+            for (int k = 0; k < LIVE_N_TERMS; k++)
+                if (c.free[k]) xs[m++] = c.x[k];
+            r->loss = rh_nelder_mead(objective, &c, xs, m, 0.5, o->iters, o->restarts);
+            for (int k = 0, j = 0; k < LIVE_N_TERMS; k++)
+                if (c.free[k]) c.x[k] = xs[j++];
+        }
+        if (c.failed) {
+            memcpy(e, &c.err, sizeof *e);
+            rc = -1;
+        } else {
+            terms_of(c.x, r->terms);
+            r->evals = c.evals;
+            r->requests = t.n_requests;
+            rc = score(&c, r, e);
+        }
+    }
+    if (rc == 0) {
+        json_t *root = with_terms(o->base_json, r->terms, e);
+        if (!root) {
+            rc = -1;
+        } else {
+            json_t *fit = json_object(), *errs = json_object();
+            json_object_set_new(fit, "method", json_string(c.itl ? "simulator in the loop on client-side TTFT and median ITL" : "simulator in the loop on client-side TTFT and TPOT"));
+            json_object_set_new(fit, "requests", json_integer((json_int_t)r->requests));
+            json_object_set_new(fit, "loss", json_real(r->loss));
+            for (int k = 0; k < LIVE_N_ERRS; k++) {
+                json_t *x = json_object();
+                json_object_set_new(x, "median", json_real(r->err[k].median));
+                json_object_set_new(x, "p90", json_real(r->err[k].p90));
+                json_object_set_new(errs, live_err_names[k], x);
+            }
+            json_object_set_new(fit, "relative_error", errs);
+            json_object_set_new(root, "fit", fit);
+            r->cost_json = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+            json_decref(root);
+            if (!r->cost_json) rc = rh_fail(e, "out of memory");
+        }
+    }
+    free(c.order);
+    free(c.group);
+    free(c.ttft);
+    free(c.tpot);
+    free(c.sim_ttft);
+    free(c.sim_tpot);
+    free(c.gaps);
+    tr_trace_free(&t);
+    return rc;
+}
+
+void live_fit_result_free(live_fit_result *r)
+{
+    free(r->cost_json);
+    r->cost_json = NULL;
+}

@@ -1,0 +1,79 @@
+/* live_fit.h — a roofline cost model fitted to a server seen only from
+ * outside: a client-side trace (`rehearse probe`, `bench --record-trace`)
+ * holds each request's send time, lengths as served, TTFT and token times,
+ * and nothing of the server's steps. So the fit runs the simulator in the
+ * loop: for a trial of the four terms below it simulates the measured
+ * requests (same sends, same lengths, same prefix blocks, the server's
+ * scheduler knobs) and scores how far each request's simulated TTFT and
+ * median inter-token latency lie from its measured ones (TPOT where the
+ * trace has no token times), a robust loss of the logs of the ratios,
+ * every request weighing the same. The median ITL is a request's decode
+ * step, free of the stalls other requests' prefills put into its TPOT. Matching request by request matches the
+ * distributions too; a mean alone could be met by errors that cancel.
+ * Nelder–Mead over the logs of the terms (all stay positive); the same
+ * trace and knobs give the same fit.
+ *
+ * The terms: compute_efficiency and memory_efficiency (the deployment's
+ * share of its GPU preset's kernels: prefill is compute-bound, decode
+ * reads weights and KV), overheads.step_s (CPU per step) and
+ * overheads.arrival_s (the network and HTTP between a client's send and the
+ * scheduler: it sets TTFT's floor and which step an arrival catches). The
+ * probe separates them: TTFT against prompt length (compute), ITL against
+ * batch and context (memory against the per-step constant). A probe sends
+ * token ids, so the one-at-a-time tokenizer (overheads.request_s) is not
+ * seen and not fitted. */
+#ifndef RH_CALIBRATE_LIVE_FIT_H
+#define RH_CALIBRATE_LIVE_FIT_H
+
+#include <stddef.h>
+
+#include "sim/sim.h"
+#include "traces/trace.h"
+#include "util/err.h"
+
+enum { LIVE_COMPUTE, LIVE_MEMORY, LIVE_STEP, LIVE_ARRIVAL, LIVE_REQUEST, LIVE_N_TERMS };
+extern const char *const live_term_names[LIVE_N_TERMS];
+
+typedef struct live_fit_opts {
+    const char *base_json;      /* a roofline cost file's text without the fitted terms
+                                   (model, gpu, tp, dtype, ...) */
+    sim_config sim;             /* the server's scheduler knobs (open loop is forced) */
+    int iters;                  /* Nelder–Mead iterations per restart (300) */
+    int restarts;               /* (3) */
+    /* Progress: called after each simulation with the evaluations so far. */
+    void (*progress)(void *ctx, int evals, double loss);
+    void *ctx;
+} live_fit_opts;
+
+void live_fit_opts_default(live_fit_opts *o);
+
+/* How close the fitted model comes, per request: |simulated − measured| /
+ * measured, over the requests that have the metric. */
+typedef struct live_fit_error {
+    size_t n;
+    double median, p90;
+} live_fit_error;
+
+enum { LIVE_ERR_TTFT, LIVE_ERR_ITL, LIVE_ERR_TPOT, LIVE_ERR_E2E, LIVE_N_ERRS };
+extern const char *const live_err_names[LIVE_N_ERRS];
+
+typedef struct live_fit_result {
+    double terms[LIVE_N_TERMS];
+    double loss;                /* mean loss of the log ratios, TTFT and ITL together */
+    int evals;
+    size_t requests;            /* the measured requests the fit scored */
+    live_fit_error err[LIVE_N_ERRS];
+    char *cost_json;            /* the fitted cost file (base + terms + a "fit" object), malloc'd */
+} live_fit_result;
+
+/* The measured requests a simulation can replay: those that produced
+ * output (a request cut off by a budget keeps the tokens it got). A new
+ * trace in out (its header copied). */
+int live_fit_requests(const tr_trace *measured, tr_trace *out, rh_err *e);
+/* The fit. measured must hold per-request TTFT and E2E. */
+int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e);
+/* The base cost file with the given terms set, as text (malloc'd). */
+char *live_fit_cost_text(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e);
+void live_fit_result_free(live_fit_result *r);
+
+#endif
