@@ -29,14 +29,15 @@ static const char *fit_help =
     "  --tp N             tensor-parallel size the recording ran at (default: the\n"
     "                     trace header's tp-size, else 1)\n"
     "  --json             print the result as JSON\n\n"
-    "With --model PRESET and --gpu PRESET, fit takes a client-side trace (rehearse\n"
-    "probe, bench --record-trace) and fits a roofline with the simulator in the loop:\n"
+    "With --model PRESET and --gpu PRESET (or --kind linear), fit takes a client-side\n"
+    "trace (rehearse probe, bench --record-trace) and fits with the simulator in the loop:\n"
     "  rehearse fit TRACE --model M --gpu G -o COST --help\n";
 
 int fit_main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--model", 7) || !strncmp(argv[i], "--gpu", 5)) return fit_live_main(argc, argv);
+        if (!strncmp(argv[i], "--model", 7) || !strncmp(argv[i], "--gpu", 5) || !strncmp(argv[i], "--kind", 6))
+            return fit_live_main(argc, argv);
     if (rh_wants_help(argc, argv)) {
         fputs(fit_help, stdout);
         return 0;

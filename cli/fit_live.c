@@ -19,17 +19,21 @@
 #include "util/progress.h"
 
 static const char *help =
-    "usage: rehearse fit TRACE --model PRESET --gpu PRESET -o COST [--tp N] [flags] [scheduler knobs]\n\n"
-    "Fits a roofline cost model to a server seen from outside: TRACE is client-side\n"
-    "(rehearse probe, or rehearse bench --record-trace against any server). The\n"
-    "simulator replays TRACE's requests (sends, lengths, prefixes) with the server's\n"
-    "scheduler knobs, and compute_efficiency, memory_efficiency, overheads.step_s and\n"
-    "overheads.arrival_s are searched (Nelder-Mead) until each request's simulated TTFT\n"
-    "and median inter-token latency are closest to the measured ones. Prints the terms\n"
+    "usage: rehearse fit TRACE --model PRESET --gpu PRESET -o COST [--tp N] [flags] [scheduler knobs]\n"
+    "       rehearse fit TRACE --kind linear -o COST [flags] [scheduler knobs]\n\n"
+    "Fits a cost model to a server seen from outside: TRACE is client-side (rehearse\n"
+    "probe, or rehearse bench --record-trace against any server). The simulator replays\n"
+    "TRACE's requests (sends, lengths, prefixes) with the server's scheduler knobs, and\n"
+    "the terms are searched (Nelder-Mead) until each request's simulated TTFT and median\n"
+    "inter-token latency are closest to the measured ones: a roofline's\n"
+    "compute_efficiency, memory_efficiency and overheads.step_s, or the linear kind's\n"
+    "five coefficients; with either, overheads.arrival_s and request_s. Prints the terms\n"
     "and the per-request error of TTFT, ITL, TPOT and E2E, writes COST and plots.\n"
     "  --model PRESET     the served model (sim/cost/presets/models)\n"
     "  --gpu PRESET       its GPU (sim/cost/presets/gpus)\n"
     "  --tp N             tensor-parallel size (1)\n"
+    "  --kind K           roofline (with --model and --gpu; the default) or linear (no\n"
+    "                     preset: for hardware none describes, e.g. rehearse's CPU engine)\n"
     "  --dtype D          bf16 or fp8 (bf16); --kv-dtype D as the roofline's\n"
     "  -o COST            the cost file to write (required)\n"
     "  --plot-dir DIR     where the plots go (reports/fit)\n"
@@ -137,7 +141,7 @@ int fit_live_main(int argc, char **argv)
     }
     live_fit_opts o;
     live_fit_opts_default(&o);
-    const char *model = NULL, *gpu = NULL, *dtype = NULL, *kv_dtype = NULL, *out = NULL, *plot_dir = "reports/fit";
+    const char *model = NULL, *gpu = NULL, *kind = "roofline", *dtype = NULL, *kv_dtype = NULL, *out = NULL, *plot_dir = "reports/fit";
     unsigned long long tp = 1;
     int json = 0, no_plot = 0;
     /* Flags are applied after the trace's header: kept as name, value. */
@@ -156,6 +160,7 @@ int fit_live_main(int argc, char **argv)
             continue;
         }
         const char **dst = !strcmp(name, "model") ? &model : !strcmp(name, "gpu") ? &gpu
+                         : !strcmp(name, "kind") ? &kind
                          : !strcmp(name, "dtype") ? &dtype : !strcmp(name, "kv-dtype") ? &kv_dtype
                          : (!strcmp(name, "o") || !strcmp(name, "output")) ? &out
                          : !strcmp(name, "plot-dir") ? &plot_dir : NULL;
@@ -179,7 +184,14 @@ int fit_live_main(int argc, char **argv)
         }
     }
     if (a.npos != 1) return fail("fit takes one TRACE (see rehearse fit --help)");
-    if (!model || !gpu) return fail("a fit to a client-side trace needs --model PRESET and --gpu PRESET");
+    if (!strcmp(kind, "linear")) {
+        o.kind = &live_linear;
+        if (model || gpu) return fail("--kind linear takes no --model or --gpu (a roofline does)");
+    } else if (strcmp(kind, "roofline")) {
+        return fail("--kind must be roofline or linear");
+    } else if (!model || !gpu) {
+        return fail("a roofline fit to a client-side trace needs --model PRESET and --gpu PRESET (or --kind linear)");
+    }
     if (!out) return fail("fit needs -o COST, the cost file to write");
     tr_trace t;
     if (tr_trace_load(a.pos[0], &t, &e) < 0) return fail(e.msg);
@@ -192,14 +204,16 @@ int fit_live_main(int argc, char **argv)
             core_config_set(&o.sim.core, t.header.kv[i].key, t.header.kv[i].value, &ignore);
     for (int i = 0; i < n_knobs; i++) sim_config_set(&o.sim, knob[i][0], knob[i][1], &e);
     int status = 1;
-    json_t *base = json_pack("{s:s, s:i, s:s, s:s, s:I}", "kind", "roofline", "version", 1, "model", model, "gpu",
-                             gpu, "tp", (json_int_t)tp);
+    json_t *base = o.kind == &live_linear
+                       ? json_pack("{s:s, s:i, s:I}", "kind", "linear", "version", 1, "tp_size", (json_int_t)tp)
+                       : json_pack("{s:s, s:i, s:s, s:s, s:I}", "kind", "roofline", "version", 1, "model", model,
+                                   "gpu", gpu, "tp", (json_int_t)tp);
     if (dtype) json_object_set_new(base, "dtype", json_string(dtype));
     if (kv_dtype) json_object_set_new(base, "kv_dtype", json_string(kv_dtype));
     char *base_text = json_dumps(base, 0);
     json_decref(base);
     o.base_json = base_text;
-    {   /* the base must load on its own: a bad preset is reported once, here */
+    if (model) {   /* the base must load on its own: a bad preset is reported once, here */
         cost_model *m = base_text ? cost_parse(base_text, "--model/--gpu", &e) : NULL;
         if (!m) goto done;
         cost_free(m);
@@ -220,7 +234,7 @@ int fit_live_main(int argc, char **argv)
         fprintf(stderr, "rehearse fit: plots: %s\n", e.msg);
     if (json) {
         json_t *res = json_object(), *terms = json_object(), *errs = json_object();
-        for (int k = 0; k < LIVE_N_TERMS; k++) json_object_set_new(terms, live_term_names[k], json_real(r.terms[k]));
+        for (int k = 0; k < r.n_terms; k++) json_object_set_new(terms, o.kind->term[k], json_real(r.terms[k]));
         for (int k = 0; k < LIVE_N_ERRS; k++)
             json_object_set_new(errs, live_err_names[k],
                                 json_pack("{s:I, s:f, s:f}", "requests", (json_int_t)r.err[k].n, "median",
@@ -235,9 +249,12 @@ int fit_live_main(int argc, char **argv)
         printf("\n");
         json_decref(res);
     } else {
-        printf("fit: %zu requests of %s, %d simulations (%s on %s, tp %llu)\n", r.requests, a.pos[0], r.evals,
-               model, gpu, tp);
-        for (int k = 0; k < LIVE_N_TERMS; k++) printf("  %-22s %.6g\n", live_term_names[k], r.terms[k]);
+        if (model)
+            printf("fit: %zu requests of %s, %d simulations (a roofline of %s on %s, tp %llu)\n", r.requests,
+                   a.pos[0], r.evals, model, gpu, tp);
+        else
+            printf("fit: %zu requests of %s, %d simulations (linear)\n", r.requests, a.pos[0], r.evals);
+        for (int k = 0; k < r.n_terms; k++) printf("  %-22s %.6g\n", o.kind->term[k], r.terms[k]);
         printf("per-request relative error |simulated - measured| / measured:\n");
         printf("  %-6s %8s %8s %8s\n", "metric", "requests", "median", "p90");
         for (int k = 0; k < LIVE_N_ERRS; k++)

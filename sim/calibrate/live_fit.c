@@ -10,19 +10,38 @@
 #include "util/minimize.h"
 #include "util/stats.h"
 
-const char *const live_term_names[LIVE_N_TERMS] = {"compute_efficiency", "memory_efficiency", "overheads.step_s",
-                                                   "overheads.arrival_s", "overheads.request_s"};
 const char *const live_err_names[LIVE_N_ERRS] = {"ttft", "itl", "tpot", "e2e"};
 
-/* Where the search may go: a roofline file's range for the efficiencies
- * (cost_roofline.c), a microsecond to a second for the overheads. */
-static const double lo[LIVE_N_TERMS] = {1e-3, 1e-3, 1e-7, 1e-7, 1e-7};
-static const double hi[LIVE_N_TERMS] = {10, 10, 1, 1, 1};
+/* The ranges: a roofline file's for the efficiencies (cost_roofline.c), a
+ * tenth of a microsecond to a second for the overheads. */
+const live_kind live_roofline = {
+    .name = "roofline",
+    .n = 5,
+    .term = {"compute_efficiency", "memory_efficiency", "overheads.step_s", "overheads.arrival_s",
+             "overheads.request_s"},
+    .lo = {1e-3, 1e-3, 1e-7, 1e-7, 1e-7},
+    .hi = {10, 10, 1, 1, 1},
+    .start = {1, 1, 1e-3, 1e-3, 1e-4},   /* the presets' own kernels */
+    .itl_stage = {false, true, true, false, false},
+};
+
+const live_kind live_linear = {
+    .name = "linear",
+    .n = 7,
+    .term = {"base_s", "per_prefill_token_s", "per_decode_seq_s", "per_context_token_s", "per_attention_s",
+             "overheads.arrival_s", "overheads.request_s"},
+    .lo = {1e-7, 1e-12, 1e-12, 1e-15, 1e-18, 1e-7, 1e-7},
+    .hi = {10, 1, 1, 1e-2, 1e-3, 1, 1},
+    .start = {1e-2, 1e-5, 1e-4, 1e-7, 1e-10, 1e-3, 1e-4},
+    .itl_stage = {true, false, true, true, false, false, false},
+    .start_from_data = true,
+};
 
 void live_fit_opts_default(live_fit_opts *o)
 {
     memset(o, 0, sizeof *o);
     sim_config_default(&o->sim);
+    o->kind = &live_roofline;
     o->iters = 300;
     o->restarts = 3;
 }
@@ -65,7 +84,7 @@ static void set_path(json_t *root, const char *name, double v)
     json_object_set_new(o, dot + 1, json_real(v));
 }
 
-static json_t *with_terms(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e)
+static json_t *with_terms(const live_kind *k, const char *base_json, const double *terms, rh_err *e)
 {
     json_error_t je;
     json_t *root = json_loads(base_json, 0, &je);
@@ -74,13 +93,13 @@ static json_t *with_terms(const char *base_json, const double terms[LIVE_N_TERMS
         rh_fail(e, "the base cost file is not a JSON object (line %d: %s)", je.line, je.text);
         return NULL;
     }
-    for (int k = 0; k < LIVE_N_TERMS; k++) set_path(root, live_term_names[k], terms[k]);
+    for (int i = 0; i < k->n; i++) set_path(root, k->term[i], terms[i]);
     return root;
 }
 
-char *live_fit_cost_text(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e)
+char *live_fit_cost_text(const live_kind *k, const char *base_json, const double *terms, rh_err *e)
 {
-    json_t *root = with_terms(base_json, terms, e);
+    json_t *root = with_terms(k, base_json, terms, e);
     if (!root) return NULL;
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     json_decref(root);
@@ -107,8 +126,9 @@ typedef struct fit_ctx {
     double *sim_ttft, *sim_tpot;/* scratch of the same shape */
     /* A stage of the search: the terms it moves (the others held at x)
      * and the weights of the two metrics in its loss. */
-    bool free[LIVE_N_TERMS];
-    double x[LIVE_N_TERMS];     /* logs of the terms */
+    const live_kind *k;
+    bool free[LIVE_MAX_TERMS];
+    double x[LIVE_MAX_TERMS];   /* logs of the terms */
     double w_ttft, w_itl;
     /* Each request's ITL counts as many times as it has gaps (its group's
      * mean, in `order`): a 128-token decode's median says more than a
@@ -119,9 +139,9 @@ typedef struct fit_ctx {
     rh_err err;
 } fit_ctx;
 
-static void terms_of(const double *x, double terms[LIVE_N_TERMS])
+static void terms_of(const live_kind *k, const double *x, double *terms)
 {
-    for (int k = 0; k < LIVE_N_TERMS; k++) terms[k] = fmin(hi[k], fmax(lo[k], exp(x[k])));
+    for (int i = 0; i < k->n; i++) terms[i] = fmin(k->hi[i], fmax(k->lo[i], exp(x[i])));
 }
 
 /* The median of a measured request's inter-token gaps (0 with fewer than 2 tokens). */
@@ -143,9 +163,9 @@ static double tpot_of(double ttft, double e2e, uint32_t out)
 }
 
 /* Simulates the requests under the given terms; fills sim (n requests). */
-static int simulate(fit_ctx *c, const double terms[LIVE_N_TERMS], sim_result *sr, rh_err *e)
+static int simulate(fit_ctx *c, const double *terms, sim_result *sr, rh_err *e)
 {
-    char *text = live_fit_cost_text(c->o->base_json, terms, e);
+    char *text = live_fit_cost_text(c->k, c->o->base_json, terms, e);
     if (!text) return -1;
     cost_model *m = cost_parse(text, "the fitted cost model", e);
     free(text);
@@ -246,11 +266,12 @@ static double objective(const double *xs, void *ctx)
 {
     fit_ctx *c = ctx;
     if (c->failed) return INFINITY;
-    double x[LIVE_N_TERMS], terms[LIVE_N_TERMS], pen = 0;
-    for (int k = 0, j = 0; k < LIVE_N_TERMS; k++) x[k] = c->free[k] ? xs[j++] : c->x[k];
-    terms_of(x, terms);
-    for (int k = 0; k < LIVE_N_TERMS; k++) {   /* outside the range: the edge's loss, sloped back in */
-        double d = fmax(0, log(lo[k]) - x[k]) + fmax(0, x[k] - log(hi[k]));
+    const live_kind *k = c->k;
+    double x[LIVE_MAX_TERMS] = {0}, terms[LIVE_MAX_TERMS] = {0}, pen = 0;
+    for (int i = 0, j = 0; i < k->n; i++) x[i] = c->free[i] ? xs[j++] : c->x[i];
+    terms_of(k, x, terms);
+    for (int i = 0; i < k->n; i++) {   /* outside the range: the edge's loss, sloped back in */
+        double d = fmax(0, log(k->lo[i]) - x[i]) + fmax(0, x[i] - log(k->hi[i]));
         pen += d * d;
     }
     sim_result sr;
@@ -317,12 +338,41 @@ static int score(fit_ctx *c, live_fit_result *r, rh_err *e)
     return rc;
 }
 
+/* Where the search starts: the kind's own point, or for a kind no preset
+ * scales (linear), one read off the trace: the step from the shortest
+ * median ITL, a prompt token from the longest lone prompt's TTFT, the
+ * other terms small fractions of those (the search moves them in factors
+ * of e). */
+static void start_point(const fit_ctx *c, double *start)
+{
+    const live_kind *k = c->k;
+    memcpy(start, k->start, sizeof k->start);
+    if (!k->start_from_data) return;
+    double step = INFINITY, per_token = 0;
+    uint32_t longest = 0;
+    for (size_t g = 0; g < c->n_groups; g++) {
+        size_t a = c->group[g], m = c->group[g + 1] - a;
+        for (size_t j = a; j < a + m; j++)
+            if (c->tpot[j] > 0 && c->tpot[j] < step) step = c->tpot[j];
+        const tr_request *q = &c->t->requests[c->order[a]];
+        if (m == 1 && q->input_len > longest) {
+            longest = q->input_len;
+            per_token = q->ttft / q->input_len;
+        }
+    }
+    if (!isfinite(step)) step = k->start[0];
+    if (!(per_token > 0)) per_token = k->start[1];
+    double s[] = {step / 2, per_token, step / 100, step / 1e5, per_token / 1e4, 1e-3, 1e-4};
+    for (int i = 0; i < k->n && i < (int)(sizeof s / sizeof s[0]); i++)
+        start[i] = fmin(k->hi[i], fmax(k->lo[i], s[i]));
+}
+
 int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e)
 {
     memset(r, 0, sizeof *r);
     tr_trace t;
     if (live_fit_requests(measured, &t, e) < 0) return -1;
-    fit_ctx c = {.o = o, .t = &t};
+    fit_ctx c = {.o = o, .t = &t, .k = o->kind ? o->kind : &live_roofline};
     size_t n = t.n_requests;
     c.order = malloc(n * sizeof *c.order);
     c.group = malloc((n + 1) * sizeof *c.group);
@@ -360,40 +410,39 @@ int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *
         }
     }
     if (rc == 0) {
-        /* From the presets' own kernels and a millisecond each of overhead.
-         * Stage 1: memory and the step's constant from the ITLs alone: a
-         * decode's step is what they measure, free of where arrivals fell.
-         * Stage 2: compute and the arrival latency from the TTFTs, with
-         * those held. Stage 3: all four on both, from there. */
-        double x0[LIVE_N_TERMS] = {0, 0, log(1e-3), log(1e-3), log(1e-4)};
-        memcpy(c.x, x0, sizeof x0);
-        static const struct { bool free[LIVE_N_TERMS]; double w_ttft, w_itl; } stages[] = {
-            {{false, true, true, false, false}, 0, 1}, {{true, false, false, true, true}, 1, 0},
-            {{true, true, true, true, true}, 1, 1}};
-        for (size_t st = 0; st < sizeof stages / sizeof stages[0] && !c.failed; st++) {
-            memcpy(c.free, stages[st].free, sizeof c.free);
-            c.w_ttft = stages[st].w_ttft;
-            c.w_itl = stages[st].w_itl;
-            double xs[LIVE_N_TERMS];
+        /* Stage 1: the terms a decode's step depends on, from the ITLs
+         * alone: they measure the step itself, free of where arrivals
+         * fell. Stage 2: the others (prefill, arrival) from the TTFTs,
+         * those held. Stage 3: all on both, from there. */
+        const live_kind *k = c.k;
+        double start[LIVE_MAX_TERMS];
+        start_point(&c, start);
+        for (int i = 0; i < k->n; i++) c.x[i] = log(start[i]);
+        for (int st = 0; st < 3 && !c.failed; st++) {
+            for (int i = 0; i < k->n; i++) c.free[i] = st == 2 || (st == 0) == k->itl_stage[i];
+            c.w_ttft = st == 0 ? 0 : 1;
+            c.w_itl = st == 1 ? 0 : 1;
+            double xs[LIVE_MAX_TERMS];
             int m = 0;
-            for (int k = 0; k < LIVE_N_TERMS; k++)
-                if (c.free[k]) xs[m++] = c.x[k];
+            for (int i = 0; i < k->n; i++)
+                if (c.free[i]) xs[m++] = c.x[i];
             r->loss = rh_nelder_mead(objective, &c, xs, m, 0.5, o->iters, o->restarts);
-            for (int k = 0, j = 0; k < LIVE_N_TERMS; k++)
-                if (c.free[k]) c.x[k] = xs[j++];
+            for (int i = 0, j = 0; i < k->n; i++)
+                if (c.free[i]) c.x[i] = xs[j++];
         }
         if (c.failed) {
             memcpy(e, &c.err, sizeof *e);
             rc = -1;
         } else {
-            terms_of(c.x, r->terms);
+            terms_of(c.k, c.x, r->terms);
+            r->n_terms = c.k->n;
             r->evals = c.evals;
             r->requests = t.n_requests;
             rc = score(&c, r, e);
         }
     }
     if (rc == 0) {
-        json_t *root = with_terms(o->base_json, r->terms, e);
+        json_t *root = with_terms(c.k, o->base_json, r->terms, e);
         if (!root) {
             rc = -1;
         } else {

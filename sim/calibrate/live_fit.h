@@ -25,18 +25,39 @@
 #ifndef RH_CALIBRATE_LIVE_FIT_H
 #define RH_CALIBRATE_LIVE_FIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sim/sim.h"
 #include "traces/trace.h"
 #include "util/err.h"
 
-enum { LIVE_COMPUTE, LIVE_MEMORY, LIVE_STEP, LIVE_ARRIVAL, LIVE_REQUEST, LIVE_N_TERMS };
-extern const char *const live_term_names[LIVE_N_TERMS];
+#define LIVE_MAX_TERMS 8
+
+/* What a kind of cost file fits: its terms by JSON path ("a.b": field b of
+ * object a), their range, where the search starts, and which terms the
+ * first stage fits from the ITLs alone (the second fits the others from
+ * the TTFTs; the third, all). */
+typedef struct live_kind {
+    const char *name;
+    int n;
+    const char *term[LIVE_MAX_TERMS];
+    double lo[LIVE_MAX_TERMS], hi[LIVE_MAX_TERMS], start[LIVE_MAX_TERMS];
+    bool itl_stage[LIVE_MAX_TERMS];
+    bool start_from_data;       /* scale the start from the trace's own ITL and TTFT (linear: no preset knows them) */
+} live_kind;
+
+/* A roofline's compute_efficiency, memory_efficiency, overheads.step_s,
+ * overheads.arrival_s and overheads.request_s. */
+extern const live_kind live_roofline;
+/* The linear kind's five coefficients and the two arrival overheads: for
+ * a server whose hardware no preset describes (rehearse's CPU engine). */
+extern const live_kind live_linear;
 
 typedef struct live_fit_opts {
-    const char *base_json;      /* a roofline cost file's text without the fitted terms
-                                   (model, gpu, tp, dtype, ...) */
+    const live_kind *kind;      /* &live_roofline (default) or &live_linear */
+    const char *base_json;      /* the cost file's text without the fitted terms
+                                   (a roofline's model, gpu, tp, dtype, ...) */
     sim_config sim;             /* the server's scheduler knobs (open loop is forced) */
     int iters;                  /* Nelder–Mead iterations per restart (300) */
     int restarts;               /* (3) */
@@ -58,7 +79,8 @@ enum { LIVE_ERR_TTFT, LIVE_ERR_ITL, LIVE_ERR_TPOT, LIVE_ERR_E2E, LIVE_N_ERRS };
 extern const char *const live_err_names[LIVE_N_ERRS];
 
 typedef struct live_fit_result {
-    double terms[LIVE_N_TERMS];
+    double terms[LIVE_MAX_TERMS];   /* in the kind's order */
+    int n_terms;
     double loss;                /* mean loss of the log ratios, TTFT and ITL together */
     int evals;
     size_t requests;            /* the measured requests the fit scored */
@@ -73,7 +95,7 @@ int live_fit_requests(const tr_trace *measured, tr_trace *out, rh_err *e);
 /* The fit. measured must hold per-request TTFT and E2E. */
 int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e);
 /* The base cost file with the given terms set, as text (malloc'd). */
-char *live_fit_cost_text(const char *base_json, const double terms[LIVE_N_TERMS], rh_err *e);
+char *live_fit_cost_text(const live_kind *k, const char *base_json, const double *terms, rh_err *e);
 void live_fit_result_free(live_fit_result *r);
 
 #endif
