@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -201,9 +202,43 @@ static void test_refusals(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "client-side trace"));
 }
 
+/* The campaign stays inside its budget: runs past it are skipped, the run
+ * in flight at it is stopped, and what was measured is still written. */
+static void test_probe_budget(void)
+{
+    char dir[256], cost[300], probe[300], cmd[2048], out[8192];
+    tu_tmp_path("probe-budget", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    snprintf(cost, sizeof cost, "%s/cost.json", dir);
+    snprintf(probe, sizeof probe, "%s/probe.rhtr", dir);
+    const char *text = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}\n";
+    CU_ASSERT_FATAL(tu_write_file(cost, text, strlen(text)) == 0);
+    tu_server srv;
+    char *args[] = {"--backend", "sim", "--model", "llama-3-8b", "--cost", cost, "--port", "0", NULL};
+    CU_ASSERT_FATAL(tu_server_start(&srv, "probe-budget", args) == 0);
+    snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --budget-s 2 2>&1", tu_bin(), srv.url, probe);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int rc = tu_run(cmd, out, sizeof out);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double took = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    CU_ASSERT_EQUAL(tu_server_stop(&srv), 0);
+    if (rc != 0) printf("\n    probe: exit %d\n%s\n", rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "probe plan:"));   /* the plan is printed before it starts */
+    const char *sk = strstr(out, " runs skipped for the budget");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sk);
+    while (sk > out && sk[-1] >= '0' && sk[-1] <= '9') sk--;
+    CU_ASSERT(atoi(sk) > 0);
+    CU_ASSERT(took < 12);   /* 2 s of budget, the in-flight run stopped; generous for a loaded machine */
+    CU_ASSERT(tu_file_exists(probe));
+}
+
 void register_test_calibrate_live(void)
 {
     CU_pSuite s = CU_add_suite("calibrate against a live server", NULL, NULL);
     CU_add_test(s, "secret physics: probe, fit within 5%, held-out validate --measured", test_secret_physics);
+    CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
 }
