@@ -198,10 +198,7 @@ int fit_live_main(int argc, char **argv)
 
     /* The server's knobs: a rehearse serve recording names them; flags win. */
     sim_config_default(&o.sim);
-    rh_err ignore;
-    for (uint32_t i = 0; i < t.header.n_kv; i++)
-        if (core_config_takes_value(t.header.kv[i].key) >= 0)
-            core_config_set(&o.sim.core, t.header.kv[i].key, t.header.kv[i].value, &ignore);
+    sim_config_from_header(&o.sim, &t.header);
     for (int i = 0; i < n_knobs; i++) sim_config_set(&o.sim, knob[i][0], knob[i][1], &e);
     int status = 1;
     json_t *base = o.kind == &live_linear

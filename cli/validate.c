@@ -50,8 +50,11 @@ static void print_report(const validate_report *r, const char *dir)
 {
     printf("%-26s %14s %14s %10s\n", "metric", "measured", "simulated", "error");
     for (size_t i = 0; i < VALIDATE_N_METRICS; i++)
-        printf("%-26s %14.4g %14.4g %9.1f%%\n", r->rows[i].metric, r->rows[i].measured, r->rows[i].simulated,
-               r->rows[i].error_pct);
+        if (isnan(r->rows[i].error_pct))   /* measured 0: a client-side run has no steps to count */
+            printf("%-26s %14.4g %14.4g %10s\n", r->rows[i].metric, r->rows[i].measured, r->rows[i].simulated, "-");
+        else
+            printf("%-26s %14.4g %14.4g %9.1f%%\n", r->rows[i].metric, r->rows[i].measured, r->rows[i].simulated,
+                   r->rows[i].error_pct);
     if (r->has_steps) printf("\nstep time error (|predicted - measured| / measured):\n");
     for (int c = 0; c < COST_N_CLASSES && r->has_steps; c++)
         if (r->steps[c].n)
@@ -59,6 +62,22 @@ static void print_report(const validate_report *r, const char *dir)
                    100 * r->steps[c].median, 100 * r->steps[c].p90, 100 * r->steps[c].max);
     printf("\nwrote %s/ (%ssimulated.rhtr, metrics.csv, CDF%s plots)\n", dir, r->has_steps ? "recorded.rhtr, " : "",
            r->has_steps ? " and step" : "");
+}
+
+/* The table (or the JSON summary) of a finished validation, or its error;
+ * the exit status. */
+static int report(int rc, validate_report *r, const char *dir, int json, const rh_err *e)
+{
+    if (rc < 0) {
+        fprintf(stderr, "rehearse validate: %s\n", e->msg);
+    } else if (json) {
+        json_dumpf(r->summary, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        fputc('\n', stdout);
+    } else {
+        print_report(r, dir);
+    }
+    validate_report_free(r);
+    return rc < 0;
 }
 
 static const char *measured_help =
@@ -123,10 +142,7 @@ static int validate_measured_main(int argc, char **argv)
     if (tr_trace_load(vc.trace_path, &t, &e) < 0) return bad(e.msg);
     /* The server's knobs: its recording's header names them; flags win. */
     sim_config_default(&sc);
-    rh_err ignore;
-    for (uint32_t i = 0; i < t.header.n_kv; i++)
-        if (core_config_takes_value(t.header.kv[i].key) >= 0)
-            core_config_set(&sc.core, t.header.kv[i].key, t.header.kv[i].value, &ignore);
+    sim_config_from_header(&sc, &t.header);
     for (int i = 0; i < n_knobs; i++) sim_config_set(&sc, knob[i][0], knob[i][1], &e);
     char model[256];
     snprintf(model, sizeof model, "%s", t.header.model && t.header.model[0] ? t.header.model : "measured");
@@ -135,16 +151,7 @@ static int validate_measured_main(int argc, char **argv)
     cost_model *cost = cost_load(vc.cost_path, &e);
     if (!cost) return bad(e.msg);
     validate_report r;
-    int status = validate_measured(&vc, &sc, cost, &r, &e) < 0;
-    if (status) {
-        fprintf(stderr, "rehearse validate: %s\n", e.msg);
-    } else if (json) {
-        json_dumpf(r.summary, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        fputc('\n', stdout);
-    } else {
-        print_report(&r, vc.dir);
-    }
-    validate_report_free(&r);
+    int status = report(validate_measured(&vc, &sc, cost, &r, &e), &r, vc.dir, json, &e);
     cost_free(cost);
     return status;
 }
@@ -207,16 +214,7 @@ int validate_main(int argc, char **argv)
     if (!concurrency_given && clients && atol(clients) > 0) rc->max_concurrency = (uint32_t)atol(clients);
     rc->progress = 1;
     validate_report r;
-    int status = validate_run(&vc, &t, cost, &r, &e) < 0;
-    if (status) {
-        fprintf(stderr, "rehearse validate: %s\n", e.msg);
-    } else if (json) {
-        json_dumpf(r.summary, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        fputc('\n', stdout);
-    } else {
-        print_report(&r, vc.dir);
-    }
-    validate_report_free(&r);
+    int status = report(validate_run(&vc, &t, cost, &r, &e), &r, vc.dir, json, &e);
     tr_trace_free(&t);
     cost_free(cost);
     return status;

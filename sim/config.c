@@ -188,3 +188,10 @@ const char *sim_config_help(void)
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
            "                            (policy_errors); without it the run stops with the error\n";
 }
+
+void sim_config_from_header(sim_config *c, const tr_header *h)
+{
+    rh_err ignore;
+    for (uint32_t i = 0; i < h->n_kv; i++)
+        if (core_config_takes_value(h->kv[i].key) >= 0) core_config_set(&c->core, h->kv[i].key, h->kv[i].value, &ignore);
+}

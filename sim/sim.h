@@ -67,6 +67,9 @@ int sim_config_set(sim_config *c, const char *name, const char *value, rh_err *e
 /* 1 when the knob takes a value, 0 for a boolean (given bare), -1 unknown. */
 int sim_config_takes_value(const char *name);
 const char *sim_config_help(void);
+/* The scheduler knobs a recording's header names (a rehearse serve or
+ * replay recording lists every one it ran with); other keys are ignored. */
+void sim_config_from_header(sim_config *c, const tr_header *h);
 
 /* Step-level time series, binned in time so a plot has series_points rows. */
 typedef struct sim_series {
