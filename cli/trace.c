@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const cli_command cmds[] = {
-    {"import", trace_cmd_import, "convert a trace (Mooncake, Azure, BurstGPT, vidur, JSONL) to our binary format"},
+    {"import", trace_cmd_import, "convert a trace (Mooncake, Azure, BurstGPT, vidur, JSONL, SGLang log/FPM) to our binary format"},
     {"export", trace_cmd_export, "write a trace as JSONL or CSV"},
     {"cat", trace_cmd_export, "print a trace as JSONL on stdout"},
     {"stats", trace_cmd_stats, "requests, span, rate, length percentiles, ideal prefix hit ratio"},
@@ -53,7 +53,8 @@ int trace_cli_input_flag(rh_args *a, const char *name, tr_import_opts *o, rh_err
         if (!(v = rh_args_value(a, e))) return -1;
         o->format = tr_format_parse(v);
         if (o->format == TR_FMT_UNKNOWN)
-            return rh_fail(e, "--input-format: '%s' is not one of binary, jsonl, mooncake, azure, burstgpt, vidur", v);
+            return rh_fail(e, "--input-format: '%s' is not one of binary, jsonl, mooncake, azure, burstgpt, vidur, sglang-log, "
+                                 "sglang-fpm", v);
         return 1;
     }
     if (!strcmp(name, "model")) {
@@ -83,7 +84,7 @@ static const char import_help[] =
     "usage: rehearse trace import [--format F] IN -o OUT [--model NAME] [--block-size N]\n\n"
     "Converts IN to our binary trace format at OUT (written to a temporary file and\n"
     "renamed, so a failure leaves nothing at OUT).\n\n"
-    "  --format F       mooncake | azure | burstgpt | vidur | jsonl | binary\n"
+    "  --format F       mooncake | azure | burstgpt | vidur | jsonl | sglang-log | sglang-fpm | binary\n"
     "                   (default: recognised from the content)\n"
     "  -o, --output OUT the binary trace to write\n"
     "  --model NAME     BurstGPT: keep only rows of this model (e.g. ChatGPT, GPT-4)\n"
@@ -119,6 +120,10 @@ int trace_cmd_import(int argc, char **argv)
     uint64_t n = 0;
     tr_format f = TR_FMT_UNKNOWN;
     if (tr_import_file(in, &o, out, &n, &f, &e) < 0) return trace_cli_fail("import", &e);
-    printf("imported %llu requests from %s (%s) into %s\n", (unsigned long long)n, in, tr_format_name(f), out);
+    if (f == TR_FMT_SGLANG_LOG || f == TR_FMT_SGLANG_FPM)   /* server telemetry: steps, no requests */
+        printf("imported %s (%s: step records) into %s; rehearse trace stats %s counts them\n", in,
+               tr_format_name(f), out, out);
+    else
+        printf("imported %llu requests from %s (%s) into %s\n", (unsigned long long)n, in, tr_format_name(f), out);
     return 0;
 }

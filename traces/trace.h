@@ -73,6 +73,10 @@ typedef struct tr_request {
 
 /* tr_step.flags */
 #define TR_STEP_SCHED_HIDDEN 0x1u  /* scheduling overlapped the previous step's compute */
+/* The duration is an estimate derived from a server's aggregate telemetry
+ * (an SGLang log: throughput, gaps between lines), not a per-step timing;
+ * 0 with this flag: not known. */
+#define TR_STEP_ESTIMATED    0x2u
 
 /* One scheduler step. "context" is the number of tokens already in the KV
  * cache for a sequence before this step. */

@@ -1,5 +1,6 @@
 /* import.c — format names, format guessing, and tr_read: any trace into a
- * sink (see import.h). */
+ * sink (see import.h). The importer registry is here: each format's name,
+ * how its content is recognised, and which reader takes it. */
 #include "traces/import/import.h"
 #include "traces/import/importers.h"
 #include "util/progress.h"
@@ -12,18 +13,22 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-static const char *const format_names[] = {"unknown", "binary", "jsonl", "mooncake", "azure", "burstgpt", "vidur"};
+static const char *const format_names[] = {"unknown", "binary",   "jsonl",      "mooncake",  "azure",
+                                            "burstgpt", "vidur", "sglang-log", "sglang-fpm"};
+#define LAST_FORMAT TR_FMT_SGLANG_FPM
 
 const char *tr_format_name(tr_format f)
 {
-    return (f >= 0 && f <= TR_FMT_VIDUR) ? format_names[f] : "unknown";
+    return (f >= 0 && f <= LAST_FORMAT) ? format_names[f] : "unknown";
 }
 
 tr_format tr_format_parse(const char *name)
 {
-    for (int i = TR_FMT_BINARY; i <= TR_FMT_VIDUR; i++)
+    for (int i = TR_FMT_BINARY; i <= LAST_FORMAT; i++)
         if (!strcasecmp(name, format_names[i])) return (tr_format)i;
     if (!strcasecmp(name, "splitwise")) return TR_FMT_VIDUR;
+    if (!strcasecmp(name, "sglang")) return TR_FMT_SGLANG_LOG;
+    if (!strcasecmp(name, "fpm") || !strcasecmp(name, "dynamo-fpm")) return TR_FMT_SGLANG_FPM;
     return TR_FMT_UNKNOWN;
 }
 
@@ -54,6 +59,11 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
         rh_fail(e, "%s: a zstd-compressed file, not a trace: decompress it first (zstd -d)", name);
         return TR_FMT_UNKNOWN;
     }
+    if (n >= 2 && !memcmp(s, "\x1F\x8B", 2)) {
+        rh_fail(e, "%s: a gzip-compressed file (Dynamo writes its FPM traces as .jsonl.gz): decompress it first "
+                   "(gzip -dc)", name);
+        return TR_FMT_UNKNOWN;
+    }
     size_t i = 0;
     if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) i = 3;
     while (i < n && isspace((unsigned char)s[i])) i++;
@@ -63,13 +73,20 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
     if (i < n && s[i] == '{') {
         if (line_has(line, len, "\"rehearse_trace\"")) return TR_FMT_JSONL;
         if (line_has(line, len, "\"hash_ids\"") || line_has(line, len, "\"input_length\"")) return TR_FMT_MOONCAKE;
-        rh_fail(e, "%s: line 1: a JSON line with neither \"rehearse_trace\" (our JSONL) nor Mooncake's "
-                   "\"input_length\"; pass --format", name);
+        if (line_has(line, len, "\"dynamo.fpm.trace.")) return TR_FMT_SGLANG_FPM;
+        rh_fail(e, "%s: line 1: a JSON line with neither \"rehearse_trace\" (our JSONL), Mooncake's "
+                   "\"input_length\" nor Dynamo's \"dynamo.fpm.trace.v1\"; pass --format", name);
         return TR_FMT_UNKNOWN;
     }
     if (line_has(line, len, "ContextTokens")) return TR_FMT_AZURE;
     if (line_has(line, len, "Request tokens")) return TR_FMT_BURSTGPT;
     if (line_has(line, len, "arrived_at") || line_has(line, len, "num_prefill_tokens")) return TR_FMT_VIDUR;
+    /* A server log starts with whatever the server printed first: look for
+     * SGLang's scheduler lines anywhere in the bytes peeked. */
+    static const char *const sglang_marks[] = {"] Prefill batch", "] Decode batch", "] server_args=ServerArgs(",
+                                               "] max_total_num_tokens="};
+    for (int k = 0; k < 4; k++)
+        if (memmem(s, n, sglang_marks[k], strlen(sglang_marks[k]))) return TR_FMT_SGLANG_LOG;
     for (size_t k = 0; k < len && k < 256; k++)
         if (line[k] == 0 || ((unsigned char)line[k] < 0x20 && line[k] != '\t' && line[k] != '\r')) {
             rh_fail(e, "%s: byte %zu: not a trace: neither our binary format (magic %s) nor a text format", name,
@@ -77,7 +94,7 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
             return TR_FMT_UNKNOWN;
         }
     rh_fail(e, "%s: line 1: cannot tell the format from the header ('%.*s'); pass --format "
-               "mooncake|azure|burstgpt|vidur|jsonl", name, (int)(len > 60 ? 60 : len), line);
+               "mooncake|azure|burstgpt|vidur|jsonl|sglang-log|sglang-fpm", name, (int)(len > 60 ? 60 : len), line);
     return TR_FMT_UNKNOWN;
 }
 
@@ -204,9 +221,38 @@ static int read_binary(tr_reader *r, const tr_sink *s, uint64_t size, int *trunc
 
 /* ---- text formats ---- */
 
+/* Server telemetry: step records in file order, with the header keys the
+ * importer set, then emitted as they are. */
+static int read_steps(tr_lines *l, tr_format f, const tr_import_opts *o, const tr_sink *s, rh_err *e)
+{
+    tr_trace t;
+    tr_trace_init(&t);
+    const char *base = strrchr(l->name, '/');
+    int rc = tr_header_set(&t.header, "source", tr_format_name(f)) < 0 ||
+                     tr_header_set(&t.header, "source_file", base ? base + 1 : l->name) < 0
+                 ? rh_fail(e, "out of memory")
+                 : 0;
+    if (rc == 0)
+        rc = f == TR_FMT_SGLANG_LOG ? tr_import_sglang_log(l, o, &t, e) : tr_import_sglang_fpm(l, o, &t, e);
+    if (rc == 0 && l->bytes == 0) rc = rh_fail(e, "%s: empty file", l->name);
+    if (rc == 0 && s->header && s->header(s->ctx, &t.header, e) < 0) rc = -1;
+    for (size_t i = 0; rc == 0 && i < t.n_steps; i++) {
+        tr_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.kind = TR_STEP;
+        rec.step = t.steps[i];
+        int sr = s->record(s->ctx, &rec, e);
+        if (sr < 0) rc = -1;
+        if (sr > 0) break;
+    }
+    tr_trace_free(&t);
+    return rc;
+}
+
 static int read_text(tr_lines *l, tr_format f, const tr_import_opts *o, const tr_sink *s, rh_err *e)
 {
     if (f == TR_FMT_JSONL) return tr_import_jsonl(l, o, s, e);
+    if (f == TR_FMT_SGLANG_LOG || f == TR_FMT_SGLANG_FPM) return read_steps(l, f, o, s, e);
     tr_spool sp;
     tr_spool_init(&sp);
     int rc = tr_spool_source(&sp, f, l->name, e);

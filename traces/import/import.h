@@ -6,8 +6,10 @@
  * JSONL, Azure 2023/2024 CSV, BurstGPT CSV, vidur/splitwise CSV) are read
  * whole into a compact spool, sorted by arrival (ties keep file order),
  * given ids 0..n-1 in that order, and their arrivals become offsets from the
- * first request, to the nanosecond. Bad input gives one message naming the
- * file, the line and the field. */
+ * first request, to the nanosecond. SGLang's server telemetry (its scheduler
+ * log, forward-pass metrics as Dynamo's FPM trace records them) is read
+ * whole into step records, in file order, with no requests. Bad input gives
+ * one message naming the file, the line and the field. */
 #ifndef RH_TRACES_IMPORT_H
 #define RH_TRACES_IMPORT_H
 
@@ -23,12 +25,15 @@ typedef enum tr_format {
     TR_FMT_AZURE,
     TR_FMT_BURSTGPT,
     TR_FMT_VIDUR,
+    TR_FMT_SGLANG_LOG, /* SGLang's scheduler log: step records (traces/import/sglang_log.c) */
+    TR_FMT_SGLANG_FPM, /* forward-pass metrics, dynamo.fpm.trace.v1 rows: step records */
 } tr_format;
 
-const char *tr_format_name(tr_format f);          /* "binary", "jsonl", "mooncake", ... */
+const char *tr_format_name(tr_format f);          /* "binary", "jsonl", "mooncake", ..., "sglang-log", "sglang-fpm" */
 tr_format tr_format_parse(const char *name);      /* TR_FMT_UNKNOWN if not a name */
 /* Recognises a format from the first bytes of a file (magic, JSON keys, CSV
- * header). TR_FMT_UNKNOWN with a message when nothing fits. */
+ * header, SGLang's log lines anywhere in them). TR_FMT_UNKNOWN with a
+ * message when nothing fits. */
 tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_err *e);
 tr_format tr_format_guess(const char *path, rh_err *e);
 
@@ -53,7 +58,7 @@ int tr_read_mem(const void *data, size_t n, const char *name, const tr_import_op
                 rh_err *e);
 
 /* Loads any trace file whole: our binary format streams in; other formats
- * (our JSONL, Mooncake, Azure, BurstGPT, vidur) are recognised from their
+ * (our JSONL, Mooncake, Azure, BurstGPT, vidur, SGLang's) are recognised from their
  * content and imported with default options. `t` is an output: whatever it
  * held is overwritten, not freed. On failure it is left zeroed: nothing to
  * free (tr_trace_free of it is harmless). */

@@ -16,6 +16,8 @@ int tr_import_mooncake(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_er
 int tr_import_azure(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
 int tr_import_burstgpt(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
 int tr_import_vidur(tr_lines *l, const tr_import_opts *o, tr_spool *sp, rh_err *e);
+int tr_import_sglang_log(tr_lines *l, const tr_import_opts *o, tr_trace *t, rh_err *e);
+int tr_import_sglang_fpm(tr_lines *l, const tr_import_opts *o, tr_trace *t, rh_err *e);
 
 /* ---- shared CSV helpers (records split by util/csv.h) ---- */
 /* Finds the named columns in a header line (case-insensitive, spaces and a
@@ -31,6 +33,9 @@ int tr_csv_header(tr_lines *l, const char *const *names, int n_names, int n_requ
 int tr_field_count(tr_lines *l, const char *field, const char *s, size_t n, uint32_t *out, rh_err *e);
 /* Seconds (decimal text) to ns, within +-126 years. */
 int tr_field_seconds(tr_lines *l, const char *field, const char *s, size_t n, int pow10, int64_t *ns, rh_err *e);
+/* "YYYY-MM-DD[ T]HH:MM:SS[.f][Z|+HH:MM]" (the whole span) -> ns since 1970,
+ * UTC after the offset; -1 if it is not one (azure.c). */
+int tr_parse_datetime(const char *s, size_t n, int64_t *ns);
 /* Header keys every importer sets: source (format name) and source_file. */
 int tr_spool_source(tr_spool *sp, tr_format f, const char *path, rh_err *e);
 
