@@ -30,6 +30,8 @@ static const char *help_text =
     "  --tolerance X        stop a point when its samples' interquartile range is\n"
     "                       within X of their median (default 0.05)\n"
     "  --quick              coarse grids and a loose rule: a smoke run in seconds\n"
+    "  --whole-steps        also time whole forward passes (step_prefill, step_decode); the\n"
+    "                       table then scales each step's kernel sum to them (COST.md)\n"
     "  --seed S             dummy weights and inputs (default 1)\n"
     "Models: %s.\n";
 
@@ -85,9 +87,10 @@ int calibrate_main(int argc, char **argv)
     double tol = -1, temp = 0, top_p = 1;
     uint32_t top_k = 0;
     while ((n = rh_args_next(&a))) {
-        if (!strcmp(n, "quick")) {
+        if (!strcmp(n, "quick") || !strcmp(n, "whole-steps")) {
             if (rh_args_no_value(&a, &e)) return fail(e.msg);
-            o.quick = true;
+            if (n[0] == 'q') o.quick = true;
+            else o.whole_steps = true;
             continue;
         }
         if (!(v = rh_args_value(&a, &e))) return fail(e.msg);

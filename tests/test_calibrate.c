@@ -289,6 +289,14 @@ static void check_known_times(const model_config *c, json_t *t)
                 double y = ys ? json_number_value(json_array_get(ys, j)) : 0;
                 json_t *v = ys ? json_array_get(json_array_get(sec, i), j) : json_array_get(sec, i);
                 double got = json_number_value(v), want = fake_op_time(c, op, x, y);
+                if (op == CT_STEP_PREFILL) {   /* a whole forward: the formula's step, less its sampling */
+                    chunk one = {x, y};
+                    want = formula_step(c, 1, &one, 1, NULL, 0) - 2e-6;
+                } else if (op == CT_STEP_DECODE) {
+                    double ctx[64];
+                    for (int k = 0; k < (int)x && k < 64; k++) ctx[k] = y;
+                    want = formula_step(c, 1, NULL, 0, ctx, (int)x) - 2e-6 * x;
+                }
                 int ok = fabs(got - want) <= 1e-9 * want;
                 if (!ok) printf("\n  %s at (%g, %g): %.9g s, the kernels cost %.9g s\n", info->name, x, y, got, want);
                 CU_ASSERT(ok);
@@ -309,6 +317,7 @@ static cost_model *calibrate_fake(const model_config *c, uint32_t tp, int with_a
     calib_rule_quick(&o.rule);
     o.progress = false;
     o.skip_schedule = true;
+    o.whole_steps = true;
     o.tp = tp;
     calib_report r;
     rh_err e;
@@ -369,6 +378,50 @@ static void test_known_costs_round_trip(void)
     cost_batch bd = {.seqs = sd, .n = 40};
     cost_batch_summarize(&bd);
     REL_EQ(cost_step_time(m, &bd), formula_step(&c, 1, NULL, 0, many, 40), 1e-9);
+    cost_free(m);
+}
+
+/* The whole-step grids steer the price: a table whose step_decode grid says
+ * decodes take 1.5 times the kernels' sum prices a decode batch at 1.5 times
+ * its forward (sampling, outside the forward, unscaled), leaves a prefill
+ * as its kernels sum, and puts a mixed batch in between. */
+static void test_whole_steps_scale_the_kernels(void)
+{
+    model_config c;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(model_preset("tiny-llama", &c, &e), 0);
+    json_t *t = NULL;
+    cost_model *plain = calibrate_fake(&c, 1, 0, &t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+    json_t *sec = json_object_get(json_object_get(json_object_get(t, "operators"), "step_decode"), "seconds");
+    CU_ASSERT_FATAL(json_array_size(sec) >= 2);
+    size_t i, j;
+    json_t *row, *v;
+    json_array_foreach(sec, i, row) json_array_foreach(row, j, v) json_real_set(v, 1.5 * json_number_value(v));
+    char *text = json_dumps(t, JSON_REAL_PRECISION(17));
+    cost_model *m = cost_parse(text, "scaled.json", &e);
+    free(text);
+    json_decref(t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    double ctx[4] = {64, 64, 64, 64};
+    cost_seq sd[4];
+    for (int k = 0; k < 4; k++) sd[k] = (cost_seq){1, 64, false};
+    cost_batch bd = {.seqs = sd, .n = 4};
+    cost_batch_summarize(&bd);
+    double sample = 2e-6 * 4, fwd = formula_step(&c, 1, NULL, 0, ctx, 4) - sample;
+    REL_EQ(cost_step_time(plain, &bd), fwd + sample, 1e-9);
+    REL_EQ(cost_step_time(m, &bd), 1.5 * fwd + sample, 1e-9);
+    cost_seq sp = {64, 16, true};
+    cost_batch bp = {.seqs = &sp, .n = 1};
+    cost_batch_summarize(&bp);
+    REL_EQ(cost_step_time(m, &bp), cost_step_time(plain, &bp), 1e-12);
+    cost_seq sm[5] = {{64, 16, true}};
+    for (int k = 0; k < 4; k++) sm[1 + k] = sd[k];
+    cost_batch bm = {.seqs = sm, .n = 5};
+    cost_batch_summarize(&bm);
+    double lo = cost_step_time(plain, &bm), hi = cost_step_time(m, &bm);
+    CU_ASSERT(hi > lo * 1.01 && hi < lo * 1.5);
+    cost_free(plain);
     cost_free(m);
 }
 
@@ -454,7 +507,7 @@ static void test_quick_cpu_calibration(void)
     uint32_t points = 0;
     for (int op = 0; op < CT_N_OPS; op++) {
         json_t *g = json_object_get(ops, cost_table_ops[op].name);
-        if (op == CT_ALLREDUCE) {
+        if (op == CT_ALLREDUCE || op == CT_STEP_PREFILL || op == CT_STEP_DECODE) {   /* tp 1; no --whole-steps */
             CU_ASSERT_PTR_NULL(g);
             continue;
         }
@@ -566,6 +619,7 @@ void register_test_calibrate(void)
     CU_add_test(s, "stopping rule on scripted samples", test_stopping_rule);
     CU_add_test(s, "sampling in rounds absorbs a burst of load", test_rounds_absorb_bursts);
     CU_add_test(s, "known kernel costs come back as step times", test_known_costs_round_trip);
+    CU_add_test(s, "whole-step grids scale a step's kernel sum", test_whole_steps_scale_the_kernels);
     CU_add_test(s, "tensor parallel: split shapes, all-reduce hook", test_tensor_parallel);
     CU_add_test(s, "quick calibration of tiny-llama on the CPU", test_quick_cpu_calibration);
     CU_add_test(s, "rehearse calibrate front", test_cli);

@@ -112,6 +112,33 @@ static void make_plan(const calib_ctx *x, plan *p)
     p->ax[CT_SCHEDULE][0] = over;
     p->ax[CT_ALLREDUCE][0] = bytes;
     p->skip[CT_ALLREDUCE] = o->tp == 1 || !x->b->allreduce;
+    /* Whole forwards (steps.c): the shapes recordings hold most, few of them
+     * (each point is a whole forward pass), the decodes' KV within the
+     * bench's memory. */
+    axis sn = {0}, sc = {0}, dn = {0}, dc = {0};
+    uint32_t half = ctx / 2 > 16 ? ctx / 2 : 16;
+    double kv_token = (double)x->s.kvd * sizeof(float) * 2 * x->s.layers;
+    if (o->quick) {
+        static const double n[] = {16, 64}, c0[] = {0, 64}, s_[] = {1, 4}, c1[] = {16, 64};
+        ax_list(&sn, n, 2, o->max_tokens);
+        ax_list(&sc, c0, 2, half);
+        ax_list(&dn, s_, 2, o->max_seqs);
+        ax_list(&dc, c1, 2, half);
+    } else {
+        /* A chunk and its context, or a decode's context spread up to twice
+         * its mean, stay inside the model's context length. */
+        static const double n[] = {16, 128, 512, 2048}, s_[] = {1, 4, 16, 64};
+        ax_list(&sn, n, 4, fmin(fmin(o->max_tokens, 2048), half));
+        const double c0[] = {0, half / 4.0, half};
+        ax_list(&sc, c0, 3, half);
+        ax_list(&dn, s_, 4, o->max_seqs);
+        double cmax = fmin(half - 16, KV_BENCH_BYTES / (kv_token * dn.v[dn.n - 1]));
+        const double c1[] = {16, cmax / 8, cmax / 2, cmax};
+        ax_list(&dc, c1, 4, cmax > 32 ? cmax : 32);
+    }
+    p->ax[CT_STEP_PREFILL][0] = sn, p->ax[CT_STEP_PREFILL][1] = sc;
+    p->ax[CT_STEP_DECODE][0] = dn, p->ax[CT_STEP_DECODE][1] = dc;
+    p->skip[CT_STEP_PREFILL] = p->skip[CT_STEP_DECODE] = o->tp > 1 || !o->whole_steps;
 }
 
 /* The shapes of one rank; fails on a tp that does not split the model. */
@@ -186,6 +213,8 @@ static int run_op(calib_ctx *x, int op, calib_grid *g, rh_err *e)
     case CT_SCHEDULE:
         if (x->o->skip_schedule) return 0;
         return calib_bench_schedule(x, g, e);
+    case CT_STEP_PREFILL:
+    case CT_STEP_DECODE: return calib_bench_step(x, op, g, e);
     default: return calib_bench_rows(x, op, g, e);
     }
 }

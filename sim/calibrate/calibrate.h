@@ -7,7 +7,8 @@
  * layer's GEMMs over token counts, prefill attention over (new tokens,
  * context) of one chunk, decode attention over (sequences, summed context),
  * the norms, RoPE, KV write and SiLU·mul over tokens, the LM head over rows,
- * sampling; the CPU time of a step outside the kernels — the runner's batch
+ * sampling; optionally whole forward passes of prefill chunks and decode
+ * batches (steps.c: what the kernels' sum misses); the CPU time of a step outside the kernels — the runner's batch
  * preparation (runner_forward with every kernel timed and subtracted) and the
  * scheduler core's core_schedule — over sequences; and, under tensor
  * parallel, all-reduces over message sizes through the backend's hook. Each
@@ -69,6 +70,7 @@ typedef struct calib_opts {
     uint64_t seed;               /* dummy weights and inputs */
     bool progress;               /* progress bar on stderr */
     bool skip_schedule;          /* leave the scheduler grid at zeros (tests) */
+    bool whole_steps;            /* also time whole forwards (--whole-steps): step_prefill, step_decode */
 } calib_opts;
 
 void calib_opts_default(calib_opts *o);

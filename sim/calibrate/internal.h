@@ -66,6 +66,9 @@ int calib_bench_sample(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_allreduce(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_schedule(calib_ctx *x, calib_grid *g, rh_err *e);
+/* Whole forward passes for CT_STEP_PREFILL or CT_STEP_DECODE (steps.c); 1
+ * when they cannot be run here (a note says why). */
+int calib_bench_step(calib_ctx *x, int op, calib_grid *g, rh_err *e);
 
 /* The attention shape of one rank. */
 kern_attn_shape calib_attn_shape(const calib_shape *s);

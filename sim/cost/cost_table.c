@@ -39,6 +39,8 @@ const cost_table_op_info cost_table_ops[CT_N_OPS] = {
     [CT_SAMPLE] = {"sample", false, 1, 1, {"rows", NULL}, false},
     [CT_BATCH_PREP] = {"batch_prep", false, 1, 1, {"seqs", NULL}, false},
     [CT_SCHEDULE] = {"schedule", false, 1, 1, {"seqs", NULL}, false},
+    [CT_STEP_PREFILL] = {"step_prefill", false, 1, 2, {"new_tokens", "context"}, true},
+    [CT_STEP_DECODE] = {"step_decode", false, 1, 2, {"seqs", "context"}, true},
 };
 
 /* A grid point needs at least two per axis (a line), and a file of a few
@@ -205,8 +207,80 @@ static void table_terms(const cost_table *t, const cost_batch *b, double out[CT_
     double seqs = (double)b->prefill_seqs + b->decode_seqs;
     out[CT_BATCH_PREP] = op_time(t, CT_BATCH_PREP, seqs, 0);
     out[CT_SCHEDULE] = t->schedule_in_step ? op_time(t, CT_SCHEDULE, seqs, 0) : 0;
-    for (int op = 0; op < CT_N_OPS; op++)
+    for (int op = 0; op < CT_STEP_PREFILL; op++)
         out[op] *= cost_table_ops[op].calls * (cost_table_ops[op].per_layer ? t->layers : 1);
+}
+
+/* The forward's share of the kernel terms: all but sampling and scheduling,
+ * which run outside runner_forward (and outside the whole-step grids). */
+static double forward_sum(const double terms[CT_N_OPS])
+{
+    double s = 0;
+    for (int op = 0; op < CT_STEP_PREFILL; op++)
+        if (op != CT_SAMPLE && op != CT_SCHEDULE) s += terms[op];
+    return s;
+}
+
+/* whole / kernel sum for one class at a shape held inside the measured
+ * grid (past it the ratio at the edge holds: both sides extrapolate, their
+ * ratio would not). 1 when the grid is absent or says nothing. */
+static double whole_ratio(const cost_table *t, int op, double x, double y)
+{
+    const ct_grid *g = &t->ops[op];
+    if (!g->present) return 1;
+    x = fmin(fmax(x, g->ax[0][0]), g->ax[0][g->n[0] - 1]);
+    y = fmin(fmax(y, g->ax[1][0]), g->ax[1][g->n[1] - 1]);
+    cost_batch b = {0};   /* the grid's shape, as aggregates */
+    uint64_t c = (uint64_t)round(y);
+    if (op == CT_STEP_PREFILL) {
+        uint32_t n = (uint32_t)fmax(1, round(x));
+        b.prefill_tokens = n, b.prefill_seqs = 1, b.prefill_context = c;
+        b.prefill_attn = (uint64_t)n * (c + n);
+        b.prefill_causal = (uint64_t)n * c + (uint64_t)n * (n + 1) / 2;
+    } else {
+        uint32_t n = (uint32_t)fmax(1, round(x));
+        b.decode_seqs = b.decode_tokens = n, b.decode_context = (uint64_t)n * c;
+    }
+    double terms[CT_N_OPS];
+    table_terms(t, &b, terms);
+    double kern = forward_sum(terms), whole = grid_eval(g, x, y, 0);
+    return kern > 0 && whole > 0 ? whole / kern : 1;
+}
+
+/* The whole-step correction of a batch: terms[CT_STEP_PREFILL] and
+ * terms[CT_STEP_DECODE] get what each class's ratio adds to (or takes from)
+ * its share of the forward's kernel sum; a mixed batch's shares are its
+ * prefill and decode parts priced alone. */
+static void whole_step_terms(const cost_table *t, const cost_batch *b, double terms[CT_N_OPS])
+{
+    if (!t->ops[CT_STEP_PREFILL].present && !t->ops[CT_STEP_DECODE].present) return;
+    double fwd = forward_sum(terms);
+    if (!(fwd > 0)) return;
+    double rp = 1, rd = 1, share_p = 0, share_d = 0;
+    if (b->prefill_tokens) {
+        double P = b->prefill_seqs ? b->prefill_seqs : 1;
+        rp = whole_ratio(t, CT_STEP_PREFILL, b->prefill_tokens, (double)b->prefill_context / P);
+    }
+    if (b->decode_seqs) rd = whole_ratio(t, CT_STEP_DECODE, b->decode_seqs, (double)b->decode_context / b->decode_seqs);
+    if (b->prefill_tokens && b->decode_seqs) {
+        cost_batch p = *b, d = *b;
+        p.seqs = d.seqs = NULL;
+        p.n = d.n = 0;
+        p.decode_seqs = p.decode_tokens = 0, p.decode_context = 0;
+        d.prefill_tokens = d.prefill_seqs = 0, d.prefill_context = d.prefill_attn = d.prefill_causal = 0;
+        double tp_[CT_N_OPS], td[CT_N_OPS];
+        table_terms(t, &p, tp_);
+        table_terms(t, &d, td);
+        double a = forward_sum(tp_), c = forward_sum(td);
+        share_p = a + c > 0 ? fwd * a / (a + c) : 0;
+        share_d = fwd - share_p;
+    } else if (b->prefill_tokens) {
+        share_p = fwd;
+    } else {
+        share_d = fwd;
+    }
+    terms[CT_STEP_PREFILL] = share_p * (rp - 1);
+    terms[CT_STEP_DECODE] = share_d * (rd - 1);
 }
 
 static double table_step(const cost_model *m, const cost_batch *b)
@@ -215,6 +289,7 @@ static double table_step(const cost_model *m, const cost_batch *b)
     if (b->tp && b->tp != t->tp) return NAN;
     double terms[CT_N_OPS], sum = 0;
     table_terms(t, b, terms);
+    whole_step_terms(t, b, terms);
     for (int op = 0; op < CT_N_OPS; op++) sum += terms[op];
     return sum;
 }
@@ -224,6 +299,7 @@ static int table_breakdown(const cost_model *m, const cost_batch *b, cost_term *
     const cost_table *t = (const cost_table *)m;
     double terms[CT_N_OPS];
     table_terms(t, b, terms);
+    whole_step_terms(t, b, terms);
     int n = 0;
     for (int op = 0; op < CT_N_OPS && n < max; op++) {
         if (!t->ops[op].present) continue;

@@ -46,6 +46,13 @@ enum cost_table_op {
     CT_SAMPLE,           /* step:  rows sampled */
     CT_BATCH_PREP,       /* step:  seqs (runner time outside the kernels) */
     CT_SCHEDULE,         /* step:  seqs (scheduler core: core_schedule) */
+    /* Whole forward passes (runner_forward, every kernel and the runner's
+     * own work, no sampling or scheduling), optional: where they are, a
+     * step's kernel sum is scaled by whole / kernel sum at its shape, so
+     * what isolated kernels miss (caches warm or cold between operators,
+     * the runner's layout) is priced as it ran. */
+    CT_STEP_PREFILL,     /* step:  one chunk of new_tokens at context */
+    CT_STEP_DECODE,      /* step:  seqs decodes at context each */
     CT_N_OPS
 };
 
