@@ -144,6 +144,9 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# `rehearse --version` names the commit when the tree is a git checkout.
+$(BUILD)/obj/rehearse.o: CFLAGS_ALL += -DREHEARSE_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null)"'
+
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 

@@ -1,6 +1,7 @@
 /* rehearse.c — the table of subcommands, git-style. Nothing else lives here:
  * each subcommand's flags, help and exit codes are its front in cli/. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -25,12 +26,25 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: rehearse COMMAND [ARGS...]   (rehearse COMMAND --help for its flags)\n\n"
                "A dress rehearsal for LLM serving: a real engine that records, a simulator\n"
-               "that replays traces through the same scheduler, and comparison plots.\n\ncommands:\n");
+               "that replays traces through the same scheduler, and comparison plots.\n"
+               "rehearse --version prints the release.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* The release; the Makefile adds the commit it was built from when git
+ * knows it. */
+#define REHEARSE_VERSION "0.9.0"
+#ifndef REHEARSE_COMMIT
+#define REHEARSE_COMMIT ""
+#endif
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version"))) {
+        printf("rehearse %s%s%s%s\n", REHEARSE_VERSION, REHEARSE_COMMIT[0] ? " (" : "", REHEARSE_COMMIT,
+               REHEARSE_COMMIT[0] ? ")" : "");
+        return 0;
+    }
     return cli_dispatch(commands, sizeof commands / sizeof commands[0], "rehearse", usage, argc, argv);
 }

@@ -11,6 +11,7 @@
 #include "sim/lua/lua_api.h"
 #include "sim/result.h"
 #include "sim/sim.h"
+#include "util/progress.h"
 #include "traces/import/import.h"
 #include "util/args.h"
 #include "util/atomic_file.h"
@@ -69,7 +70,7 @@ int sim_main(int argc, char **argv)
         if (!strcmp(name, "json")) {
             json = 1;
         } else if (!strcmp(name, "progress")) {
-            cfg.progress = 1;
+            rh_progress_force(1);
         } else if (!strcmp(name, "per-request")) {
             per_request = 1;
         } else if (!strcmp(name, "result")) {
@@ -102,7 +103,7 @@ int sim_main(int argc, char **argv)
         rh_fail(&e, "sim needs --cost FILE (a cost model); see rehearse sim --help");
         goto bad;
     }
-    if (!cfg.progress) cfg.progress = isatty(STDERR_FILENO);
+    cfg.progress = 1;   /* a bar on a terminal or with --progress, else a heartbeat in a long run (progress.h) */
     if (core_config_validate(&cfg.core, &e) < 0) goto bad;
 
     cost_model *cost = cost_load(cost_path, &e);

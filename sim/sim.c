@@ -511,6 +511,7 @@ static int run_loop(run *r, rh_err *e)
         memcpy(e, &r->err, sizeof *e);
         rc = -1;
     }
+    rh_progress_update(&r->bar, r->done);
     rh_progress_end(&r->bar);
     return rc;
 }

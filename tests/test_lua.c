@@ -75,7 +75,8 @@ static const char *SWEEP_BODY =
     "local cfgs = {}\n"
     "for _, chunk in ipairs({512, 2048, -1}) do\n"
     "  for _, mr in ipairs({4, 32}) do\n"
-    "    cfgs[#cfgs + 1] = {trace=T, cost=C, chunked_prefill_size=chunk, max_running_requests=mr}\n"
+    "    cfgs[#cfgs + 1] = {trace=T, cost=C, chunked_prefill_size=chunk, max_running_requests=mr,\n"
+    "                       enable_mixed_chunk=(mr == 32)}\n"
     "  end\n"
     "end\n"
     "local res = rehearse.sweep(cfgs, {workers=2})\n"
@@ -126,32 +127,45 @@ static void test_emit_and_collect(void)
 {
     char out[8192], direct[256], jobs[256], collected[256], body[4096], cmd[1024];
     tu_tmp_path("direct", direct, sizeof direct);
-    tu_tmp_path("jobs", jobs, sizeof jobs);
+    tu_tmp_path("jobs'dir", jobs, sizeof jobs);   /* a quote in a path: the job lines quote for the shell */
     tu_tmp_path("collected", collected, sizeof collected);
     snprintf(body, sizeof body, "OUT = rehearse.args.out\n%s", SWEEP_BODY);
     char extra[1024];
     snprintf(extra, sizeof extra, "out=%s", direct);
     int rc = run_script("jobs.lua", body, extra, out, sizeof out);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
-    snprintf(extra, sizeof extra, "out=%s --emit-jobs %s", collected, jobs);
+    snprintf(extra, sizeof extra, "out=%s --emit-jobs \"%s\"", collected, jobs);
     rc = run_script("jobs.lua", body, extra, out, sizeof out);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     CU_ASSERT(strstr(out, "wrote 6 jobs") != NULL);
     char json[300];
     snprintf(json, sizeof json, "%s.json", collected);
     CU_ASSERT(!tu_file_exists(json));                 /* the script stopped at the sweep */
-    snprintf(cmd, sizeof cmd, "sh %s/jobs-1.txt", jobs);
+    snprintf(cmd, sizeof cmd, "grep -c -- '--enable-mixed-chunk --' \"%s/jobs-1.txt\"", jobs);   /* bare when true */
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT(atoi(out) == 3);
+    snprintf(cmd, sizeof cmd, "grep -c -- '--enable-mixed-chunk=false' \"%s/jobs-1.txt\"", jobs);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT(atoi(out) == 3);
+    snprintf(cmd, sizeof cmd, "sh \"%s/jobs-1.txt\"", jobs);
     rc = tu_run(cmd, out, sizeof out);
     if (rc) printf("\n%s\n", out);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
-    snprintf(extra, sizeof extra, "out=%s --collect %s", collected, jobs);
+    snprintf(extra, sizeof extra, "out=%s --collect \"%s\"", collected, jobs);
     rc = run_script("jobs.lua", body, extra, out, sizeof out);
     if (rc) printf("\n%s\n", out);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     snprintf(cmd, sizeof cmd, "cmp %s.csv %s.csv", direct, collected);
     CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
-    snprintf(cmd, sizeof cmd, "test -f %s/slurm-1.sbatch", jobs);
+    snprintf(cmd, sizeof cmd, "test -f \"%s/slurm-1.sbatch\"", jobs);
     CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    /* A missing result: --collect names it and fails. */
+    snprintf(cmd, sizeof cmd, "rm \"%s/result-1-0003.json\"", jobs);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    rc = run_script("jobs.lua", body, extra, out, sizeof out);
+    CU_ASSERT_NOT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1 of 6 results missing"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "result-1-0003.json"));
 }
 
 static void test_errors_name_the_line(void)

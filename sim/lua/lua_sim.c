@@ -178,7 +178,8 @@ typedef struct rlua_job {
     rlua_cost *cost;
     int per_request;
     int policy_ref;         /* LUA_NOREF when none */
-    char args[4096];        /* knobs as CLI flags, for emitted jobs */
+    char *args;             /* knobs as CLI flags, for emitted jobs (malloc'd, "" when none) */
+    size_t args_len;
     char *owned[64];        /* strings the config points into */
     int n_owned;
 } rlua_job;
@@ -198,6 +199,9 @@ static void job_free(lua_State *L, rlua_job *j)
     for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
     j->n_owned = 0;
     j->policy_ref = LUA_NOREF;
+    free(j->args);
+    j->args = NULL;
+    j->args_len = 0;
 }
 
 static int jobs_gc(lua_State *L)
@@ -234,13 +238,50 @@ static const char *own(rlua_job *j, const char *s)
     return j->owned[j->n_owned++] = strdup(s);
 }
 
-/* Appends " --name 'value'" with the name in CLI spelling. */
-static void add_arg(rlua_job *j, const char *name, const char *value)
+/* s single-quoted for the shell (a quote inside becomes '\''), malloc'd. */
+static char *shell_quote(const char *s)
+{
+    char *q = malloc(4 * strlen(s) + 3), *p = q;
+    if (!q) return NULL;
+    *p++ = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            memcpy(p, "'\\''", 4);
+            p += 4;
+        } else {
+            *p++ = *s;
+        }
+    }
+    *p++ = '\'';
+    *p = '\0';
+    return q;
+}
+
+/* Appends the knob as the command line takes it: " --name 'value'", the
+ * name in CLI spelling and the value quoted for the shell; a boolean knob
+ * bare when true, "--name=false" when false (a job line must parse as
+ * `rehearse sim` parses it). -1 out of memory. */
+static int add_arg(rlua_job *j, const char *name, const char *value)
 {
     char flag[128];
     rh_knob_name(name, flag, sizeof flag);
-    size_t len = strlen(j->args);
-    snprintf(j->args + len, sizeof j->args - len, " --%s '%s'", flag, value);
+    int boolean = sim_config_takes_value(flag) == 0;
+    char *quoted = boolean ? NULL : shell_quote(value);
+    if (!boolean && !quoted) return -1;
+    size_t need = strlen(flag) + (quoted ? strlen(quoted) : 0) + 16;
+    char *grown = realloc(j->args, j->args_len + need);
+    if (!grown) {
+        free(quoted);
+        return -1;
+    }
+    j->args = grown;
+    if (boolean)
+        j->args_len += (size_t)sprintf(j->args + j->args_len, " --%s%s", flag,
+                                       strcmp(value, "false") && strcmp(value, "0") ? "" : "=false");
+    else
+        j->args_len += (size_t)sprintf(j->args + j->args_len, " --%s %s", flag, quoted);
+    free(quoted);
+    return 0;
 }
 
 /* The trace of a config: a Trace object, or a path loaded now (and stored
@@ -355,7 +396,7 @@ static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
         if (rc == 0) luaL_error(L, "%s: unknown key '%s'", who, k);
         if (rc < 0) luaL_error(L, "%s: %s", who, e.msg);
         if (!strcmp(k, "max_concurrency") || !strcmp(k, "max-concurrency")) concurrency_given = 1;
-        add_arg(j, k, v);
+        if (add_arg(j, k, v) < 0) luaL_error(L, "%s: out of memory", who);
         lua_pop(L, 1);
     }
     const char *clients = tr_header_get(&j->trace->t.header, "clients");
@@ -490,6 +531,13 @@ static char *abs_path(const char *p)
     return realpath(p, buf) ? strdup(buf) : strdup(p);
 }
 
+static char *quoted_abs(const char *p)
+{
+    char *a = abs_path(p), *q = a ? shell_quote(a) : NULL;
+    free(a);
+    return q;
+}
+
 /* Gives a trace or cost without a file one inside the jobs folder. */
 static int ensure_files(lua_State *L, rlua_job *j, int ordinal, int index, rh_err *e)
 {
@@ -531,20 +579,24 @@ static int emit_jobs(lua_State *L, rlua_job *jobs, int n, int ordinal, rh_err *e
             free(text);
             return -1;
         }
-        char *self = abs_path(g_opt.self_path), *tp = abs_path(j->trace->path), *cp = abs_path(j->cost->path);
-        char *dabs = abs_path(dir);
-        char *out_flag = NULL, *line = NULL;
-        if (asprintf(&out_flag, j->cfg.out_path ? " -o '%s'" : "%s", j->cfg.out_path ? j->cfg.out_path : "") < 0)
-            out_flag = NULL;
-        if (out_flag && asprintf(&line, "'%s' sim '%s' --cost '%s'%s%s%s --result '%s/result-%d-%04d.json'\n",
-                                 self, tp, cp, j->args, j->per_request ? " --per-request" : "", out_flag, dabs,
-                                 ordinal, i + 1) < 0)
+        char *self = quoted_abs(g_opt.self_path), *tp = quoted_abs(j->trace->path), *cp = quoted_abs(j->cost->path);
+        char result[PATH_MAX + 64];
+        {
+            char *dabs = abs_path(dir);
+            snprintf(result, sizeof result, "%s/result-%d-%04d.json", dabs ? dabs : dir, ordinal, i + 1);
+            free(dabs);
+        }
+        char *res = shell_quote(result), *out = j->cfg.out_path ? shell_quote(j->cfg.out_path) : NULL;
+        char *line = NULL;
+        if (self && tp && cp && res && (out || !j->cfg.out_path) &&
+            asprintf(&line, "%s sim %s --cost %s%s%s%s%s --result %s\n", self, tp, cp, j->args ? j->args : "",
+                     j->per_request ? " --per-request" : "", out ? " -o " : "", out ? out : "", res) < 0)
             line = NULL;
-        free(out_flag);
         free(self);
         free(tp);
         free(cp);
-        free(dabs);
+        free(res);
+        free(out);
         if (!line) {
             free(text);
             return rh_fail(e, "out of memory");
@@ -584,26 +636,29 @@ static int emit_jobs(lua_State *L, rlua_job *jobs, int n, int ordinal, rh_err *e
 }
 
 /* Reads the results of sweep `ordinal` from the jobs folder; 1 if all were
- * there, 0 if any is missing, -1 on a broken file. */
+ * there, 0 if any is missing (e says how many and names the first), -1 on
+ * a broken file. */
 static int collect(int ordinal, int n, json_t **out, rh_err *e)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], first[PATH_MAX] = "";
+    int missing = 0;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/result-%d-%04d.json", g_opt.collect_dir, ordinal, i + 1);
         if (access(path, R_OK) != 0) {
-            for (int k = 0; k < i; k++) {
-                json_decref(out[k]);
-                out[k] = NULL;
-            }
-            return 0;
+            if (!missing++) snprintf(first, sizeof first, "%s", path);
+            continue;
         }
         json_error_t je;
-        out[i] = json_load_file(path, 0, &je);
-        if (!out[i]) {
-            return rh_fail(e, "%s:%d: %s", path, je.line, je.text);
-        }
+        if (!missing && !(out[i] = json_load_file(path, 0, &je))) return rh_fail(e, "%s:%d: %s", path, je.line, je.text);
     }
-    return 1;
+    if (!missing) return 1;
+    for (int k = 0; k < n; k++) {
+        json_decref(out[k]);
+        out[k] = NULL;
+    }
+    rh_fail(e, "sweep %d: %d of %d results missing in %s (the first: %s); run the jobs of jobs-%d.txt first",
+            ordinal, missing, n, g_opt.collect_dir, first, ordinal);
+    return 0;
 }
 
 static int l_sweep(lua_State *L)
@@ -629,8 +684,8 @@ static int l_sweep(lua_State *L)
     rh_err e = {{0}};
     int have = 0;
     if (g_opt.collect_dir && (have = collect(ordinal, n, h->out, &e)) < 0) return luaL_error(L, "sweep: %s", e.msg);
-    if (!have && (g_opt.emit_jobs_dir || g_opt.collect_dir)) {
-        if (!g_opt.emit_jobs_dir) g_opt.emit_jobs_dir = g_opt.collect_dir;
+    if (!have && g_opt.collect_dir) return luaL_error(L, "%s", e.msg);
+    if (!have && g_opt.emit_jobs_dir) {
         if (emit_jobs(L, h->jobs, n, ordinal, &e) < 0) return luaL_error(L, "sweep: %s", e.msg);
         return luaL_error(L, RLUA_JOBS_EMITTED);
     }

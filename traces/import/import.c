@@ -214,6 +214,7 @@ static int read_binary(tr_reader *r, const tr_sink *s, uint64_t size, int *trunc
         }
         if ((++k & 0xffff) == 0) rh_progress_update(&p, tr_reader_offset(r));
     }
+    rh_progress_update(&p, tr_reader_offset(r));
     rh_progress_end(&p);
     if (rc == 0 && truncated) *truncated = tr_reader_truncated(r);
     return rc;
