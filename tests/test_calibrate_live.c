@@ -238,9 +238,17 @@ static void test_probe_budget(void)
     CU_ASSERT(tu_file_exists(probe));
 }
 
+/* The presets from the source tree, wherever the binary under test sits
+ * (build-san/rehearse looks beside itself otherwise); spawned servers and
+ * commands inherit it. */
+static int init_presets(void)
+{
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
+}
+
 void register_test_calibrate_live(void)
 {
-    CU_pSuite s = CU_add_suite("calibrate against a live server", NULL, NULL);
+    CU_pSuite s = CU_add_suite("calibrate against a live server", init_presets, NULL);
     CU_add_test(s, "secret physics: probe, fit within 5%, held-out validate --measured", test_secret_physics);
     CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
