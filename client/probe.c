@@ -57,8 +57,10 @@ static void end_run(builder *b, probe_run *r)
 static void item(builder *b, double arrival, uint32_t in, uint32_t out, long share)
 {
     uint32_t blocks = (in + GEN_BLOCK - 1) / GEN_BLOCK;
-    if (b->counting) {
+    if (b->counting) {   /* the same draws as the second pass, so the burst's lengths come out the same */
         b->n_items++;
+        if (share < 0)
+            for (uint32_t k = 0; k < blocks; k++) (void)rh_rng_u64(&b->rng);
         b->n_hashes += share >= 0 ? 0 : blocks;
         return;
     }
@@ -147,6 +149,11 @@ int probe_plan_make(const probe_opts *o, probe_plan *p, rh_err *e)
     b = (builder){.p = p};
     rh_rng_seed(&b.rng, o->seed);
     design(&b, o);
+    if (b.n_items != n_items || b.n_hashes != n_hashes) {   /* the two passes must agree: the arrays are sized by the first */
+        probe_plan_free(p);
+        return rh_fail(e, "probe: the plan's two passes disagree (%zu/%zu items, %zu/%zu hashes)", b.n_items, n_items,
+                       b.n_hashes, n_hashes);
+    }
     p->d.gen_block_size = GEN_BLOCK;
     p->d.trace_block_size = GEN_BLOCK;
     p->d.vocab = o->vocab;
