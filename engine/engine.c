@@ -2,6 +2,7 @@
  * translation of core events into engine events; one batch is engine_step.c. */
 #include "engine/engine_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,7 +223,8 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     g->cap_seqs = k->max_running_requests + 1;
     g->seqs = calloc(g->cap_seqs, sizeof *g->seqs);
     g->results = calloc(g->cap_seqs, sizeof *g->results);
-    if (!g->seqs || !g->results) {
+    g->counts = calloc(g->m->cfg.vocab_size, sizeof *g->counts);
+    if (!g->seqs || !g->results || !g->counts) {
         rh_fail(e, "engine: out of memory");
         goto fail;
     }
@@ -261,6 +263,13 @@ static void free_req(ereq *q)
 {
     free(q->toks);
     free(q->stop);
+    free(q->masked);
+    free((void *)q->rules.bias_ids);
+    free((void *)q->rules.bias);
+    free(q->lp);
+    free(q->lp_top);
+    free(q->plp);
+    free(q->plp_top);
     free(q);
 }
 
@@ -290,7 +299,75 @@ void engine_free(engine *g)
     free(g->draft_of);
     free(g->probs);
     free(g->cand);
+    free(g->counts);
+    free(g->work);
     free(g);
+}
+
+/* A request's logit rules and logprobs, checked against the model and the
+ * forward: a priced forward makes its tokens up, so only min_tokens (which
+ * only holds its stop back) means anything there. */
+static int check_rules(const engine *g, const engine_request *r, rh_err *e)
+{
+    unsigned long long id = (unsigned long long)r->id;
+    const logit_rules *k = &r->rules;
+    uint32_t vocab = g->m->cfg.vocab_size;
+    if (k->n_bias && (!k->bias_ids || !k->bias)) return rh_fail(e, "request %llu: logit_bias without its arrays", id);
+    for (uint32_t i = 0; i < k->n_bias; i++) {
+        if (k->bias_ids[i] < 0 || (uint32_t)k->bias_ids[i] >= vocab)
+            return rh_fail(e, "request %llu: logit_bias id %d is outside the vocabulary of %u", id, k->bias_ids[i],
+                           vocab);
+        if (!isfinite(k->bias[i])) return rh_fail(e, "request %llu: logit_bias of id %d is not finite", id, k->bias_ids[i]);
+    }
+    if (!(k->min_p >= 0 && k->min_p <= 1)) return rh_fail(e, "request %llu: min_p %g must be in [0, 1]", id, (double)k->min_p);
+    if (!isfinite(k->presence) || !isfinite(k->frequency))
+        return rh_fail(e, "request %llu: the presence and frequency penalties must be finite", id);
+    if (!(k->repetition >= 0) || !isfinite(k->repetition))
+        return rh_fail(e, "request %llu: repetition_penalty %g must be > 0", id, (double)k->repetition);
+    if (r->top_logprobs > LOGPROB_MAX_TOP)
+        return rh_fail(e, "request %llu: %u top logprobs asked, at most %u", id, r->top_logprobs, LOGPROB_MAX_TOP);
+    if (r->prompt_logprobs && (double)r->prompt_len * vocab * sizeof(float) > (double)(1u << 30))
+        return rh_fail(e, "request %llu: prompt logprobs over %u tokens would hold %.1f GiB of logits (at most 1)", id,
+                       r->prompt_len, (double)r->prompt_len * vocab * sizeof(float) / (double)(1u << 30));
+    logit_rules beyond_min = *k;
+    beyond_min.min_tokens = 0;
+    if (g->cfg.pricer && (logit_rules_active(&beyond_min) || r->logprobs || r->prompt_logprobs))
+        return rh_fail(e, "request %llu: this server prices its forward passes and makes its tokens up (--backend sim): "
+                          "logit_bias, min_p, penalties and logprobs need a computed forward", id);
+    return 0;
+}
+
+/* Copies what the rules point at into the request. */
+static int take_rules(ereq *q, const engine_request *r)
+{
+    q->rules = r->rules;
+    q->rules.bias_ids = NULL;
+    q->rules.bias = NULL;
+    if (r->rules.n_bias) {
+        int32_t *ids = malloc(r->rules.n_bias * sizeof *ids);
+        float *b = malloc(r->rules.n_bias * sizeof *b);
+        q->rules.bias_ids = ids;
+        q->rules.bias = b;
+        if (!ids || !b) return -1;
+        memcpy(ids, r->rules.bias_ids, r->rules.n_bias * sizeof *ids);
+        memcpy(b, r->rules.bias, r->rules.n_bias * sizeof *b);
+    }
+    if (r->rules.min_tokens) {
+        if (!(q->masked = malloc((r->n_stop_ids + 1) * sizeof *q->masked))) return -1;
+        if (q->eos >= 0) q->masked[q->n_masked++] = q->eos;
+        for (uint32_t i = 0; i < r->n_stop_ids; i++) q->masked[q->n_masked++] = r->stop_ids[i];
+    }
+    q->logprobs = r->logprobs || r->prompt_logprobs;
+    q->top_n = r->top_logprobs;
+    q->prompt_logprobs = r->prompt_logprobs;
+    if (r->prompt_logprobs) {
+        q->plp = malloc(r->prompt_len * sizeof *q->plp);
+        q->plp_top = malloc(((size_t)r->prompt_len * q->top_n + 1) * sizeof *q->plp_top);
+        if (!q->plp || !q->plp_top) return -1;
+        q->plp[0] = NAN;
+        for (uint32_t i = 0; i < q->top_n; i++) q->plp_top[i] = (logprob_entry){-1, NAN};
+    }
+    return 0;
 }
 
 int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
@@ -311,6 +388,7 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
                            r->prompt[i], mc->vocab_size);
     if (runner_sampling_check(&r->sampling, e) < 0) return rh_prefix(e, "request %llu", id);
     if (r->n_stop_ids && !r->stop_ids) return rh_fail(e, "request %llu: %u stop ids but no array", id, r->n_stop_ids);
+    if (check_rules(g, r, e) < 0) return -1;
 
     ereq *q = calloc(1, sizeof *q);
     if (!q || !(q->toks = malloc(total * sizeof *q->toks)) ||
@@ -329,11 +407,15 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
     q->seed = r->seed;
     q->eos = r->ignore_eos ? -1 : mc->eos_token_id;
     q->n_stop = r->n_stop_ids;
+    if (take_rules(q, r) < 0) {
+        free_req(q);
+        return rh_fail(e, "request %llu: out of memory", id);
+    }
     core_req_desc d = {
         .id = r->id,
         .prompt_len = r->prompt_len,
         .max_new_tokens = r->max_tokens,
-        .prompt_tokens = q->toks,
+        .prompt_tokens = r->prompt_logprobs ? NULL : q->toks,   /* NULL: shares no cached prefix */
         .user = q,
     };
     if (!core_add(g->c, &d, now, e)) {
@@ -380,7 +462,19 @@ void engine_core_on_event(void *ctx, const core_event *ev)
     if (ev->kind == CORE_EV_TOKENS) q->n_out = ev->output_len;
     engine_event out = {.ev = *ev, .user = q->user, .output = q->toks + q->prompt_len};
     out.ev.user = q->user;
-    if (ev->kind == CORE_EV_TOKENS) out.tokens = q->toks + q->prompt_len + q->n_out - ev->n_tokens;
+    if (ev->kind == CORE_EV_TOKENS) {
+        out.tokens = q->toks + q->prompt_len + q->n_out - ev->n_tokens;
+        if (q->logprobs) {
+            out.logprobs = q->lp;
+            out.top = q->lp_top;
+            out.top_n = q->top_n;
+        }
+        if (q->prompt_logprobs && !q->prompt_sent) {
+            out.prompt_logprobs = q->plp;
+            out.prompt_top = q->plp_top;
+            q->prompt_sent = true;
+        }
+    }
     if (g->cfg.hooks.on_event) g->cfg.hooks.on_event(g->cfg.hooks.ctx, &out);
     if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) {
         if (g->drafter && g->drafter->forget) g->drafter->forget(g->drafter->ctx, q->id, q->draft_state);

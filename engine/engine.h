@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "engine/core/core.h"
+#include "engine/model/logits.h"
 #include "engine/model/runner.h"
 #include "engine/model/tp.h"
 #include "engine/speculative/hist.h"
@@ -63,6 +64,15 @@ typedef struct engine_event {
     void *user;                 /* engine_request.user */
     const int32_t *tokens;      /* CORE_EV_TOKENS: the ev.n_tokens new ids; else NULL */
     const int32_t *output;      /* every output id so far (ev.output_len of them) */
+    /* When the request asked for logprobs: per new id its log-probability
+     * and its top_n most likely alternatives (top_n per id); else NULL. */
+    const float *logprobs;
+    const logprob_entry *top;
+    uint32_t top_n;
+    /* When it asked for prompt logprobs, on its first TOKENS event: one per
+     * prompt id (the first is NAN: nothing precedes it), top_n each. */
+    const float *prompt_logprobs;
+    const logprob_entry *prompt_top;
 } engine_event;
 
 typedef struct engine_hooks {
@@ -139,6 +149,11 @@ typedef struct engine_request {
     bool ignore_eos;            /* else the model's EOS id stops it */
     const int32_t *stop_ids;    /* more ids that stop it (copied); the stop id is the last output */
     uint32_t n_stop_ids;
+    logit_rules rules;          /* logit_bias, min_tokens, min_p, penalties (copied); zero: none */
+    bool logprobs;              /* report each output's logprob ... */
+    uint32_t top_logprobs;      /*   and its this many most likely alternatives (<= LOGPROB_MAX_TOP) */
+    bool prompt_logprobs;       /* also each prompt id's (echo): every prompt position is computed, so
+                                   the request neither reads nor fills the prefix cache */
     void *user;                 /* handed back in events */
 } engine_request;
 

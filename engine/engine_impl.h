@@ -21,6 +21,16 @@ typedef struct ereq {
     int32_t *stop;
     uint32_t n_stop;
     void *draft_state;          /* the drafter's per-request pointer (spec_draft.state) */
+    logit_rules rules;          /* bias arrays owned */
+    int32_t *masked;            /* what min_tokens masks: EOS (unless ignored) and the stop ids */
+    uint32_t n_masked;
+    bool logprobs, prompt_logprobs, prompt_sent;
+    uint32_t top_n;
+    float *lp;                  /* this step's logprob per sampled row, [cap_lp] */
+    logprob_entry *lp_top;      /* [cap_lp * top_n] */
+    uint32_t cap_lp;
+    float *plp;                 /* prompt logprobs, [prompt_len] (prompt_logprobs) */
+    logprob_entry *plp_top;     /* [prompt_len * top_n] */
     struct ereq *prev, *next;   /* every live request, for engine_free */
 } ereq;
 
@@ -58,6 +68,9 @@ struct engine {
     float *probs;               /* target probability rows for verifying sampled drafts */
     size_t cap_probs;
     kern_cand *cand;            /* [vocab] scratch of spec_probs */
+    uint32_t *counts;           /* [vocab] zeroed scratch of logit_rules_apply */
+    float *work;                /* rows with a request's logit rules applied */
+    size_t cap_work;
     engine_spec_stats spec_stats;
 };
 

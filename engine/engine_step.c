@@ -9,6 +9,7 @@
 #include "util/hash.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* CPU time of this thread: scheduling cost that does not count the time the
  * thread waited for a core on a busy machine. */
@@ -47,6 +48,8 @@ static int lay_out(const core_seq *s, runner_seq *rs, rh_err *e)
         .n_pages = s->n_pages,
         .n_logits = s->samples ? 1 : 0,
     };
+    /* Prompt logprobs score every prompt position: each row of a chunk. */
+    if (s->prefill && q->prompt_logprobs) rs->n_logits = s->n_new;
     return 0;
 }
 
@@ -116,12 +119,64 @@ static float *probs_rows(engine *g, uint32_t rows)
  * the draft that is exactly rejection sampling, and it draws from the
  * request's stream just as a run without drafts does. Drafts with a
  * distribution q go through spec_verify. */
-static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, const spec_draft *dr,
+/* The rows with the request's logit rules applied, in the engine's scratch;
+ * row j is drawn after j drafts, which count as outputs before it. */
+static const float *apply_rules(engine *g, ereq *q, const float *rows, uint32_t n_rows, rh_err *e)
+{
+    uint32_t vocab = g->m->cfg.vocab_size;
+    size_t need = (size_t)n_rows * vocab;
+    if (need > g->cap_work) {
+        float *w = realloc(g->work, need * sizeof *w);
+        if (!w) return rh_fail(e, "engine: out of memory applying a request's logit rules"), NULL;
+        g->work = w;
+        g->cap_work = need;
+    }
+    memcpy(g->work, rows, need * sizeof *rows);
+    for (uint32_t j = 0; j < n_rows; j++) {
+        logit_context x = {.prompt = q->toks, .n_prompt = q->prompt_len, .out = q->toks + q->prompt_len,
+                           .n_out = q->n_out + j, .stops = q->masked, .n_stops = q->n_masked,
+                           .temperature = q->sampling.temperature};
+        logit_rules_apply(&q->rules, &x, g->work + (size_t)j * vocab, vocab, g->counts);
+    }
+    return g->work;
+}
+
+/* Each committed token's logprob (and top ids) under the model's raw rows. */
+static int note_logprobs(ereq *q, const float *raw, uint32_t vocab, const int32_t *toks, uint32_t n, rh_err *e)
+{
+    if (n > q->cap_lp) {
+        float *lp = realloc(q->lp, n * sizeof *lp);
+        if (lp) q->lp = lp;
+        logprob_entry *top = lp ? realloc(q->lp_top, ((size_t)n * q->top_n + 1) * sizeof *top) : NULL;
+        if (top) q->lp_top = top;
+        if (!lp || !top) return rh_fail(e, "engine: out of memory for request %llu's logprobs", (unsigned long long)q->id);
+        q->cap_lp = n;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        q->lp[j] = logprob_top(raw + (size_t)j * vocab, vocab, toks[j], q->top_n, q->lp_top + (size_t)j * q->top_n);
+    return 0;
+}
+
+/* A prompt chunk's rows of a request that asked for prompt logprobs: row t
+ * (position start + t) scores the prompt id after it. */
+static void note_prompt_logprobs(ereq *q, const runner_seq *rs, const float *rows, uint32_t vocab)
+{
+    for (uint32_t t = 0; t < rs->n_new; t++) {
+        uint32_t next = rs->start + t + 1;
+        if (next >= q->prompt_len) break;
+        q->plp[next] = logprob_top(rows + (size_t)t * vocab, vocab, q->toks[next], q->top_n,
+                                   q->plp_top + (size_t)next * q->top_n);
+    }
+}
+
+static int sample(engine *g, ereq *q, uint32_t n_rows, const float *raw, const spec_draft *dr,
                   core_seq_result *out, rh_err *e)
 {
     uint32_t vocab = g->m->cfg.vocab_size;
     uint32_t fill = q->prompt_len + q->n_out;
-    uint32_t proposed = rs->n_logits - 1, accepted = 0;
+    uint32_t proposed = n_rows - 1, accepted = 0;
+    const float *rows = raw;
+    if (logit_rules_active(&q->rules) && !(rows = apply_rules(g, q, raw, n_rows, e))) return -1;
     if (proposed && dr && dr->q) {
         float *p = probs_rows(g, proposed + 1);
         if (!p) return rh_fail(e, "engine: out of memory verifying %u drafts", proposed);
@@ -147,6 +202,7 @@ static int sample(engine *g, ereq *q, const runner_seq *rs, const float *rows, c
             break;
         }
     *out = r;
+    if (q->logprobs && note_logprobs(q, raw, vocab, q->toks + fill, r.accepted + 1, e) < 0) return -1;
     return 0;
 }
 
@@ -229,7 +285,9 @@ static int run_priced(engine *g, rh_err *e)
         int32_t t = (int32_t)(base + rh_hash64(q->seed ^ rh_hash64(fill)) % (vocab - base));
         if (t == q->eos) t = (int32_t)(base + (uint32_t)(t - (int32_t)base + 1) % (vocab - base));
         q->toks[fill] = t;
-        g->results[i] = (core_seq_result){.tokens = q->toks + fill, .stop = is_stop(q, t)};
+        /* min_tokens holds a made-up stop id back as a computed forward masks it */
+        bool early = q->n_out < q->rules.min_tokens;
+        g->results[i] = (core_seq_result){.tokens = q->toks + fill, .stop = !early && is_stop(q, t)};
     }
     g->done_at = engine_now(g);
     return 0;
@@ -249,11 +307,21 @@ int engine_step_run(engine *g, rh_err *e)
         const runner_seq *rs = &g->seqs[i];
         g->results[i] = (core_seq_result){0};
         if (!rs->n_logits) continue;
+        const core_seq *s = &b->seqs[i];
+        ereq *q = s->user;
+        const float *rows = logits;
+        uint32_t n_rows = rs->n_logits;
+        logits += rs->n_logits * vocab;
+        if (s->prefill && q->prompt_logprobs) {
+            note_prompt_logprobs(q, rs, rows, (uint32_t)vocab);
+            if (!s->samples) continue;
+            rows += (size_t)(n_rows - 1) * vocab;   /* the last row samples */
+            n_rows = 1;
+        }
         const spec_draft *dr = NULL;
         if (g->drafter && g->draft_of[i] != UINT32_MAX) dr = &g->drafts[g->draft_of[i]];
-        if (sample(g, b->seqs[i].user, rs, logits, dr, &g->results[i], e) < 0) return -1;
-        if (b->seqs[i].n_spec) count_verify(g, dr, &g->results[i]);
-        logits += rs->n_logits * vocab;
+        if (sample(g, q, n_rows, rows, dr, &g->results[i], e) < 0) return -1;
+        if (s->n_spec) count_verify(g, dr, &g->results[i]);
     }
     g->done_at = engine_now(g);
     return 0;

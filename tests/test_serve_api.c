@@ -271,7 +271,8 @@ static void test_writers(void)
     oa_request r = {.kind = OA_COMPLETIONS, .return_token_ids = true};
     oa_ident id = {"cmpl-1", 1700000000, "m\"odel"};
     int32_t ids[] = {1, 2};
-    oa_choice_out c[2] = {{"ab", 2, ids, 2, TR_FINISH_LENGTH}, {"x\xff", 2, ids, 1, TR_FINISH_STOP}};
+    oa_choice_out c[2] = {{.text = "ab", .len = 2, .ids = ids, .n_ids = 2, .finish = TR_FINISH_LENGTH},
+                          {.text = "x\xff", .len = 2, .ids = ids, .n_ids = 1, .finish = TR_FINISH_STOP}};
     oa_usage u = {10, 3, 4};
     size_t n;
     char *s = oa_response(&r, &id, c, 2, &u, &n);
@@ -293,7 +294,7 @@ static void test_writers(void)
     /* A chat chunk: the role first, then content only. */
     r.kind = OA_CHAT;
     r.return_token_ids = false;
-    oa_choice_out d = {"hi", 2, NULL, 0, 0};
+    oa_choice_out d = {.text = "hi", .len = 2};
     s = oa_chunk(&r, &id, 3, &d, true, &n);
     CU_ASSERT(!strncmp(s, "data: {", 7) && !strcmp(s + n - 2, "\n\n"));
     j = json_loads(s + 6, JSON_DISABLE_EOF_CHECK, NULL);
@@ -303,7 +304,7 @@ static void test_writers(void)
     CU_ASSERT(json_is_null(json_object_get(ch0, "finish_reason")));
     json_decref(j);
     free(s);
-    d = (oa_choice_out){"", 0, NULL, 0, TR_FINISH_LENGTH};
+    d = (oa_choice_out){.text = "", .finish = TR_FINISH_LENGTH};
     s = oa_chunk(&r, &id, 0, &d, false, &n);
     j = json_loads(s + 6, JSON_DISABLE_EOF_CHECK, NULL);
     ch0 = json_array_get(json_object_get(j, "choices"), 0);

@@ -94,10 +94,34 @@ static void test_bad_bodies(void)
     expect(s, C, "{\"prompt\": [3], \"stop\": 5}", 400, "invalid_type", "stop");
     expect(s, C, "{\"prompt\": [3], \"stop\": [\"a\", {}]}", 400, "invalid_type", "stop");
     expect(s, C, "{\"prompt\": [3], \"stop_token_ids\": [9999]}", 400, "invalid_value", "stop_token_ids");
-    expect(s, C, "{\"prompt\": [3], \"n\": 2}", 400, "unsupported_value", "n");
-    expect(s, C, "{\"prompt\": [3], \"logprobs\": 3}", 400, "unsupported_value", "logprobs");
-    expect(s, C, "{\"prompt\": [3], \"echo\": true}", 400, "unsupported_value", "echo");
-    expect(s, C, "{\"prompt\": [3], \"presence_penalty\": 0.5}", 400, "unsupported_value", "presence_penalty");
+    expect(s, C, "{\"prompt\": [3], \"n\": 0}", 400, "invalid_value", "n");
+    expect(s, C, "{\"prompt\": [3], \"n\": 65}", 400, "invalid_value", "n");
+    expect(s, C, "{\"prompt\": [3], \"n\": 2, \"best_of\": 3}", 400, "unsupported_value", "best_of");
+    expect(s, C, "{\"prompt\": [3], \"logprobs\": 21}", 400, "invalid_value", "logprobs");
+    expect(s, C, "{\"prompt\": [3], \"top_logprobs\": 2}", 400, "unsupported_parameter", "top_logprobs");
+    expect(s, C, "{\"prompt\": [3], \"presence_penalty\": 2.5}", 400, "invalid_value", "presence_penalty");
+    expect(s, C, "{\"prompt\": [3], \"frequency_penalty\": -3}", 400, "invalid_value", "frequency_penalty");
+    expect(s, C, "{\"prompt\": [3], \"repetition_penalty\": 0}", 400, "invalid_value", "repetition_penalty");
+    expect(s, C, "{\"prompt\": [3], \"min_p\": 1.5}", 400, "invalid_value", "min_p");
+    expect(s, C, "{\"prompt\": [3], \"max_tokens\": 4, \"min_tokens\": 5}", 400, "invalid_value", "min_tokens");
+    expect(s, C, "{\"prompt\": [3], \"logit_bias\": {\"9999\": 1}}", 400, "invalid_value", "logit_bias");
+    expect(s, C, "{\"prompt\": [3], \"logit_bias\": {\"x\": 1}}", 400, "invalid_value", "logit_bias");
+    expect(s, C, "{\"prompt\": [3], \"logit_bias\": {\"5\": 101}}", 400, "invalid_value", "logit_bias");
+    expect(s, C, "{\"prompt\": [3], \"logit_bias\": [1]}", 400, "invalid_type", "logit_bias");
+    expect(s, C, "{\"prompt\": [3], \"suffix\": \"end\"}", 400, "unsupported_parameter", "suffix");
+    expect(s, C, "{\"prompt\": [3], \"response_format\": {\"type\": \"json_object\"}}", 400, "unsupported_parameter",
+           "response_format");
+    expect(s, C, "{\"prompt\": [3], \"guided_regex\": \"a+\"}", 400, "unsupported_parameter", "guided_regex");
+    expect(s, C, "{\"prompt\": [3], \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}", 400,
+           "unsupported_parameter", "stream_options");
+    expect(s, CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}",
+           400, "unsupported_parameter", "tools");
+    expect(s, CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"required\"}", 400,
+           "unsupported_parameter", "tool_choice");
+    expect(s, CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}", 400,
+           "invalid_value", "top_logprobs");
+    expect(s, CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"echo\": true}", 400,
+           "unsupported_parameter", "echo");
     expect(s, C, "{\"prompt\": [3], \"model\": 7}", 400, "invalid_type", "model");
     expect(s, C, "{\"prompt\": [3], \"model\": \"gpt-4\"}", 404, "model_not_found", "model");
     expect(s, CH, "{\"messages\": \"hi\"}", 400, "invalid_type", "messages");

@@ -21,7 +21,7 @@
 
 #define STREAM_BLOCK (16u << 10)
 
-enum route { R_COMPLETIONS = 1, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
+enum route { R_COMPLETIONS = 1, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
 
 /* One HTTP request, from its first call to its completion. */
 typedef struct hreq {
@@ -93,6 +93,7 @@ static int route_of(const char *url, const char *method)
         if (strcmp(url, routes[i].path)) continue;
         return strcmp(method, routes[i].method) ? R_BAD_METHOD : routes[i].route;
     }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) return strcmp(method, "GET") ? R_BAD_METHOD : R_MODEL;
     return R_NOT_FOUND;
 }
 
@@ -117,11 +118,33 @@ static bool authorized(const server *s, struct MHD_Connection *c)
 }
 
 /* ---- plain endpoints ---- */
+static json_t *model_value(const server *s)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_name, "object", "model", "created", (json_int_t)0,
+                     "owned_by", "rehearse", "max_model_len", (json_int_t)s->lim.context);
+}
+
+/* GET /v1/models/{id}: the served model, or 404 naming the one asked for
+ * (ids with a '/', as Hugging Face names go, are the rest of the path). */
+static enum MHD_Result one_model(server *s, struct MHD_Connection *c, const char *url)
+{
+    const char *id = url + strlen("/v1/models/");
+    if (strcmp(id, s->model_name)) {
+        oa_error e;
+        oa_fail(&e, 404, "model", "model_not_found", "the model '%.200s' does not exist (this server serves '%.200s')",
+                id, s->model_name);
+        return send_error(c, &e);
+    }
+    json_t *o = model_value(s);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body) return MHD_NO;
+    return send_owned(c, 200, "application/json", body, strlen(body));
+}
+
 static enum MHD_Result models(server *s, struct MHD_Connection *c)
 {
-    json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:I}]}", "object", "list", "data", "id", s->model_name, "object",
-                          "model", "created", (json_int_t)0, "owned_by", "rehearse", "max_model_len",
-                          (json_int_t)s->lim.context);
+    json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", model_value(s));
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!body) return MHD_NO;
@@ -198,10 +221,28 @@ static int wput_owned(sv_job *j, char *p, size_t n)
 
 /* Deliveries to events. A choice that ended by abort or error has no
  * finish chunk: the stream ends with the job's error event instead. */
+/* The logprobs' context of a choice: its tokenizer, its text offset and,
+ * with echo, its prompt's scores. */
+static void with_logprobs(sv_job *j, uint32_t i, bool prompt, oa_choice_out *c)
+{
+    const sv_choice *ch = &j->choices[i];
+    c->tok = j->req.tokens_as_ids ? NULL : j->srv->tok;
+    c->text_offset = &j->text_offset[i];
+    if (!prompt || !ch->plp) return;
+    const oa_prompt *p = &j->req.prompts[i];
+    c->prompt_ids = p->ids;
+    c->n_prompt = p->n;
+    c->prompt_logprobs = ch->plp;
+    c->prompt_top = ch->plp_top;
+}
+
 static int format(sv_job *j, const sv_delivery *d)
 {
     for (; d; d = d->next) {
-        oa_choice_out c = {d->text, d->len, d->ids, d->n_ids, d->finish};
+        oa_choice_out c = {.text = d->text, .len = d->len, .ids = d->ids, .n_ids = d->n_ids, .finish = d->finish};
+        with_logprobs(j, d->choice, d->with_prompt, &c);
+        c.logprobs = d->lp;
+        c.top = d->top;
         if (d->finish == TR_FINISH_ABORT || d->finish == TR_FINISH_ERROR) {
             if (!d->len && !d->n_ids) continue;
             c.finish = 0;
@@ -286,13 +327,33 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, sv_job *j)
 static enum MHD_Result answer_whole(struct MHD_Connection *c, sv_job *j)
 {
     oa_choice_out *co = calloc(j->n_choices, sizeof *co);
-    if (!co) return MHD_NO;
-    for (uint32_t i = 0; i < j->n_choices; i++) {
+    char **texts = calloc(j->n_choices, sizeof *texts);
+    bool ok = co && texts;
+    for (uint32_t i = 0; ok && i < j->n_choices; i++) {
         const sv_choice *ch = &j->choices[i];
-        co[i] = (oa_choice_out){ch->text.text ? ch->text.text : "", ch->text.len, ch->out, ch->n_kept, ch->finish};
+        const char *text = ch->text.text ? ch->text.text : "";
+        size_t len = ch->text.len;
+        if (j->echo) {   /* the prompt's text opens the choice's */
+            size_t el = j->echo_len[i / j->req.n];
+            if (!(texts[i] = malloc(el + len + 1))) {
+                ok = false;
+                break;
+            }
+            memcpy(texts[i], j->echo[i / j->req.n], el);
+            memcpy(texts[i] + el, text, len);
+            texts[i][el + len] = '\0';
+            text = texts[i];
+            len += el;
+        }
+        co[i] = (oa_choice_out){.text = text, .len = len, .ids = ch->out, .n_ids = ch->n_kept, .finish = ch->finish};
+        with_logprobs(j, i, true, &co[i]);
+        co[i].logprobs = ch->lp;
+        co[i].top = ch->lp_top;
     }
     size_t n;
-    char *body = oa_response(&j->req, &j->ident, co, j->n_choices, &j->usage, &n);
+    char *body = ok ? oa_response(&j->req, &j->ident, co, j->n_choices, &j->usage, &n) : NULL;
+    for (uint32_t i = 0; texts && i < j->n_choices; i++) free(texts[i]);
+    free(texts);
     free(co);
     return body ? send_owned(c, 200, "application/json", body, n) : MHD_NO;
 }
@@ -417,6 +478,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     case R_COMPLETIONS:
     case R_CHAT: return start_completion(s, c, h);
     case R_MODELS: return models(s, c);
+    case R_MODEL: return one_model(s, c, url);
     case R_HEALTH: return health(s, c);
     case R_METRICS: return metrics(s, c);
     case R_BAD_METHOD: {

@@ -15,8 +15,19 @@
  *   seed, stop (a string, or an array of strings and/or token ids),
  *   stop_token_ids, ignore_eos, stream, stream_options.include_usage,
  *   return_token_ids (each choice and chunk also carries its token ids),
- *   n / best_of (1 only), logprobs and echo (off only), presence and
- *   frequency penalties (0 only), repetition_penalty (1 only).
+ *   n (choices per prompt; best_of only equal to n), logit_bias ({id:
+ *   -100..100}), min_tokens (<= max_tokens), min_p in [0, 1],
+ *   presence_penalty and frequency_penalty in [-2, 2], repetition_penalty
+ *   > 0 (engine/model/logits.h), logprobs (completions: 0..20 top ids;
+ *   chat: true, with top_logprobs 0..20), echo (completions: the prompt
+ *   opens the text; with logprobs its ids are scored too),
+ *   return_tokens_as_token_ids (logprobs name each token "token_id:N", as
+ *   vLLM does), user (an end-user id: changes no output).
+ * Refused with a 400 naming them unless they ask for the default
+ * (openai_params.c): suffix, tools, tool_choice, functions, response_format
+ * other than text, guided and structured outputs, allowed_token_ids,
+ * bad_words, prompt_logprobs, truncate_prompt_tokens, chat's echo and
+ * template options, stream_options.continuous_usage_stats, and the like.
  * Chat template (models here carry no Jinja template): the tokenizer's BOS,
  * then "ROLE: CONTENT\n" per message, then "assistant:" for the model to
  * continue. Text prompts are encoded with the BOS prepended.
@@ -29,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/model/logits.h"
 #include "engine/model/tokenizer.h"
 #include "kernels/kernels.h"
 
@@ -69,6 +81,12 @@ typedef struct oa_request {
     int32_t *stop_ids;          /* from stop and stop_token_ids */
     uint32_t n_stop_ids;
     bool ignore_eos, stream, include_usage, return_token_ids;
+    logit_rules rules;          /* logit_bias (ids and biases owned), min_tokens, min_p, penalties */
+    bool logprobs;              /* completions: logprobs >= 0; chat: logprobs true */
+    uint32_t top_logprobs;      /* completions: logprobs N; chat: top_logprobs */
+    bool echo;                  /* completions: the prompt opens the text (and the logprobs, with logprobs) */
+    bool tokens_as_ids;         /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" (vLLM) */
+    uint32_t n;                 /* choices per prompt (>= 1): prompts holds n copies of each, prompt-major */
 } oa_request;
 
 /* What the server serves, for checking a request. */
@@ -94,6 +112,17 @@ typedef struct oa_choice_out {
     const int32_t *ids;         /* written when the request asked for token ids */
     uint32_t n_ids;
     int finish;                 /* enum tr_finish; 0 while the choice runs */
+    /* When the request asked for logprobs: one per id, top_logprobs each. */
+    const float *logprobs;
+    const logprob_entry *top;
+    /* Echo with logprobs: the prompt's ids and scores come first (the
+     * first score is NAN: written as null). */
+    const int32_t *prompt_ids;
+    const float *prompt_logprobs;
+    const logprob_entry *prompt_top;
+    uint32_t n_prompt;
+    const tokenizer *tok;       /* names the ids in logprobs */
+    uint32_t *text_offset;      /* completions' text_offset: characters before this piece, advanced */
 } oa_choice_out;
 
 typedef struct oa_usage {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/serve/openai.h"
+#include "engine/serve/openai_impl.h"
 #include "engine/serve/server_text.h"
 
 #define DEFAULT_COMPLETION_TOKENS 16
@@ -31,7 +32,7 @@ int oa_fail(oa_error *e, int status, const char *param, const char *code, const 
     return -1;
 }
 
-static int bad_type(oa_error *e, const char *param, const char *want)
+int oa_bad_type(oa_error *e, const char *param, const char *want)
 {
     return oa_fail(e, 400, param, "invalid_type", "'%s' must be %s", param, want);
 }
@@ -43,45 +44,47 @@ void oa_request_free(oa_request *r)
     for (uint32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_ids);
+    free((void *)r->rules.bias_ids);
+    free((void *)r->rules.bias);
     memset(r, 0, sizeof *r);
 }
 
 /* A field that is absent or null counts as not given. */
-static json_t *field(json_t *root, const char *name)
+json_t *oa_field(json_t *root, const char *name)
 {
     json_t *v = json_object_get(root, name);
     return json_is_null(v) ? NULL : v;
 }
 
-static int get_bool(json_t *root, const char *name, bool *out, oa_error *e)
+int oa_get_bool(json_t *root, const char *name, bool *out, oa_error *e)
 {
-    json_t *v = field(root, name);
+    json_t *v = oa_field(root, name);
     if (!v) return 0;
-    if (!json_is_boolean(v)) return bad_type(e, name, "a boolean");
+    if (!json_is_boolean(v)) return oa_bad_type(e, name, "a boolean");
     *out = json_is_true(v);
     return 0;
 }
 
-static int get_number(json_t *root, const char *name, double *out, int *given, oa_error *e)
+int oa_get_number(json_t *root, const char *name, double *out, int *given, oa_error *e)
 {
-    json_t *v = field(root, name);
+    json_t *v = oa_field(root, name);
     *given = v != NULL;
     if (!v) return 0;
-    if (!json_is_number(v)) return bad_type(e, name, "a number");
+    if (!json_is_number(v)) return oa_bad_type(e, name, "a number");
     *out = json_number_value(v);
     return 0;
 }
 
-static int get_int(json_t *root, const char *name, long long *out, int *given, oa_error *e)
+int oa_get_int(json_t *root, const char *name, long long *out, int *given, oa_error *e)
 {
-    json_t *v = field(root, name);
+    json_t *v = oa_field(root, name);
     *given = v != NULL;
     if (!v) return 0;
     /* 16.0 is an integer to a JSON client; 16.5 is not. */
     if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15)
         *out = (long long)json_real_value(v);
     else if (json_is_integer(v)) *out = json_integer_value(v);
-    else return bad_type(e, name, "an integer");
+    else return oa_bad_type(e, name, "an integer");
     return 0;
 }
 
@@ -148,10 +151,10 @@ static int id_prompt(oa_request *r, json_t *a, const char *where, const oa_limit
 
 static int parse_prompt(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e)
 {
-    json_t *p = field(root, "prompt");
+    json_t *p = oa_field(root, "prompt");
     if (!p) return oa_fail(e, 400, "prompt", "missing_required_parameter", "'prompt' is required");
     if (json_is_string(p)) return text_prompt(r, json_string_value(p), json_string_length(p), "prompt", lim, e);
-    if (!json_is_array(p)) return bad_type(e, "prompt", "a string, an array of token ids, or an array of those");
+    if (!json_is_array(p)) return oa_bad_type(e, "prompt", "a string, an array of token ids, or an array of those");
     size_t n = json_array_size(p);
     if (n == 0) return oa_fail(e, 400, "prompt", "invalid_value", "'prompt' is empty");
     json_t *first = json_array_get(p, 0);
@@ -252,7 +255,7 @@ char *oa_chat_text(const void *messages, size_t *len, oa_error *e)
 static int parse_messages(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e)
 {
     size_t len;
-    char *text = oa_chat_text(field(root, "messages"), &len, e);
+    char *text = oa_chat_text(oa_field(root, "messages"), &len, e);
     if (!text) return -1;
     int rc = text_prompt(r, text, len, "messages", lim, e);
     free(text);
@@ -293,7 +296,7 @@ static int add_stop(oa_request *r, json_t *s, oa_error *e)
 
 static int parse_stop(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e)
 {
-    json_t *s = field(root, "stop");
+    json_t *s = oa_field(root, "stop");
     if (s) {
         if (json_is_string(s)) {
             if (add_stop(r, s, e) < 0) return -1;
@@ -307,12 +310,12 @@ static int parse_stop(oa_request *r, json_t *root, const oa_limits *lim, oa_erro
                 if (rc < 0) return -1;
             }
         } else {
-            return bad_type(e, "stop", "a string or an array of strings and token ids");
+            return oa_bad_type(e, "stop", "a string or an array of strings and token ids");
         }
     }
-    json_t *ids = field(root, "stop_token_ids");
+    json_t *ids = oa_field(root, "stop_token_ids");
     if (!ids) return 0;
-    if (!json_is_array(ids)) return bad_type(e, "stop_token_ids", "an array of token ids");
+    if (!json_is_array(ids)) return oa_bad_type(e, "stop_token_ids", "an array of token ids");
     for (size_t i = 0; i < json_array_size(ids); i++) {
         json_t *v = json_array_get(ids, i);
         if (!json_is_integer(v))
@@ -322,78 +325,15 @@ static int parse_stop(oa_request *r, json_t *root, const oa_limits *lim, oa_erro
     return 0;
 }
 
-/* ---- sampling and the rest ---- */
-static int parse_sampling(oa_request *r, json_t *root, oa_error *e)
-{
-    double d;
-    long long k;
-    int given;
-    r->sampling = (kern_sampling){.temperature = 1, .top_p = 1, .top_k = 0};
-    if (get_number(root, "temperature", &d, &given, e) < 0) return -1;
-    if (given) {
-        if (!(d >= 0) || !isfinite(d) || d > 1e6)
-            return oa_fail(e, 400, "temperature", "invalid_value", "'temperature' must be >= 0 (got %g)", d);
-        r->sampling.temperature = (float)d;
-    }
-    if (get_number(root, "top_p", &d, &given, e) < 0) return -1;
-    if (given) {
-        /* Checked as the sampler holds it: a float (1e-300 is 0 there). */
-        float f = (float)d;
-        if (!(d > 0 && d <= 1) || !(f > 0 && f <= 1))
-            return oa_fail(e, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1] as a 32-bit float (got %g)", d);
-        r->sampling.top_p = f;
-    }
-    if (get_int(root, "top_k", &k, &given, e) < 0) return -1;
-    if (given) {
-        if (k < -1 || k > UINT32_MAX)
-            return oa_fail(e, 400, "top_k", "invalid_value", "'top_k' must be -1 or 0 (off) or a positive count (got %lld)", k);
-        r->sampling.top_k = k < 0 ? 0 : (uint32_t)k;
-    }
-    if (get_int(root, "seed", &k, &given, e) < 0) return -1;
-    r->has_seed = given;
-    r->seed = (uint64_t)k;
-    return 0;
-}
-
-/* Parameters this server does not implement are refused unless they ask
- * for the default, so a client never gets silently different behaviour. */
-static int parse_unsupported(json_t *root, oa_error *e)
-{
-    static const char *ones[] = {"n", "best_of"};
-    for (size_t i = 0; i < 2; i++) {
-        long long v;
-        int given;
-        if (get_int(root, ones[i], &v, &given, e) < 0) return -1;
-        if (given && v != 1) return oa_fail(e, 400, ones[i], "unsupported_value", "'%s' must be 1 (got %lld)", ones[i], v);
-    }
-    static const char *zeros[] = {"presence_penalty", "frequency_penalty"};
-    for (size_t i = 0; i < 2; i++) {
-        double v;
-        int given;
-        if (get_number(root, zeros[i], &v, &given, e) < 0) return -1;
-        if (given && v != 0) return oa_fail(e, 400, zeros[i], "unsupported_value", "'%s' is not supported (only 0)", zeros[i]);
-    }
-    double rp;
-    int given;
-    if (get_number(root, "repetition_penalty", &rp, &given, e) < 0) return -1;
-    if (given && rp != 1) return oa_fail(e, 400, "repetition_penalty", "unsupported_value", "'repetition_penalty' is not supported (only 1)");
-    json_t *lp = field(root, "logprobs");
-    if (lp && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return oa_fail(e, 400, "logprobs", "unsupported_value", "'logprobs' are not supported");
-    json_t *echo = field(root, "echo");
-    if (echo && !json_is_false(echo)) return oa_fail(e, 400, "echo", "unsupported_value", "'echo' is not supported");
-    return 0;
-}
-
 static int parse_max_tokens(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e)
 {
     long long v = 0;
     int given = 0;
     const char *name = "max_tokens";
-    if (get_int(root, name, &v, &given, e) < 0) return -1;
+    if (oa_get_int(root, name, &v, &given, e) < 0) return -1;
     if (!given && r->kind == OA_CHAT) {
         name = "max_completion_tokens";
-        if (get_int(root, name, &v, &given, e) < 0) return -1;
+        if (oa_get_int(root, name, &v, &given, e) < 0) return -1;
     }
     if (given && v < 1) return oa_fail(e, 400, name, "invalid_value", "'%s' must be at least 1 (got %lld)", name, v);
     uint32_t longest = 0;
@@ -431,9 +371,9 @@ int oa_parse(oa_kind kind, const char *body, size_t n, const oa_limits *lim, oa_
         oa_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object");
         goto done;
     }
-    json_t *model = field(root, "model");
+    json_t *model = oa_field(root, "model");
     if (model && !json_is_string(model)) {
-        bad_type(e, "model", "a string");
+        oa_bad_type(e, "model", "a string");
         goto done;
     }
     if (model && lim->model && strcmp(json_string_value(model), lim->model)) {
@@ -441,23 +381,24 @@ int oa_parse(oa_kind kind, const char *body, size_t n, const oa_limits *lim, oa_
                 json_string_value(model), lim->model);
         goto done;
     }
-    if (get_bool(root, "stream", &out->stream, e) < 0 || get_bool(root, "ignore_eos", &out->ignore_eos, e) < 0 ||
-        get_bool(root, "return_token_ids", &out->return_token_ids, e) < 0)
+    if (oa_get_bool(root, "stream", &out->stream, e) < 0 || oa_get_bool(root, "ignore_eos", &out->ignore_eos, e) < 0 ||
+        oa_get_bool(root, "return_token_ids", &out->return_token_ids, e) < 0)
         goto done;
-    json_t *so = field(root, "stream_options");
+    json_t *so = oa_field(root, "stream_options");
     if (so) {
         if (!json_is_object(so)) {
-            bad_type(e, "stream_options", "an object");
+            oa_bad_type(e, "stream_options", "an object");
             goto done;
         }
-        if (get_bool(so, "include_usage", &out->include_usage, e) < 0) {
+        if (oa_get_bool(so, "include_usage", &out->include_usage, e) < 0) {
             snprintf(e->param, sizeof e->param, "stream_options");
             goto done;
         }
     }
-    if (parse_unsupported(root, e) < 0 || parse_sampling(out, root, e) < 0) goto done;
+    if (oa_parse_refused(kind, root, e) < 0 || oa_parse_sampling(out, root, lim, e) < 0) goto done;
     if ((kind == OA_CHAT ? parse_messages(out, root, lim, e) : parse_prompt(out, root, lim, e)) < 0) goto done;
     if (parse_max_tokens(out, root, lim, e) < 0 || parse_stop(out, root, lim, e) < 0) goto done;
+    if (oa_parse_choices(out, root, e) < 0) goto done;
     rc = 0;
 done:
     json_decref(root);

@@ -1,5 +1,6 @@
 /* openai_write.c — responses, stream chunks and errors in the OpenAI schema. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,119 @@ static char *dump(json_t *o, const char *prefix, size_t *len)
     return out;
 }
 
+/* ---- logprobs ----
+ * A token is named by its bytes (special tokens by their own text), as
+ * valid UTF-8; chat also gives the raw bytes. Completions (vLLM's and the
+ * legacy OpenAI shape): parallel arrays tokens, token_logprobs,
+ * top_logprobs (a {token: logprob} object per token, the chosen one among
+ * them) and text_offset (characters into the choice's text). Chat:
+ * content, one {token, logprob, bytes, top_logprobs: [...]} per token. */
+typedef struct token_name {
+    char raw[512];
+    size_t n_raw;
+    json_t *str;
+    uint32_t chars;
+} token_name;
+
+static void name_token(const tokenizer *tok, int32_t id, token_name *t)
+{
+    if (!tok) {   /* return_tokens_as_token_ids, or a server without a tokenizer */
+        t->n_raw = (size_t)snprintf(t->raw, sizeof t->raw, "token_id:%d", id);
+        t->str = json_string(t->raw);
+        t->chars = 0;
+        return;
+    }
+    t->n_raw = tok_piece(tok, id, t->raw, sizeof t->raw);
+    if (t->n_raw > sizeof t->raw) t->n_raw = sizeof t->raw;
+    size_t m = 0;
+    char *clean = sv_utf8_clean(t->raw, t->n_raw, &m);
+    t->str = clean ? json_stringn(clean, m) : json_string("");
+    /* text_offset counts what the token adds to the text: special tokens
+     * are left out of it. */
+    t->chars = 0;
+    for (size_t i = 0; clean && i < m && !tok_is_special(tok, id); i++) t->chars += ((unsigned char)clean[i] & 0xc0) != 0x80;
+    free(clean);
+}
+
+static json_t *bytes_value(const token_name *t)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < t->n_raw; i++) json_array_append_new(a, json_integer((unsigned char)t->raw[i]));
+    return a;
+}
+
+static json_t *logprob_value(float lp)
+{
+    /* -inf (a masked id) has no JSON number; OpenAI writes -9999 for it. */
+    if (isnan(lp)) return json_null();
+    return json_real(isfinite(lp) ? (double)lp : -9999.0);
+}
+
+static void chat_entry(json_t *content, const tokenizer *tok, int32_t id, float lp, const logprob_entry *top,
+                       uint32_t k)
+{
+    token_name t;
+    name_token(tok, id, &t);
+    json_t *alts = json_array();
+    for (uint32_t i = 0; i < k; i++) {
+        token_name a;
+        name_token(tok, top[i].id, &a);
+        json_array_append_new(alts, json_pack("{s:o,s:o,s:o}", "token", a.str, "logprob", logprob_value(top[i].logprob),
+                                              "bytes", bytes_value(&a)));
+    }
+    json_array_append_new(content, json_pack("{s:o,s:o,s:o,s:o}", "token", t.str, "logprob", logprob_value(lp), "bytes",
+                                             bytes_value(&t), "top_logprobs", alts));
+}
+
+typedef struct completion_lp {
+    json_t *tokens, *token_logprobs, *top_logprobs, *text_offset;
+} completion_lp;
+
+static void completion_entry(completion_lp *c, const tokenizer *tok, int32_t id, float lp, const logprob_entry *top,
+                             uint32_t k, uint32_t *offset)
+{
+    token_name t;
+    name_token(tok, id, &t);
+    json_array_append_new(c->text_offset, json_integer(*offset));
+    *offset += t.chars;
+    json_t *alts = json_null();
+    if (!isnan(lp)) {
+        alts = json_object();
+        for (uint32_t i = 0; i < k; i++) {
+            token_name a;
+            name_token(tok, top[i].id, &a);
+            const char *key = json_string_value(a.str);
+            if (key && !json_object_get(alts, key)) json_object_set_new(alts, key, logprob_value(top[i].logprob));
+            json_decref(a.str);
+        }
+        const char *key = json_string_value(t.str);
+        if (key && !json_object_get(alts, key)) json_object_set_new(alts, key, logprob_value(lp));
+    }
+    json_array_append_new(c->tokens, t.str);
+    json_array_append_new(c->token_logprobs, logprob_value(lp));
+    json_array_append_new(c->top_logprobs, alts);
+}
+
+static json_t *logprobs_value(const oa_request *r, const oa_choice_out *c)
+{
+    if (!r->logprobs || (!c->logprobs && !c->prompt_logprobs)) return json_null();
+    uint32_t k = r->top_logprobs;
+    if (r->kind == OA_CHAT) {
+        json_t *content = json_array();
+        for (uint32_t i = 0; content && c->logprobs && i < c->n_ids; i++)
+            chat_entry(content, c->tok, c->ids[i], c->logprobs[i], c->top + (size_t)i * k, k);
+        return json_pack("{s:o}", "content", content);
+    }
+    completion_lp v = {json_array(), json_array(), json_array(), json_array()};
+    uint32_t zero = 0, *offset = c->text_offset ? c->text_offset : &zero;
+    for (uint32_t i = 0; c->prompt_logprobs && i < c->n_prompt; i++)
+        completion_entry(&v, c->tok, c->prompt_ids[i], c->prompt_logprobs[i], c->prompt_top + (size_t)i * k, k, offset);
+    for (uint32_t i = 0; c->logprobs && i < c->n_ids; i++)
+        completion_entry(&v, c->tok, c->ids[i], c->logprobs[i], c->top + (size_t)i * k, k, offset);
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", v.tokens, "token_logprobs", v.token_logprobs, "top_logprobs",
+                     v.top_logprobs, "text_offset", v.text_offset);
+}
+
 char *oa_response(const oa_request *r, const oa_ident *id, const oa_choice_out *c, uint32_t n, const oa_usage *u,
                   size_t *len)
 {
@@ -87,7 +201,8 @@ char *oa_response(const oa_request *r, const oa_ident *id, const oa_choice_out *
     json_t *o = envelope(r, id, chat ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
     for (uint32_t i = 0; o && choices && i < n; i++) {
-        json_t *ch = json_pack("{s:I,s:n,s:o}", "index", (json_int_t)i, "logprobs", "finish_reason", finish_value(c[i].finish));
+        json_t *ch = json_pack("{s:I,s:o,s:o}", "index", (json_int_t)i, "logprobs", logprobs_value(r, &c[i]),
+                               "finish_reason", finish_value(c[i].finish));
         if (!ch) break;
         if (chat) json_object_set_new(ch, "message", json_pack("{s:s,s:o}", "role", "assistant", "content", text_value(c[i].text, c[i].len)));
         else json_object_set_new(ch, "text", text_value(c[i].text, c[i].len));
@@ -107,7 +222,8 @@ char *oa_chunk(const oa_request *r, const oa_ident *id, uint32_t index, const oa
 {
     bool chat = r->kind == OA_CHAT;
     json_t *o = envelope(r, id, chat ? "chat.completion.chunk" : "text_completion");
-    json_t *ch = json_pack("{s:I,s:n,s:o}", "index", (json_int_t)index, "logprobs", "finish_reason", finish_value(c->finish));
+    json_t *ch = json_pack("{s:I,s:o,s:o}", "index", (json_int_t)index, "logprobs", logprobs_value(r, c), "finish_reason",
+                           finish_value(c->finish));
     if (!o || !ch) {
         json_decref(o);
         json_decref(ch);

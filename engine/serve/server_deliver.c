@@ -17,6 +17,8 @@ void sv_delivery_free(sv_delivery *d)
         sv_delivery *n = d->next;
         free(d->text);
         free(d->ids);
+        free(d->lp);
+        free(d->top);
         free(d);
         d = n;
     }
@@ -37,7 +39,7 @@ void sv_unqueue(server *s, sv_choice *c)
     atomic_fetch_sub(&s->n_queued, 1);
 }
 
-/* Room for n more tokens of a choice. */
+/* Room for n more tokens of a choice (and their logprobs, when asked). */
 static int room(sv_choice *c, uint32_t n)
 {
     if (c->n_out + n <= c->cap_out) return 0;
@@ -48,7 +50,34 @@ static int room(sv_choice *c, uint32_t n)
     double *t = o ? realloc(c->times, cap * sizeof *t) : NULL;
     if (t) c->times = t;
     if (!o || !t) return -1;
+    const oa_request *rq = &c->job->req;
+    if (rq->logprobs) {
+        float *lp = realloc(c->lp, cap * sizeof *lp);
+        if (lp) c->lp = lp;
+        logprob_entry *top = lp ? realloc(c->lp_top, ((size_t)cap * rq->top_logprobs + 1) * sizeof *top) : NULL;
+        if (top) c->lp_top = top;
+        if (!lp || !top) return -1;
+    }
     c->cap_out = cap;
+    return 0;
+}
+
+/* The logprobs of a TOKENS event, kept with the choice's ids. */
+static int keep_logprobs(sv_choice *c, const engine_event *ee)
+{
+    const oa_request *rq = &c->job->req;
+    uint32_t k = rq->top_logprobs, n = ee->ev.n_tokens;
+    if (ee->prompt_logprobs && !c->plp) {
+        uint32_t len = rq->prompts[c->index].n;
+        c->plp = malloc(len * sizeof *c->plp);
+        c->plp_top = malloc(((size_t)len * k + 1) * sizeof *c->plp_top);
+        if (!c->plp || !c->plp_top) return -1;
+        memcpy(c->plp, ee->prompt_logprobs, len * sizeof *c->plp);
+        memcpy(c->plp_top, ee->prompt_top, (size_t)len * k * sizeof *c->plp_top);
+    }
+    if (!ee->logprobs) return 0;
+    memcpy(c->lp + c->n_out, ee->logprobs, n * sizeof *c->lp);
+    memcpy(c->lp_top + (size_t)c->n_out * k, ee->top, (size_t)n * k * sizeof *c->lp_top);
     return 0;
 }
 
@@ -70,7 +99,7 @@ static void on_event(void *ctx, const engine_event *ee)
         c->spec_proposed += ev->spec_proposed;
         c->spec_accepted += ev->spec_accepted;
         if (c->ended) break;   /* a stop string ended it; the abort is on its way */
-        if (room(c, ev->n_tokens) < 0) {
+        if (room(c, ev->n_tokens) < 0 || keep_logprobs(c, ee) < 0) {
             /* Out of memory for its tokens: it ends here, with an error. */
             c->ended = true;
             c->finish = TR_FINISH_ERROR;
@@ -203,6 +232,43 @@ void sv_release_choice(server *s, sv_choice *c)
     sv_job_unref(j);
 }
 
+/* One stream delivery: the echo (once), the new text, the new ids and
+ * their logprobs. NULL when out of memory. */
+static sv_delivery *new_delivery(const sv_choice *c, const char *echo, size_t echo_len, const char *txt, size_t len,
+                                 uint32_t n_ids, bool final)
+{
+    const oa_request *rq = &c->job->req;
+    sv_delivery *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->choice = c->index;
+    d->finish = final ? c->finish : 0;
+    d->len = echo_len + len;
+    d->n_ids = n_ids;
+    d->with_prompt = echo && c->plp;
+    d->text = malloc(d->len + 1);
+    d->ids = malloc((n_ids ? n_ids : 1) * sizeof *d->ids);
+    bool ok = d->text && d->ids;
+    if (ok && rq->logprobs) {
+        uint32_t k = rq->top_logprobs;
+        d->lp = malloc((n_ids ? n_ids : 1) * sizeof *d->lp);
+        d->top = malloc(((size_t)n_ids * k + 1) * sizeof *d->top);
+        ok = d->lp && d->top;
+        if (ok && n_ids) {
+            memcpy(d->lp, c->lp + c->n_ids_sent, n_ids * sizeof *d->lp);
+            memcpy(d->top, c->lp_top + (size_t)c->n_ids_sent * k, (size_t)n_ids * k * sizeof *d->top);
+        }
+    }
+    if (!ok) {
+        sv_delivery_free(d);
+        return NULL;
+    }
+    if (echo_len) memcpy(d->text, echo, echo_len);
+    if (len) memcpy(d->text + echo_len, txt, len);
+    d->text[d->len] = '\0';
+    if (n_ids) memcpy(d->ids, c->out + c->n_ids_sent, n_ids * sizeof *d->ids);
+    return d;
+}
+
 static void deliver_choice(server *s, sv_choice *c)
 {
     sv_job *j = c->job;
@@ -211,6 +277,7 @@ static void deliver_choice(server *s, sv_choice *c)
     while (c->n_seen < c->n_out && !c->text.stopped) {
         int32_t id = c->out[c->n_seen++];
         size_t n = is_stop_id(rq, id) ? 0 : sv_token_bytes(s->tok, id, piece, sizeof piece);
+        c->text.no_stop = c->n_seen < rq->rules.min_tokens;   /* no stop string ends it before min_tokens */
         int rc = sv_text_push(&c->text, piece, n);
         c->n_kept = c->n_seen;
         if (rc < 0 && !c->ended) {
@@ -231,26 +298,17 @@ static void deliver_choice(server *s, sv_choice *c)
     size_t len;
     const char *txt = sv_text_take(&c->text, &len);
     uint32_t n_ids = c->n_kept - c->n_ids_sent;
-    sv_delivery *d = NULL;
-    if (rq->stream && (len || final || (rq->return_token_ids && n_ids))) {
-        d = calloc(1, sizeof *d);
-        if (d) {
-            d->choice = c->index;
-            d->finish = final ? c->finish : 0;
-            d->len = len;
-            d->n_ids = n_ids;
-            d->text = malloc(len + 1);
-            d->ids = malloc((n_ids ? n_ids : 1) * sizeof *d->ids);
-            if (!d->text || !d->ids) {
-                sv_delivery_free(d);
-                d = NULL;
-            } else {
-                if (len) memcpy(d->text, txt, len);
-                d->text[len] = '\0';
-                if (n_ids) memcpy(d->ids, c->out + c->n_ids_sent, n_ids * sizeof *d->ids);
-            }
-        }
+    /* Echo: the prompt's text opens the choice's first delivery. */
+    const char *echo = NULL;
+    size_t echo_len = 0;
+    if (rq->echo && !c->echo_sent && j->echo) {
+        echo = j->echo[c->index / rq->n];
+        echo_len = j->echo_len[c->index / rq->n];
     }
+    sv_delivery *d = NULL;
+    if (rq->stream && (len || final || echo || ((rq->return_token_ids || rq->logprobs) && n_ids)))
+        d = new_delivery(c, echo, echo_len, txt, len, n_ids, final);
+    if (d || !rq->stream) c->echo_sent = true;
     c->n_ids_sent = c->n_kept;
     if (final) {
         c->done = true;
@@ -269,9 +327,10 @@ static void deliver_choice(server *s, sv_choice *c)
     }
     if (final) {
         j->n_done++;
-        j->usage.prompt += rq->prompts[c->index].n;
+        if (c->index % rq->n == 0) j->usage.prompt += rq->prompts[c->index].n;   /* once per prompt, as OpenAI counts */
         j->usage.completion += c->n_kept;
-        j->usage.cached += c->cached < rq->prompts[c->index].n ? c->cached : rq->prompts[c->index].n;
+        if (c->index % rq->n == 0)
+            j->usage.cached += c->cached < rq->prompts[c->index].n ? c->cached : rq->prompts[c->index].n;
         if (c->finish == TR_FINISH_ERROR && !j->err.status)
             oa_fail(&j->err, 500, NULL, NULL, "the engine could not finish the request");
         if (j->n_done == j->n_choices && j->state == JOB_RUNNING) j->state = JOB_DONE;

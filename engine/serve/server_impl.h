@@ -32,6 +32,9 @@ typedef struct sv_delivery {
     size_t len;
     int32_t *ids;
     uint32_t n_ids;
+    float *lp;                  /* logprobs: one per id, and top_logprobs alternatives each; else NULL */
+    logprob_entry *top;
+    bool with_prompt;           /* echo with logprobs: the choice's prompt scores come first */
     int finish;                 /* enum tr_finish; 0 while running */
 } sv_delivery;
 
@@ -46,6 +49,13 @@ typedef struct sv_choice {
     uint32_t n_seen;            /* turned into text */
     uint32_t n_kept;            /* that count: a stop string ends the output early */
     uint32_t n_ids_sent;        /* handed out in deliveries */
+    float *lp;                  /* logprobs asked: per committed id (grown with out) */
+    logprob_entry *lp_top;      /*   and top_logprobs alternatives each */
+    /* echo with logprobs: the prompt's scores, set on the first tokens and
+     * never changed after, so deliveries and the response borrow them */
+    float *plp;
+    logprob_entry *plp_top;
+    bool echo_sent;             /* echo: the prompt's text went out */
     double admitted_at;
     uint32_t cached, retractions, spec_proposed, spec_accepted;
     bool queued;                /* counted in srv->n_queued */
@@ -83,8 +93,12 @@ typedef struct sv_job {
     struct MHD_Connection *conn;/* NULL once the HTTP side let go */
     bool suspended;
 
+    char **echo;                /* echo: each prompt's text, by prompt (choice / req.n); else NULL */
+    size_t *echo_len;
+
     /* (http) */
     bool *started;              /* chat: the role was sent for choice i */
+    uint32_t *text_offset;      /* completions' logprobs: characters written per choice */
     char *wbuf;                 /* stream bytes not yet written */
     size_t wn, wpos, wcap;
     bool stream_closed;         /* the last event is in wbuf */

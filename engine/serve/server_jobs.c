@@ -13,6 +13,25 @@
 #define WATCH_PERIOD_S 0.05    /* how soon a hung-up client is noticed */
 
 /* ---- jobs ---- */
+/* Echo: each distinct prompt's text, special tokens left out as in any
+ * output text. */
+static int echo_texts(server *s, sv_job *j)
+{
+    uint32_t n = j->n_choices / j->req.n;
+    j->echo = calloc(n, sizeof *j->echo);
+    j->echo_len = calloc(n, sizeof *j->echo_len);
+    if (!j->echo || !j->echo_len) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const oa_prompt *p = &j->req.prompts[i * j->req.n];
+        size_t len = 0;
+        char *raw = s->tok ? tok_decode(s->tok, p->ids, p->n, 1, &len) : NULL;
+        j->echo[i] = sv_utf8_clean(raw ? raw : "", raw ? len : 0, &j->echo_len[i]);
+        free(raw);
+        if (!j->echo[i]) return -1;
+    }
+    return 0;
+}
+
 sv_job *sv_job_new(server *s, oa_request *req, double arrival)
 {
     sv_job *j = calloc(1, sizeof *j);
@@ -23,11 +42,13 @@ sv_job *sv_job_new(server *s, oa_request *req, double arrival)
     memset(req, 0, sizeof *req);
     j->arrival = arrival;
     j->n_choices = j->req.n_prompts;
+    if (!j->req.n) j->req.n = 1;
     j->choices = calloc(j->n_choices, sizeof *j->choices);
     j->started = calloc(j->n_choices, sizeof *j->started);
+    j->text_offset = calloc(j->n_choices, sizeof *j->text_offset);
     pthread_mutex_init(&j->mu, NULL);
     atomic_fetch_add(&s->n_jobs, 1);
-    if (!j->choices || !j->started) goto oom;
+    if (!j->choices || !j->started || !j->text_offset || (j->req.echo && echo_texts(s, j) < 0)) goto oom;
     uint64_t first = atomic_fetch_add(&s->next_id, j->n_choices);
     for (uint32_t i = 0; i < j->n_choices; i++) {
         sv_choice *c = &j->choices[i];
@@ -58,10 +79,18 @@ void sv_job_unref(sv_job *j)
     for (uint32_t i = 0; j->choices && i < j->n_choices; i++) {
         free(j->choices[i].out);
         free(j->choices[i].times);
+        free(j->choices[i].lp);
+        free(j->choices[i].lp_top);
+        free(j->choices[i].plp);
+        free(j->choices[i].plp_top);
         sv_text_free(&j->choices[i].text);
     }
     free(j->choices);
     free(j->started);
+    free(j->text_offset);
+    for (uint32_t i = 0; j->echo && i < j->n_choices / j->req.n; i++) free(j->echo[i]);
+    free(j->echo);
+    free(j->echo_len);
     free(j->wbuf);
     sv_delivery_free(j->head);
     oa_request_free(&j->req);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/serve/server_impl.h"
+#include "util/hash.h"
 
 /* CPU time of this thread: scheduling cost, not time spent waiting. */
 static double thread_cpu(void)
@@ -84,8 +85,14 @@ static void admit(server *s, sv_job *j, bool refuse_all)
             .ignore_eos = j->req.ignore_eos,
             .stop_ids = j->req.stop_ids,
             .n_stop_ids = j->req.n_stop_ids,
+            .rules = j->req.rules,
+            .logprobs = j->req.logprobs,
+            .top_logprobs = j->req.top_logprobs,
+            .prompt_logprobs = j->req.echo && j->req.logprobs,
             .user = c,
         };
+        /* The n choices of one prompt draw from streams of their own. */
+        if (i % j->req.n) r.seed = rh_hash64(j->seed ^ rh_hash64(i % j->req.n));
         rh_err e = {{0}};
         if (!failed && engine_add(s->g, &r, j->arrival, &e) == 0) {
             c->in_engine = true;

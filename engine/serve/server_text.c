@@ -124,7 +124,7 @@ int sv_text_push(sv_text *t, const char *bytes, size_t n)
     size_t before = t->len;
     for (size_t i = 0; i < n; i++) feed(t, (unsigned char)bytes[i]);
     if (t->oom) return -1;
-    if (!t->n_stop || t->len == before) return 0;
+    if (!t->n_stop || t->len == before || t->no_stop) return 0;
     /* A stop string completed now may have begun up to max_stop - 1 bytes
      * before this token's text. */
     size_t from = before >= t->max_stop ? before - (t->max_stop - 1) : 0;

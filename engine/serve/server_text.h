@@ -27,6 +27,7 @@ typedef struct sv_text {
     const char *const *stop;    /* borrowed; each non-empty valid UTF-8 */
     uint32_t n_stop;
     size_t max_stop;            /* longest stop string in bytes */
+    int no_stop;                /* the caller's: stop strings are not looked for in the next push */
     int stopped;                /* a stop string was found: text ends before it */
     int finished;               /* sv_text_finish was called */
     int oom;
