@@ -6,6 +6,7 @@
  * strings, the text handed out is always valid UTF-8, never holds a stop
  * string, and is exactly the final text; and every response writer makes
  * JSON from it. The first byte picks the endpoint and how the text is cut. */
+#include <math.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ static void check_json(char *s, size_t n, size_t skip)
     free(s);
 }
 
-static void play_output(const oa_request *r, const uint8_t *bytes, size_t n, size_t step)
+static void play_output(const oa_request *r, const uint8_t *bytes, size_t n, size_t step, const tokenizer *tok)
 {
     sv_text t;
     sv_text_init(&t, (const char *const *)r->stop, r->n_stop);
@@ -59,7 +60,15 @@ static void play_output(const oa_request *r, const uint8_t *bytes, size_t n, siz
 
     oa_ident id = {"cmpl-fuzz", 0, "m"};
     int32_t ids[4] = {1, 2, 3, 4};
-    oa_choice_out c = {sent, n_sent, ids, 4, TR_FINISH_STOP};
+    /* logprobs as the request asked (its top count, NAN and -inf among
+     * them): the writers must still give valid JSON */
+    static logprob_entry top[4 * LOGPROB_MAX_TOP];
+    float lp[4] = {-0.5f, NAN, -INFINITY, -3};
+    for (uint32_t k = 0; k < 4 * LOGPROB_MAX_TOP; k++) top[k] = (logprob_entry){(int32_t)(k % 300), -(float)k};
+    uint32_t offset = 0;
+    oa_choice_out c = {.text = sent, .len = n_sent, .ids = ids, .n_ids = 4, .finish = TR_FINISH_STOP,
+                       .logprobs = lp + 0, .top = top, .prompt_ids = ids, .prompt_logprobs = lp, .prompt_top = top,
+                       .n_prompt = 4, .tok = tok, .text_offset = &offset};
     oa_usage u = {1, 2, 3};
     size_t len;
     check_json(oa_response(r, &id, &c, 1, &u, &len), len, 0);
@@ -88,7 +97,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         for (uint32_t i = 0; i < r.n_stop; i++)
             if (!r.stop[i][0]) abort();
-        play_output(&r, data + 1, size - 1, step);
+        /* the logit rules as the engine will check them */
+        if (r.top_logprobs > LOGPROB_MAX_TOP || r.rules.min_tokens > r.max_tokens || r.n < 1) abort();
+        for (uint32_t i = 0; i < r.rules.n_bias; i++)
+            if (r.rules.bias_ids[i] < 0 || r.rules.bias_ids[i] >= VOCAB || !(fabsf(r.rules.bias[i]) <= 100)) abort();
+        play_output(&r, data + 1, size - 1, step, tk);
         oa_request_free(&r);
     } else {
         if (e.status < 400 || e.status > 599 || !e.message[0]) abort();
