@@ -32,6 +32,11 @@ double engine_now(const engine *g)
 const model_config *engine_model(const engine *g) { return &g->m->cfg; }
 const core *engine_core(const engine *g) { return g->c; }
 const char *engine_hardware(const engine *g) { return g->hardware; }
+int64_t engine_flush_cache(engine *g)
+{
+    return g->in_step ? -1 : core_flush_cache(g->c);
+}
+
 bool engine_idle(const engine *g) { return core_idle(g->c) && g->n_pending == 0; }
 
 /* The Lua policy's watchdog (--policy-max-seconds) on real time. */

@@ -643,6 +643,12 @@ bool core_idle(const core *c)
     return c->n_waiting == 0 && c->n_active == 0;
 }
 
+int64_t core_flush_cache(core *c)
+{
+    if (!core_idle(c)) return -1;
+    return (int64_t)kv_evict_all(&c->kv);
+}
+
 const char *core_policy_error(const core *c)
 {
     return c->policy_err[0] ? c->policy_err : NULL;

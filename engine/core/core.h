@@ -247,6 +247,9 @@ const core_config *core_get_config(const core *c);
 /* Every invariant (free + used + cached = total, reference and lock counts,
  * radix consistency, no request in two queues). 0, or -1 and what broke. */
 int core_check(const core *c, rh_err *e);
+/* Drops every cached prefix page when nothing is queued or running
+ * (SGLang's /flush_cache): the pages freed, or -1 when busy. */
+int64_t core_flush_cache(core *c);
 bool core_idle(const core *c);          /* nothing waiting or running */
 
 #endif

@@ -194,6 +194,14 @@ static int evict(kv_pool *kv, uint64_t need)
     return 0;
 }
 
+uint64_t kv_evict_all(kv_pool *kv)
+{
+    uint64_t n = kv->n_cached, counted = kv->evicted;
+    if (n && evict(kv, n) < 0) n = 0;   /* cannot happen: every cached page is a leaf or above one */
+    kv->evicted = counted;              /* a flush is not cache pressure */
+    return n;
+}
+
 /* ---- pool ---- */
 int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err *e)
 {

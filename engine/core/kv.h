@@ -96,6 +96,10 @@ int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent);
  * that request's, private). 0, or -1 when it is not such a leaf. */
 int kv_uncache(kv_pool *kv, uint32_t page);
 
+/* Empties the tree of every cached page (held pages stay): SGLang's
+ * /flush_cache. Returns the pages freed; evictions are not counted. */
+uint64_t kv_evict_all(kv_pool *kv);
+
 /* Pool and tree consistency: counts, free stack, hash table, child counts,
  * held paths, heap entries of every evictable leaf. 0, or -1 and what broke. */
 int kv_check(const kv_pool *kv, rh_err *e);

@@ -18,10 +18,11 @@
 #include <sys/socket.h>
 
 #include "engine/serve/server_impl.h"
+#include "engine/serve/sglang_api.h"
 
 #define STREAM_BLOCK (16u << 10)
 
-enum route { R_COMPLETIONS = 1, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
+enum route { R_COMPLETIONS = 1, R_CHAT, R_GENERATE, R_SERVER_INFO, R_MODEL_INFO, R_FLUSH, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
 
 /* One HTTP request, from its first call to its completion. */
 typedef struct hreq {
@@ -88,11 +89,17 @@ static int route_of(const char *url, const char *method)
         int route;
     } routes[] = {{"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
                   {"/v1/models", "GET", R_MODELS},           {"/health", "GET", R_HEALTH},
-                  {"/metrics", "GET", R_METRICS}};
+                  {"/metrics", "GET", R_METRICS},            {"/generate", "POST", R_GENERATE},
+                  {"/get_server_info", "GET", R_SERVER_INFO}, {"/server_info", "GET", R_SERVER_INFO},
+                  {"/get_model_info", "GET", R_MODEL_INFO},  {"/model_info", "GET", R_MODEL_INFO},
+                  {"/flush_cache", "POST", R_FLUSH},        {"/flush_cache", "GET", R_FLUSH}};
+    bool path_known = false;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
-        return strcmp(method, routes[i].method) ? R_BAD_METHOD : routes[i].route;
+        path_known = true;
+        if (!strcmp(method, routes[i].method)) return routes[i].route;
     }
+    if (path_known) return R_BAD_METHOD;
     if (!strncmp(url, "/v1/models/", 11) && url[11]) return strcmp(method, "GET") ? R_BAD_METHOD : R_MODEL;
     return R_NOT_FOUND;
 }
@@ -158,6 +165,27 @@ static enum MHD_Result health(server *s, struct MHD_Connection *c)
     return send_copy(c, 200, "application/json", "{\"status\":\"ok\"}");
 }
 
+static enum MHD_Result info(server *s, struct MHD_Connection *c, int route)
+{
+    size_t n;
+    char *body = route == R_SERVER_INFO ? sv_server_info(s, &n) : sv_model_info(s, &n);
+    return body ? send_owned(c, 200, "application/json", body, n) : MHD_NO;
+}
+
+/* SGLang's /flush_cache: 200 when the prefix cache was emptied, 400 when
+ * requests were queued or running (nothing is done then). */
+static enum MHD_Result flush_cache(server *s, struct MHD_Connection *c)
+{
+    int64_t r = sv_flush_cache(s);
+    if (r == -2) return fail(c, 503, NULL, "timeout", "the scheduler did not answer in time");
+    if (r < 0)
+        return fail(c, 400, NULL, "busy", "requests are queued or running: the cache was not flushed (as SGLang, "
+                                          "only an idle server flushes)");
+    char msg[160];
+    snprintf(msg, sizeof msg, "Cache flushed: %lld pages freed.\n", (long long)r);
+    return send_copy(c, 200, "text/plain", msg);
+}
+
 static enum MHD_Result metrics(server *s, struct MHD_Connection *c)
 {
     size_t n;
@@ -172,13 +200,16 @@ static enum MHD_Result start_completion(server *s, struct MHD_Connection *c, hre
     double arrival = sv_clock(s);
     oa_request req;
     oa_error err = {0};
-    int rc = oa_parse(h->route == R_CHAT ? OA_CHAT : OA_COMPLETIONS, h->body ? h->body : "", h->n, &s->lim, &req, &err);
+    const char *body = h->body ? h->body : "";
+    int rc = h->route == R_GENERATE ? sg_parse_generate(body, h->n, &s->lim, &req, &err)
+                                    : oa_parse(h->route == R_CHAT ? OA_CHAT : OA_COMPLETIONS, body, h->n, &s->lim, &req, &err);
     free(h->body);
     h->body = NULL;
     if (rc < 0) return send_error(c, &err);
     for (uint32_t i = 0; i < req.n_prompts; i++)
         if ((uint64_t)req.prompts[i].n + req.max_tokens > s->pool_tokens) {
-            oa_fail(&err, 400, req.kind == OA_CHAT ? "messages" : "prompt", "context_length_exceeded",
+            oa_fail(&err, 400, req.kind == OA_CHAT ? "messages" : req.kind == OA_GENERATE ? "text" : "prompt",
+                    "context_length_exceeded",
                     "%u prompt + %u completion tokens need more KV cache than this server has (%llu tokens)",
                     req.prompts[i].n, req.max_tokens, (unsigned long long)s->pool_tokens);
             oa_request_free(&req);
@@ -236,9 +267,43 @@ static void with_logprobs(sv_job *j, uint32_t i, bool prompt, oa_choice_out *c)
     c->prompt_top = ch->plp_top;
 }
 
+/* A /generate stream event: the choice's whole text so far. */
+static int format_generate(sv_job *j, const sv_delivery *d)
+{
+    if (!j->sg_text) {
+        j->sg_text = calloc(j->n_choices, sizeof *j->sg_text);
+        j->sg_ids = calloc(j->n_choices, sizeof *j->sg_ids);
+        if (!j->sg_text || !j->sg_ids) return -1;
+    }
+    sbuf_text *t = &j->sg_text[d->choice];
+    if (t->n + d->len + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->n + d->len + 1) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) return -1;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->n, d->text, d->len);
+    t->n += d->len;
+    j->sg_ids[d->choice] += d->n_ids;
+    int finish = d->finish == TR_FINISH_ABORT || d->finish == TR_FINISH_ERROR ? 0 : d->finish;
+    if (!finish && !d->len && !d->n_ids) return 0;   /* an error follows instead */
+    sg_choice c = {.text = t->p, .len = t->n, .n_ids = j->sg_ids[d->choice], .finish = finish, .matched = d->matched,
+                   .prompt_tokens = j->req.prompts[d->choice].n, .cached_tokens = d->cached,
+                   .e2e_latency = sv_clock(j->srv) - j->arrival};
+    size_t n = 0;
+    char *ev = sg_event(&j->ident, d->choice, j->n_choices > 1, &c, &n);
+    return wput_owned(j, ev, n);
+}
+
 static int format(sv_job *j, const sv_delivery *d)
 {
     for (; d; d = d->next) {
+        if (j->req.kind == OA_GENERATE) {
+            if (format_generate(j, d) < 0) return -1;
+            continue;
+        }
         oa_choice_out c = {.text = d->text, .len = d->len, .ids = d->ids, .n_ids = d->n_ids, .finish = d->finish};
         with_logprobs(j, d->choice, d->with_prompt, &c);
         c.logprobs = d->lp;
@@ -261,8 +326,8 @@ static int close_stream(sv_job *j, const oa_error *err, const oa_usage *u)
     size_t n = 0;
     char *ev = NULL;
     if (err->status) ev = oa_error_event(err, &n);
-    else if (j->req.include_usage) ev = oa_usage_chunk(&j->req, &j->ident, u, &n);
-    if ((err->status || j->req.include_usage) && wput_owned(j, ev, n) < 0) return -1;
+    else if (j->req.include_usage && j->req.kind != OA_GENERATE) ev = oa_usage_chunk(&j->req, &j->ident, u, &n);
+    if (ev && wput_owned(j, ev, n) < 0) return -1;
     j->stream_closed = true;
     return wput(j, "data: [DONE]\n\n", 14);
 }
@@ -324,8 +389,29 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, sv_job *j)
     return ok;
 }
 
+static enum MHD_Result answer_generate(struct MHD_Connection *c, sv_job *j)
+{
+    sg_choice *sc = calloc(j->n_choices, sizeof *sc);
+    if (!sc) return MHD_NO;
+    double e2e = sv_clock(j->srv) - j->arrival;
+    for (uint32_t i = 0; i < j->n_choices; i++) {
+        const sv_choice *ch = &j->choices[i];
+        uint32_t pn = j->req.prompts[i].n;
+        bool by_id = ch->finish == TR_FINISH_STOP && !ch->text.stopped && ch->n_kept;
+        sc[i] = (sg_choice){.text = ch->text.text ? ch->text.text : "", .len = ch->text.len, .ids = ch->out,
+                            .n_ids = ch->n_kept, .finish = ch->finish, .matched = by_id ? ch->out[ch->n_kept - 1] : -1,
+                            .prompt_tokens = pn, .cached_tokens = ch->cached < pn ? ch->cached : pn,
+                            .e2e_latency = e2e};
+    }
+    size_t n;
+    char *body = sg_response(&j->ident, sc, j->n_choices, &n);
+    free(sc);
+    return body ? send_owned(c, 200, "application/json", body, n) : MHD_NO;
+}
+
 static enum MHD_Result answer_whole(struct MHD_Connection *c, sv_job *j)
 {
+    if (j->req.kind == OA_GENERATE) return answer_generate(c, j);
     oa_choice_out *co = calloc(j->n_choices, sizeof *co);
     char **texts = calloc(j->n_choices, sizeof *texts);
     bool ok = co && texts;
@@ -421,7 +507,7 @@ static enum MHD_Result first_call(server *s, struct MHD_Connection *c, const cha
     h->route = route_of(url, method);
     if (!strncmp(url, "/v1/", 4) && !authorized(s, c))
         return fail(c, 401, NULL, "invalid_api_key", "a valid API key is needed: \"Authorization: Bearer KEY\"");
-    if (h->route == R_COMPLETIONS || h->route == R_CHAT) {
+    if (h->route == R_COMPLETIONS || h->route == R_CHAT || h->route == R_GENERATE) {
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
             oa_error e;
@@ -476,9 +562,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     switch (h->route) {
     case R_COMPLETIONS:
-    case R_CHAT: return start_completion(s, c, h);
+    case R_CHAT:
+    case R_GENERATE: return start_completion(s, c, h);
     case R_MODELS: return models(s, c);
     case R_MODEL: return one_model(s, c, url);
+    case R_SERVER_INFO:
+    case R_MODEL_INFO: return info(s, c, h->route);
+    case R_FLUSH: return flush_cache(s, c);
     case R_HEALTH: return health(s, c);
     case R_METRICS: return metrics(s, c);
     case R_BAD_METHOD: {

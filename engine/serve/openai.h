@@ -49,7 +49,7 @@
 #define OA_MAX_STOP_LEN 256     /* bytes per stop string */
 #define OA_MAX_STOP_IDS 256
 
-typedef enum oa_kind { OA_COMPLETIONS = 0, OA_CHAT = 1 } oa_kind;
+typedef enum oa_kind { OA_COMPLETIONS = 0, OA_CHAT = 1, OA_GENERATE = 2 /* SGLang's /generate: sglang_api.h */ } oa_kind;
 
 typedef struct oa_error {
     int status;                 /* 400, 401, 404, 413, 429, 500, 503 */

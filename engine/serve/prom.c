@@ -5,6 +5,7 @@
 #include "engine/serve/prom.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,10 @@ static const double itl_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 
                                     0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
 static const double e2e_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30,
                                     40, 50, 60, 120, 240, 480, 960, 1920, 7680};
+static const double token_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
+                                      100000, 200000, 500000, 1000000};
 #define NB(a) (sizeof a / sizeof a[0])
+#define GEN_WINDOW 40   /* steps gen_throughput looks back over: SGLang's decode_log_interval */
 
 typedef struct hist {
     const char *name, *help;
@@ -27,7 +31,20 @@ typedef struct hist {
     double sum;
 } hist;
 
-enum { H_TTFT, H_ITL, H_TPOT, H_E2E, H_QUEUE, N_HIST };
+enum {
+    H_TTFT, H_ITL, H_TPOT, H_E2E, H_QUEUE,
+    H_PROMPT, H_GEN, H_PREFILL, H_DECODE, H_INFERENCE, H_ITER,
+    N_HIST
+};
+
+/* SGLang's names for the same measurements. */
+static const struct {
+    int h;
+    const char *name;
+} SGLANG_HIST[] = {{H_TTFT, "sglang:time_to_first_token_seconds"},
+                   {H_ITL, "sglang:inter_token_latency_seconds"},
+                   {H_E2E, "sglang:e2e_request_latency_seconds"},
+                   {H_QUEUE, "sglang:queue_time_seconds"}};
 
 struct prom {
     pthread_mutex_t mu;
@@ -39,6 +56,15 @@ struct prom {
     double sched_seconds;
     core_stats core;
     prom_spec_counters spec;
+    uint64_t requests, cached_tokens;
+    uint32_t block_size;        /* prom_cache_config; 0: not said */
+    uint64_t blocks;
+    bool prefix_caching;
+    struct {
+        double start, end;
+        uint32_t tokens;
+    } gen[GEN_WINDOW];          /* the last steps' decode output, a ring */
+    uint32_t gen_n, gen_at;
 };
 
 static void hist_init(hist *h, const char *name, const char *help, const double *b, uint32_t n)
@@ -97,6 +123,21 @@ prom *prom_new(const char *model_name)
     hist_init(&p->h[H_QUEUE], "vllm:request_queue_time_seconds",
               "Histogram of time spent waiting in the queue before the first schedule, in seconds.", ttft_bounds,
               NB(ttft_bounds));
+    hist_init(&p->h[H_PROMPT], "vllm:request_prompt_tokens", "Number of prefill tokens processed, per request.",
+              token_bounds, NB(token_bounds));
+    hist_init(&p->h[H_GEN], "vllm:request_generation_tokens", "Number of generation tokens processed, per request.",
+              token_bounds, NB(token_bounds));
+    hist_init(&p->h[H_PREFILL], "vllm:request_prefill_time_seconds",
+              "Histogram of time spent in the prefill phase (first scheduled to first token), in seconds.", e2e_bounds,
+              NB(e2e_bounds));
+    hist_init(&p->h[H_DECODE], "vllm:request_decode_time_seconds",
+              "Histogram of time spent in the decode phase (first token to last), in seconds.", e2e_bounds,
+              NB(e2e_bounds));
+    hist_init(&p->h[H_INFERENCE], "vllm:request_inference_time_seconds",
+              "Histogram of time spent running (first scheduled to last token), in seconds.", e2e_bounds,
+              NB(e2e_bounds));
+    hist_init(&p->h[H_ITER], "vllm:iteration_tokens_total", "Histogram of the tokens each step computed.",
+              token_bounds, NB(token_bounds));
     return p;
 }
 
@@ -114,12 +155,18 @@ void prom_request_done(prom *p, const prom_request *r)
     if (r->finish >= 0 && r->finish < 5) p->success[r->finish]++;
     p->prompt_tokens += r->prompt_tokens;
     p->generation_tokens += r->n_tokens;
+    p->requests++;
     observe(&p->h[H_QUEUE], r->admitted - r->arrival, 1);
+    observe(&p->h[H_PROMPT], r->prompt_tokens, 1);
+    observe(&p->h[H_GEN], r->n_tokens, 1);
     if (r->n_tokens) {
         const double *t = r->token_times;
         double ttft = t[0] - r->arrival, e2e = t[r->n_tokens - 1] - r->arrival;
         observe(&p->h[H_TTFT], ttft, 1);
         observe(&p->h[H_E2E], e2e, 1);
+        observe(&p->h[H_PREFILL], t[0] - r->admitted, 1);
+        observe(&p->h[H_DECODE], t[r->n_tokens - 1] - t[0], 1);
+        observe(&p->h[H_INFERENCE], t[r->n_tokens - 1] - r->admitted, 1);
         if (r->n_tokens > 1) observe(&p->h[H_TPOT], (e2e - ttft) / (r->n_tokens - 1), 1);
         /* Tokens committed together (speculative accepts) arrive together:
          * one delivery, as a streaming client sees them. */
@@ -136,7 +183,37 @@ void prom_step(prom *p, const tr_step *s)
     p->hidden_steps += (s->flags & TR_STEP_SCHED_HIDDEN) != 0;
     p->sched_seconds += s->sched_time;
     p->preemptions += s->retractions;
+    observe(&p->h[H_ITER], s->prefill_tokens + s->decode_tokens, 1);
+    if (s->decode_seqs) {
+        p->gen[p->gen_at].start = s->start;
+        p->gen[p->gen_at].end = s->start + s->duration;
+        p->gen[p->gen_at].tokens = s->decode_seqs + s->spec_accepted;
+        p->gen_at = (p->gen_at + 1) % GEN_WINDOW;
+        if (p->gen_n < GEN_WINDOW) p->gen_n++;
+    }
     pthread_mutex_unlock(&p->mu);
+}
+
+void prom_cache_config(prom *p, uint32_t block_size, uint64_t blocks, bool prefix_caching)
+{
+    pthread_mutex_lock(&p->mu);
+    p->block_size = block_size;
+    p->blocks = blocks;
+    p->prefix_caching = prefix_caching;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Output tokens per second over the last decode steps, as SGLang's decode
+ * log line reports it: their tokens over the span from the first's start
+ * to the last's end. */
+static double gen_throughput(const prom *p)
+{
+    if (!p->gen_n) return 0;
+    uint32_t first = p->gen_n < GEN_WINDOW ? 0 : p->gen_at, last = (p->gen_at + GEN_WINDOW - 1) % GEN_WINDOW;
+    uint64_t tokens = 0;
+    for (uint32_t i = 0; i < p->gen_n; i++) tokens += p->gen[i].tokens;
+    double span = p->gen[last].end - p->gen[first].start;
+    return span > 0 ? (double)tokens / span : 0;
 }
 
 void prom_core(prom *p, const core_stats *st)
@@ -219,18 +296,47 @@ static void gauge(out *o, const prom *p, const char *name, const char *help, dou
     sample_d(o, p, name, v);
 }
 
-static void render_hist(out *o, const prom *p, const hist *h)
+static void render_hist_as(out *o, const prom *p, const hist *h, const char *name)
 {
-    family(o, h->name, "histogram", h->help);
+    family(o, name, "histogram", h->help);
     uint64_t cum = 0;
     for (uint32_t i = 0; i <= h->n; i++) {
         cum += h->counts[i];
-        if (i < h->n) printf_out(o, "%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", h->name, h->bounds[i], p->model,
+        if (i < h->n) printf_out(o, "%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", name, h->bounds[i], p->model,
                                  (unsigned long long)cum);
-        else printf_out(o, "%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", h->name, p->model, (unsigned long long)cum);
+        else printf_out(o, "%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", name, p->model, (unsigned long long)cum);
     }
-    printf_out(o, "%s_sum{model_name=\"%s\"} %.17g\n", h->name, p->model, h->sum);
-    printf_out(o, "%s_count{model_name=\"%s\"} %llu\n", h->name, p->model, (unsigned long long)h->count);
+    printf_out(o, "%s_sum{model_name=\"%s\"} %.17g\n", name, p->model, h->sum);
+    printf_out(o, "%s_count{model_name=\"%s\"} %llu\n", name, p->model, (unsigned long long)h->count);
+}
+
+static void render_hist(out *o, const prom *p, const hist *h)
+{
+    render_hist_as(o, p, h, h->name);
+}
+
+/* SGLang's names, next to vLLM's, so either project's dashboard reads the
+ * server. */
+static void render_sglang(out *o, const prom *p, double kv)
+{
+    const core_stats *c = &p->core;
+    gauge(o, p, "sglang:num_running_reqs", "The number of running requests.", c->running);
+    gauge(o, p, "sglang:num_queue_reqs", "The number of requests in the waiting queue.", c->waiting);
+    gauge(o, p, "sglang:num_used_tokens", "The number of used tokens (KV pages held, in tokens).",
+          (double)c->pages_used * (p->block_size ? p->block_size : 1));
+    gauge(o, p, "sglang:token_usage", "The token usage (0..1).", kv);
+    gauge(o, p, "sglang:cache_hit_rate", "The prefix cache hit rate.",
+          c->prompt_tokens ? (double)c->cached_tokens / (double)c->prompt_tokens : 0);
+    gauge(o, p, "sglang:gen_throughput", "The generation throughput (token/s) over the last decode steps.",
+          gen_throughput(p));
+    gauge(o, p, "sglang:spec_accept_length", "The average speculative accept length (1 without drafts).",
+          p->spec.drafts ? 1 + (double)p->spec.accepted_tokens / (double)p->spec.drafts : 1);
+    counter(o, p, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", p->prompt_tokens);
+    counter(o, p, "sglang:generation_tokens_total", "Number of generation tokens processed.", p->generation_tokens);
+    counter(o, p, "sglang:cached_tokens_total", "Number of cached prompt tokens.", c->cached_tokens);
+    counter(o, p, "sglang:num_requests_total", "Number of requests processed.", p->requests);
+    for (size_t i = 0; i < sizeof SGLANG_HIST / sizeof *SGLANG_HIST; i++)
+        render_hist_as(o, p, &p->h[SGLANG_HIST[i].h], SGLANG_HIST[i].name);
 }
 
 char *prom_render(prom *p, size_t *len)
@@ -258,6 +364,14 @@ char *prom_render(prom *p, size_t *len)
                    tr_finish_name(reasons[i]), p->model, (unsigned long long)p->success[reasons[i]]);
 
     for (int i = 0; i < N_HIST; i++) render_hist(&o, p, &p->h[i]);
+    if (p->block_size) {
+        family(&o, "vllm:cache_config_info", "gauge", "Information of the KV cache configuration (the labels).");
+        printf_out(&o,
+                   "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\","
+                   "model_name=\"%s\",num_gpu_blocks=\"%llu\"} 1\n",
+                   p->block_size, p->prefix_caching ? "True" : "False", p->model, (unsigned long long)p->blocks);
+    }
+    render_sglang(&o, p, kv);
 
     counter(&o, p, "vllm:spec_decode_num_drafts_total", "Verifications that carried draft tokens.", p->spec.drafts);
     counter(&o, p, "vllm:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", p->spec.draft_tokens);

@@ -15,12 +15,25 @@
  * vllm:spec_decode_num_accepted_tokens_total and
  * vllm:spec_decode_num_accepted_tokens_per_pos_total{position}; and the
  * scheduler's own rehearse:steps_total, rehearse:steps_sched_hidden_total,
- * rehearse:step_sched_seconds_total. Every sample carries model_name.
+ * rehearse:step_sched_seconds_total. Also vLLM's per-request
+ * histograms vllm:request_prompt_tokens, vllm:request_generation_tokens,
+ * vllm:request_prefill_time_seconds (first scheduled to first token),
+ * vllm:request_decode_time_seconds, vllm:request_inference_time_seconds,
+ * vllm:iteration_tokens_total (per step) and vllm:cache_config_info; and
+ * SGLang's names: sglang:num_running_reqs, sglang:num_queue_reqs,
+ * sglang:num_used_tokens, sglang:token_usage, sglang:cache_hit_rate,
+ * sglang:gen_throughput (the last 40 decode steps), sglang:spec_accept_length,
+ * sglang:{prompt,generation,cached}_tokens_total, sglang:num_requests_total
+ * and the histograms sglang:time_to_first_token_seconds,
+ * sglang:inter_token_latency_seconds, sglang:e2e_request_latency_seconds,
+ * sglang:queue_time_seconds (the same measurements as vLLM's). Every sample
+ * carries model_name.
  *
  * Thread-safe: the scheduler thread records, HTTP threads render. */
 #ifndef RH_PROM_H
 #define RH_PROM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +67,8 @@ prom *prom_new(const char *model_name);
 void prom_free(prom *p);
 
 void prom_request_done(prom *p, const prom_request *r);
+/* The KV pool for vllm:cache_config_info: page size, pages, prefix caching. */
+void prom_cache_config(prom *p, uint32_t block_size, uint64_t blocks, bool prefix_caching);
 /* A step record (its sched_time and flags as the server measured them). */
 void prom_step(prom *p, const tr_step *s);
 /* The core's state now: queue lengths, KV use, prefix-cache totals. */

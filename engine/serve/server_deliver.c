@@ -245,6 +245,8 @@ static sv_delivery *new_delivery(const sv_choice *c, const char *echo, size_t ec
     d->len = echo_len + len;
     d->n_ids = n_ids;
     d->with_prompt = echo && c->plp;
+    d->cached = c->cached < rq->prompts[c->index].n ? c->cached : rq->prompts[c->index].n;
+    d->matched = final && c->finish == TR_FINISH_STOP && !c->text.stopped && c->n_kept ? c->out[c->n_kept - 1] : -1;
     d->text = malloc(d->len + 1);
     d->ids = malloc((n_ids ? n_ids : 1) * sizeof *d->ids);
     bool ok = d->text && d->ids;
@@ -306,7 +308,7 @@ static void deliver_choice(server *s, sv_choice *c)
         echo_len = j->echo_len[c->index / rq->n];
     }
     sv_delivery *d = NULL;
-    if (rq->stream && (len || final || echo || ((rq->return_token_ids || rq->logprobs) && n_ids)))
+    if (rq->stream && (len || final || echo || ((rq->return_token_ids || rq->logprobs || rq->kind == OA_GENERATE) && n_ids)))
         d = new_delivery(c, echo, echo_len, txt, len, n_ids, final);
     if (d || !rq->stream) c->echo_sent = true;
     c->n_ids_sent = c->n_kept;

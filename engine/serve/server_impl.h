@@ -24,6 +24,12 @@
 #include "engine/model/tokenizer.h"
 #include "util/hashmap.h"
 
+/* Text that grows (a /generate stream's whole text so far). */
+typedef struct sbuf_text {
+    char *p;
+    size_t n, cap;
+} sbuf_text;
+
 /* One step's output of one choice, on its way to the connection. */
 typedef struct sv_delivery {
     struct sv_delivery *next;
@@ -35,6 +41,8 @@ typedef struct sv_delivery {
     float *lp;                  /* logprobs: one per id, and top_logprobs alternatives each; else NULL */
     logprob_entry *top;
     bool with_prompt;           /* echo with logprobs: the choice's prompt scores come first */
+    uint32_t cached;            /* the choice's cached prompt tokens (/generate's meta_info) */
+    int32_t matched;            /* final, ended by a stop id: that id; else -1 */
     int finish;                 /* enum tr_finish; 0 while running */
 } sv_delivery;
 
@@ -99,6 +107,8 @@ typedef struct sv_job {
     /* (http) */
     bool *started;              /* chat: the role was sent for choice i */
     uint32_t *text_offset;      /* completions' logprobs: characters written per choice */
+    sbuf_text *sg_text;         /* /generate streams: each choice's whole text so far, and */
+    uint32_t *sg_ids;           /*   its completion tokens so far */
     char *wbuf;                 /* stream bytes not yet written */
     size_t wn, wpos, wcap;
     bool stream_closed;         /* the last event is in wbuf */
@@ -134,10 +144,13 @@ struct server {
     pthread_cond_t runner_cv;   /* to the runner: go, quit */
     pthread_cond_t idle_cv;     /* to waiters: stats published */
     sv_job *inbox, *inbox_tail, *cancels;
+    uint64_t flush_asked, flush_answered;   /* /flush_cache: asked by HTTP, answered by the scheduler */
+    int64_t flush_result;       /* pages freed, or -1: requests were queued or running */
     bool quit, abort_all, runner_go, runner_done, runner_quit;
     int runner_rc;
     rh_err runner_err;
     core_stats stats;
+    engine_spec_stats spec_pub; /* the speculative counters as last published */
     pthread_t sched_thread, runner_thread, watch_thread;
     bool sched_started, runner_started, watch_started;
 
@@ -199,8 +212,15 @@ void sv_say_recording_stopped(server *s, const char *msg);
 void sv_release_choice(server *s, sv_choice *c);
 
 /* server_sched.c */
+/* /flush_cache from an HTTP thread: asks the scheduler and waits (at most
+ * a few seconds) for its answer: the pages freed, -1 busy, -2 no answer. */
+int64_t sv_flush_cache(server *s);
 void *sv_sched_main(void *arg);
 void *sv_runner_main(void *arg);
+
+/* sglang_info.c: /get_server_info and /get_model_info bodies (malloc'd JSON) */
+char *sv_server_info(server *s, size_t *len);
+char *sv_model_info(server *s, size_t *len);
 
 /* http.c */
 int sv_http_start(server *s, rh_err *e);

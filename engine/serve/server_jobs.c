@@ -57,7 +57,7 @@ sv_job *sv_job_new(server *s, oa_request *req, double arrival)
         c->id = first + i;
         sv_text_init(&c->text, (const char *const *)j->req.stop, j->req.n_stop);
     }
-    snprintf(j->id, sizeof j->id, "%s-%016llx", j->req.kind == OA_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(j->id, sizeof j->id, "%s%016llx", j->req.kind == OA_CHAT ? "chatcmpl-" : j->req.kind == OA_GENERATE ? "" : "cmpl-",
              (unsigned long long)(s->id_salt ^ (first * 0x9e3779b97f4a7c15ull)));
     j->ident = (oa_ident){.id = j->id, .created = (long long)time(NULL), .model = s->model_name};
     /* Without a seed each request still gets its own stream, reproducible
@@ -88,6 +88,9 @@ void sv_job_unref(sv_job *j)
     free(j->choices);
     free(j->started);
     free(j->text_offset);
+    for (uint32_t i = 0; j->sg_text && i < j->n_choices; i++) free(j->sg_text[i].p);
+    free(j->sg_text);
+    free(j->sg_ids);
     for (uint32_t i = 0; j->echo && i < j->n_choices / j->req.n; i++) free(j->echo[i]);
     free(j->echo);
     free(j->echo_len);

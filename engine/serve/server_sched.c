@@ -147,6 +147,13 @@ static bool intake(server *s, bool *abort_done)
     sv_job *in = s->inbox, *cancels = s->cancels;
     s->inbox = s->inbox_tail = s->cancels = NULL;
     bool quit = s->quit, abort_all = s->abort_all;
+    if (s->flush_asked != s->flush_answered) {
+        /* As SGLang does: only when nothing is queued or running (new
+         * requests in the inbox count as queued). */
+        s->flush_result = in || atomic_load(&s->broken) ? -1 : engine_flush_cache(s->g);
+        s->flush_answered = s->flush_asked;
+        pthread_cond_broadcast(&s->idle_cv);
+    }
     pthread_mutex_unlock(&s->mu);
     bool broken = atomic_load(&s->broken);
     if (abort_all && !*abort_done && !broken) {
@@ -212,13 +219,29 @@ static void publish(server *s)
     meter_spec(s);
     pthread_mutex_lock(&s->mu);
     s->stats = st;
+    s->spec_pub = s->spec_seen;
     pthread_cond_broadcast(&s->idle_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
 static bool work_waiting(const server *s, bool abort_done)
 {
-    return s->inbox || s->cancels || (s->abort_all && !abort_done);
+    return s->inbox || s->cancels || (s->abort_all && !abort_done) || s->flush_asked != s->flush_answered;
+}
+
+int64_t sv_flush_cache(server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t mine = ++s->flush_asked;
+    pthread_cond_signal(&s->wake);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    int rc = 0;
+    while (s->flush_answered < mine && rc == 0) rc = pthread_cond_timedwait(&s->idle_cv, &s->mu, &until);
+    int64_t r = s->flush_answered >= mine ? s->flush_result : -2;
+    pthread_mutex_unlock(&s->mu);
+    return r;
 }
 
 void *sv_sched_main(void *arg)

@@ -1,0 +1,276 @@
+/* test_serve_sglang.c — SGLang's native surface over real HTTP, each answer
+ * checked against a second computation: /generate equals /v1/completions
+ * for the same ids (one prompt and a batch), its stream's whole-text-so-far
+ * events add up to the non-streamed text, the body sglang.bench_serving
+ * sends is served, refusals name the /generate field, /get_server_info and
+ * /get_model_info report the configuration, /flush_cache empties the prefix
+ * cache (and refuses while a request runs), and the sglang: and new vllm:
+ * metrics agree with each other and with a hand count. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "test_serve_util.h"
+#include "testutil.h"
+
+static model *tiny;
+static server *srv;
+
+static server *the_server(void)
+{
+    if (!srv) {
+        if (!tiny) tiny = eh_tiny_model();
+        server_config c = ts_config(tiny);
+        c.engine.core.chunked_prefill_size = 512;
+        srv = ts_start(&c);
+    }
+    return srv;
+}
+
+static ts_resp post(const char *path, json_t *body, long want)
+{
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    ts_resp r = ts_post(the_server(), path, b);
+    if (r.status != want) printf("\n    %s %s: HTTP %ld %s\n", path, b, r.status, r.body);
+    free(b);
+    CU_ASSERT_EQUAL(r.status, want);
+    return r;
+}
+
+static json_t *ids_of(const int32_t *p, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(p[i]));
+    return a;
+}
+
+static json_t *meta(json_t *o, const char *k)
+{
+    return json_object_get(json_object_get(o, "meta_info"), k);
+}
+
+static void test_generate_equals_completions(void)
+{
+    int32_t a[7], b[12];
+    eh_random_prompt(3, 512, a, 7);
+    eh_random_prompt(4, 512, b, 12);
+    ts_resp g = post("/generate",
+                     json_pack("{s:o,s:{s:i,s:f,s:b}}", "input_ids", ids_of(a, 7), "sampling_params", "max_new_tokens",
+                               10, "temperature", 0.0, "ignore_eos", 1),
+                     200);
+    ts_resp c = post("/v1/completions",
+                     json_pack("{s:o,s:i,s:i,s:b,s:b}", "prompt", ids_of(a, 7), "max_tokens", 10, "temperature", 0,
+                               "ignore_eos", 1, "return_token_ids", 1),
+                     200);
+    json_t *cc = json_array_get(json_object_get(c.json, "choices"), 0);
+    CU_ASSERT(json_equal(json_object_get(g.json, "output_ids"), json_object_get(cc, "token_ids")));
+    CU_ASSERT(json_equal(json_object_get(g.json, "text"), json_object_get(cc, "text")));
+    CU_ASSERT_EQUAL(json_integer_value(meta(g.json, "prompt_tokens")), 7);
+    CU_ASSERT_EQUAL(json_integer_value(meta(g.json, "completion_tokens")), 10);
+    json_t *fr = meta(g.json, "finish_reason");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(fr, "type")), "length");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(fr, "length")), 10);
+    CU_ASSERT(meta(g.json, "e2e_latency") && json_number_value(meta(g.json, "e2e_latency")) > 0);
+
+    /* A batch: an array, each as if alone. */
+    json_t *batch = json_array();
+    json_array_append_new(batch, ids_of(a, 7));
+    json_array_append_new(batch, ids_of(b, 12));
+    ts_resp gb = post("/generate",
+                      json_pack("{s:o,s:{s:i,s:f,s:b}}", "input_ids", batch, "sampling_params", "max_new_tokens", 10,
+                                "temperature", 0.0, "ignore_eos", 1),
+                      200);
+    CU_ASSERT_FATAL(json_is_array(gb.json) && json_array_size(gb.json) == 2);
+    CU_ASSERT(json_equal(json_object_get(json_array_get(gb.json, 0), "output_ids"), json_object_get(g.json, "output_ids")));
+    CU_ASSERT_EQUAL(json_integer_value(meta(json_array_get(gb.json, 1), "prompt_tokens")), 12);
+    ts_resp_free(&g);
+    ts_resp_free(&c);
+    ts_resp_free(&gb);
+
+    /* Text in, and EOS pushed to the top: a stop that names the id. */
+    ts_resp e = post("/generate",
+                     json_pack("{s:s,s:{s:i,s:{s:i}}}", "text", "Hello", "sampling_params", "max_new_tokens", 10,
+                               "logit_bias", "257", 100),
+                     200);
+    fr = meta(e.json, "finish_reason");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(fr, "type")), "stop");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(fr, "matched")), 257);
+    CU_ASSERT_EQUAL(json_integer_value(meta(e.json, "prompt_tokens")), 6);   /* BOS + "Hello" */
+    ts_resp_free(&e);
+}
+
+/* The body sglang.bench_serving --backend sglang sends, streamed: each
+ * event holds the whole text so far; the last equals the whole response. */
+static void test_generate_stream(void)
+{
+    const char *body = "{\"text\": \"Once upon a time\", \"sampling_params\": {\"temperature\": 0.0, "
+                       "\"max_new_tokens\": 12, \"ignore_eos\": true}, \"stream\": true, \"return_logprob\": false, "
+                       "\"logprob_start_len\": -1, \"stream_options\": {\"include_usage\": true}}";
+    ts_stream st = ts_stream_at(server_url(the_server()), "/generate", body, 0, NULL);
+    CU_ASSERT_EQUAL(st.status, 200);
+    CU_ASSERT(st.done);
+    CU_ASSERT_EQUAL(st.bad, 0);
+    size_t n = json_array_size(st.events), i;
+    CU_ASSERT_FATAL(n >= 2);
+    const char *prev = "";
+    json_int_t prev_tokens = 0;
+    json_t *ev;
+    json_array_foreach(st.events, i, ev)
+    {
+        const char *t = json_string_value(json_object_get(ev, "text"));
+        CU_ASSERT_FATAL(t != NULL);
+        CU_ASSERT(!strncmp(t, prev, strlen(prev)));   /* grows, never rewrites */
+        json_int_t k = json_integer_value(meta(ev, "completion_tokens"));
+        CU_ASSERT(k > prev_tokens);
+        CU_ASSERT(i + 1 == n ? !json_is_null(meta(ev, "finish_reason")) : json_is_null(meta(ev, "finish_reason")));
+        prev = t;
+        prev_tokens = k;
+    }
+    CU_ASSERT_EQUAL(prev_tokens, 12);
+    json_t *whole_body = json_loads(body, 0, NULL);
+    json_object_set_new(whole_body, "stream", json_false());
+    ts_resp w = post("/generate", whole_body, 200);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(w.json, "text")), prev);
+    ts_resp_free(&w);
+    json_decref(st.events);
+}
+
+static void expect_refusal(const char *body, const char *param)
+{
+    ts_resp r = ts_post(the_server(), "/generate", body);
+    json_t *p = json_object_get(json_object_get(r.json, "error"), "param");
+    int ok = r.status == 400 && json_is_string(p) && !strcmp(json_string_value(p), param) &&
+             strstr(json_string_value(json_object_get(json_object_get(r.json, "error"), "message")), param);
+    if (!ok) printf("\n    %s: HTTP %ld %s (wanted 400 naming %s)\n", body, r.status, r.body, param);
+    CU_ASSERT(ok);
+    ts_resp_free(&r);
+}
+
+static void test_generate_refusals(void)
+{
+    expect_refusal("{\"text\": \"a\", \"sampling_params\": {\"max_new_tokens\": 0}}", "sampling_params.max_new_tokens");
+    expect_refusal("{\"text\": \"a\", \"sampling_params\": {\"max_new_tokens\": 4, \"min_new_tokens\": 9}}",
+                   "sampling_params.min_new_tokens");
+    expect_refusal("{\"text\": \"a\", \"sampling_params\": {\"regex\": \"b+\"}}", "sampling_params.regex");
+    expect_refusal("{\"text\": \"a\", \"return_logprob\": true}", "return_logprob");
+    expect_refusal("{\"text\": \"a\", \"input_ids\": [1]}", "text");
+    expect_refusal("{\"sampling_params\": {}}", "text");
+    expect_refusal("{\"text\": \"a\", \"sampling_params\": {\"temperature\": -1}}", "temperature");
+}
+
+static double metric(const char *body, const char *name)
+{
+    char key[160];
+    snprintf(key, sizeof key, "\n%s{", name);
+    const char *at = strstr(body, key);
+    if (!at) return -1;
+    at = strchr(at + 1, '}');
+    return at ? strtod(at + 1, NULL) : -1;
+}
+
+typedef struct long_run {
+    const char *url;
+} long_run;
+
+static void *run_long(void *arg)
+{
+    long_run *l = arg;
+    ts_resp r = ts_request_at(l->url, "POST", "/v1/completions",
+                              "{\"prompt\": [5, 6, 7], \"max_tokens\": 1500, \"ignore_eos\": true}", NULL);
+    ts_resp_free(&r);
+    return NULL;
+}
+
+static void test_info_flush_and_metrics(void)
+{
+    ts_resp si = ts_request(the_server(), "GET", "/get_server_info", NULL, NULL);
+    CU_ASSERT_EQUAL(si.status, 200);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(si.json, "chunked_prefill_size")), 512);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(si.json, "max_total_num_tokens")), TS_POOL_TOKENS);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(si.json, "model_path")), "tiny-llama");
+    json_t *state = json_array_get(json_object_get(si.json, "internal_states"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(state, "avg_spec_accept_length")), 1.0, 1e-9);
+    ts_resp_free(&si);
+    ts_resp mi = ts_request(the_server(), "GET", "/get_model_info", NULL, NULL);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(mi.json, "model_path")), "tiny-llama");
+    CU_ASSERT(json_is_true(json_object_get(mi.json, "is_generation")));
+    ts_resp_free(&mi);
+
+    /* A prompt of 40 ids: served twice it hits the cache (two pages);
+     * flushed, it does not. */
+    int32_t p[40];
+    eh_random_prompt(77, 512, p, 40);
+    json_t *body = json_pack("{s:o,s:{s:i}}", "input_ids", ids_of(p, 40), "sampling_params", "max_new_tokens", 2);
+    ts_resp r = post("/generate", json_deep_copy(body), 200);
+    ts_resp_free(&r);
+    r = post("/generate", json_deep_copy(body), 200);
+    CU_ASSERT_EQUAL(json_integer_value(meta(r.json, "cached_tokens")), 32);
+    ts_resp_free(&r);
+    r = ts_request(the_server(), "POST", "/flush_cache", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    ts_resp_free(&r);
+    r = post("/generate", json_deep_copy(body), 200);
+    CU_ASSERT_EQUAL(json_integer_value(meta(r.json, "cached_tokens")), 0);
+    ts_resp_free(&r);
+    json_decref(body);
+
+    /* While a request runs the cache stays (SGLang's rule): 400. */
+    long_run l = {server_url(the_server())};
+    pthread_t t;
+    pthread_create(&t, NULL, run_long, &l);
+    int refused = 0;
+    for (int k = 0; k < 200 && !refused; k++) {
+        usleep(10000);
+        ts_resp m = ts_request(the_server(), "GET", "/metrics", NULL, NULL);
+        bool running = metric(m.body, "sglang:num_running_reqs") >= 1;
+        ts_resp_free(&m);
+        if (!running) continue;
+        ts_resp f = ts_request(the_server(), "GET", "/flush_cache", NULL, NULL);
+        refused = f.status == 400;
+        ts_resp_free(&f);
+    }
+    CU_ASSERT(refused);
+    pthread_join(t, NULL);
+
+    /* The two projects' names for the same counts agree; the per-step
+     * tokens add up to what the requests computed. */
+    ts_resp m = ts_request(the_server(), "GET", "/metrics", NULL, NULL);
+    const char *b = m.body;
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "sglang:prompt_tokens_total"), metric(b, "vllm:prompt_tokens_total"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "sglang:generation_tokens_total"), metric(b, "vllm:generation_tokens_total"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "sglang:time_to_first_token_seconds_count"),
+                           metric(b, "vllm:time_to_first_token_seconds_count"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "vllm:request_generation_tokens_sum"), metric(b, "vllm:generation_tokens_total"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "vllm:request_prompt_tokens_sum"), metric(b, "vllm:prompt_tokens_total"), 0);
+    double requests = metric(b, "sglang:num_requests_total"), cached = metric(b, "sglang:cached_tokens_total");
+    CU_ASSERT(requests >= 10);
+    /* each request computed its uncached prompt once and each output but
+     * the last once more (a decode feeds the newest token back) */
+    double computed = metric(b, "vllm:prompt_tokens_total") - cached + metric(b, "vllm:generation_tokens_total") - requests;
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "vllm:iteration_tokens_total_sum"), computed, 0);
+    CU_ASSERT(metric(b, "sglang:gen_throughput") > 0);
+    CU_ASSERT(strstr(b, "vllm:cache_config_info{block_size=\"16\"") != NULL);
+    double prefill = metric(b, "vllm:request_prefill_time_seconds_sum"), decode = metric(b, "vllm:request_decode_time_seconds_sum");
+    CU_ASSERT_DOUBLE_EQUAL(metric(b, "vllm:request_inference_time_seconds_sum"), prefill + decode, 1e-6);
+    ts_resp_free(&m);
+}
+
+static int cleanup(void)
+{
+    rh_err e;
+    if (srv && server_stop(srv, &e) < 0) printf("\n  server_stop: %s\n", e.msg);
+    srv = NULL;
+    model_free(tiny);
+    tiny = NULL;
+    return 0;
+}
+
+void register_test_serve_sglang(void)
+{
+    CU_pSuite s = CU_add_suite("serve_sglang", NULL, cleanup);
+    CU_add_test(s, "/generate equals /v1/completions, one prompt and a batch; a stop names its id",
+                test_generate_equals_completions);
+    CU_add_test(s, "/generate streams the whole text so far, as bench_serving reads it", test_generate_stream);
+    CU_add_test(s, "/generate refusals name the field as /generate spells it", test_generate_refusals);
+    CU_add_test(s, "server and model info, /flush_cache, sglang: and vllm: metrics agree", test_info_flush_and_metrics);
+}
