@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/serve/openai.h"
+#include "engine/serve/sglang_api.h"
 #include "engine/serve/server_text.h"
 #include "traces/trace.h"
 
@@ -74,6 +75,13 @@ static void play_output(const oa_request *r, const uint8_t *bytes, size_t n, siz
     check_json(oa_response(r, &id, &c, 1, &u, &len), len, 0);
     check_json(oa_chunk(r, &id, 0, &c, true, &len), len, 6);
     check_json(oa_usage_chunk(r, &id, &u, &len), len, 6);
+    if (r->kind == OA_GENERATE) {
+        sg_choice sc[2] = {{.text = sent, .len = n_sent, .ids = ids, .n_ids = 4, .finish = TR_FINISH_STOP, .matched = 3},
+                           {.text = sent, .len = n_sent, .finish = TR_FINISH_LENGTH, .matched = -1}};
+        check_json(sg_response(&id, sc, 1, &len), len, 0);
+        check_json(sg_response(&id, sc, 2, &len), len, 0);
+        check_json(sg_event(&id, 1, true, &sc[1], &len), len, 6);
+    }
     sv_text_free(&t);
     free(sent);
 }
@@ -88,7 +96,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     oa_limits lim = {.tok = tk, .vocab = VOCAB, .context = CONTEXT, .model = "m"};
     oa_request r;
     oa_error e;
-    if (oa_parse(kind, (const char *)data + 1, size - 1, &lim, &r, &e) == 0) {
+    /* bit 4: SGLang's /generate body instead */
+    bool generate = data[0] & 16;
+    int rc = generate ? sg_parse_generate((const char *)data + 1, size - 1, &lim, &r, &e)
+                      : oa_parse(kind, (const char *)data + 1, size - 1, &lim, &r, &e);
+    if (rc == 0) {
+        if (generate && r.kind != OA_GENERATE) abort();
         if (!r.n_prompts || r.max_tokens < 1) abort();
         for (uint32_t i = 0; i < r.n_prompts; i++) {
             if (!r.prompts[i].n || r.prompts[i].n + r.max_tokens > CONTEXT) abort();
