@@ -1,5 +1,6 @@
 /* bench.c — `rehearse bench`: flags, help and exit codes. The work is in
  * the bench_* modules; this file only turns flags into their inputs. */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,10 +8,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "client/bench.h"
 #include "client/bench_json.h"
+#include "client/bench_summary.h"
 #include "util/args.h"
 
 static const char usage_text[] =
@@ -24,12 +27,25 @@ static const char usage_text[] =
     "server:\n"
     "  --base-url URL              server root (default http://HOST:PORT)\n"
     "  --host H --port P           default 127.0.0.1 and 30000\n"
-    "  --endpoint PATH             /v1/completions (prompt as token ids, default) or\n"
-    "                              /v1/chat/completions (prompt as text)\n"
+    "  --backend B                 as vLLM's and SGLang's clients name them: vllm, openai (both\n"
+    "                              /v1/completions), vllm-chat, openai-chat (/v1/chat/completions),\n"
+    "                              sglang (SGLang's /generate), sglang-oai, sglang-oai-chat; the\n"
+    "                              sglang ones print and save SGLang's summary, the others vLLM's\n"
+    "  --endpoint PATH             /v1/completions (prompt as token ids, default),\n"
+    "                              /v1/chat/completions (prompt as text) or /generate\n"
     "  --model NAME                default: the first id in GET /v1/models\n"
     "  --api-key KEY               sent as a bearer token (default $OPENAI_API_KEY)\n"
+    "  --header NAME=VALUE         one more HTTP header (repeatable)\n"
+    "  --extra-body JSON           an object merged into every request body, last, so its\n"
+    "                              fields win (also --extra-request-body)\n"
+    "  --ignore-eos                ask for exactly the output length (the default unless\n"
+    "                              --backend vllm/openai, whose default, as vLLM's, is not to)\n"
+    "  --disable-ignore-eos        let the model stop at EOS (SGLang's flag)\n"
     "  --disable-stream            one JSON answer per request; TTFT then equals E2E\n"
     "  --request-timeout S         give up on a request after S seconds (default none)\n"
+    "  --num-warmups N             N requests before the run, not measured (default 0)\n"
+    "  One test request goes first, as vLLM's client sends one: a broken setup fails\n"
+    "  there with the server's message.\n"
     "\n"
     "dataset:\n"
     "  --dataset NAME [FILE]       random (default), shared-prefix, or trace FILE (any trace\n"
@@ -38,14 +54,17 @@ static const char usage_text[] =
     "                              shared-prefix: groups x prompts per group)\n"
     "  --random-input-len L        default 1024\n"
     "  --random-output-len L       default 128\n"
-    "  --random-range-ratio X      lengths uniform in [L(1-X), L(1+X)], X in [0, 1) (default 0)\n"
+    "  --random-range-ratio X      lengths uniform in [L(1-X), L(1+X)], X in [0, 1) (default 0);\n"
+    "                              under --backend sglang*, SGLang's meaning: [L*X, L], X in [0, 1]\n"
+    "  --random-input --random-output   the older names of --random-input-len/-output-len\n"
     "  --random-prefix-len L       tokens every random prompt shares, before its own (default 0)\n"
     "  --gsp-num-groups G          shared-prefix: groups (default 64)\n"
     "  --gsp-prompts-per-group P   prompts per group (default 16)\n"
     "  --gsp-system-prompt-len L   tokens a group shares (default 2048)\n"
     "  --gsp-question-len L        tokens of each prompt's own (default 128)\n"
     "  --gsp-output-len L          output tokens (default 256)\n"
-    "  --vocab-size V              prompt ids are drawn from [0, V) (default 32000)\n"
+    "  --vocab-size V              prompt ids are drawn from [0, V) (default: the vocab_size\n"
+    "                              the server reports on /v1/models; else it must be given)\n"
     "  --seed S                    seeds lengths, prompts and arrivals (default 0)\n"
     "\n"
     "load:\n"
@@ -58,7 +77,15 @@ static const char usage_text[] =
     "\n"
     "output:\n"
     "  --result-json FILE          the summary as JSON with vLLM's field names, plus the run's settings\n"
-    "  --save-detailed             add per-request lengths, TTFTs, ITLs and errors to the JSON\n"
+    "  --save-result               the same into --result-dir (default .) as --result-filename (default\n"
+    "                              vLLM's BACKEND-RATEqps[-concurrencyC]-MODEL-DATE.json)\n"
+    "  --output-file FILE          SGLang's: append the summary as one JSON line\n"
+    "  --save-detailed             add per-request lengths, TTFTs, ITLs, start times and errors to\n"
+    "                              the JSON (also --output-details)\n"
+    "  --percentile-metrics LIST   metrics printed and saved with percentiles: ttft,tpot,itl,e2el\n"
+    "                              (default ttft,tpot,itl)\n"
+    "  --metric-percentiles LIST   the percentiles, e.g. 50,95,99 (default 99)\n"
+    "  --goodput KEY:MS ...        SLOs for goodput, vLLM's form: ttft:MS tpot:MS e2el:MS\n"
     "  --record-trace FILE         the client-side trace: each request's send time, lengths,\n"
     "                              TTFT, token times and finish reason, for `rehearse sim`\n"
     "  --trace-block-size B        block size of the recorded prompt hashes (default 16)\n"
@@ -68,11 +95,20 @@ static const char usage_text[] =
     "Exit status: 0 when at least one request completed; 1 on bad flags, an unreachable server,\n"
     "a run where every request failed, or an output that could not be written.\n";
 
+#define MAX_HEADERS 32
+
 typedef struct opts {
     const char *base_url, *host, *endpoint, *model, *api_key, *dataset, *dataset_path;
     const char *result_json, *record_trace;
-    unsigned long long port, num_prompts, max_concurrency, seed, vocab, trace_block;
-    int num_prompts_set, rate_set, dataset_set, stream, verbose, save_detailed;
+    const char *backend;            /* NULL: not given */
+    const char *extra_body_arg, *percentile_metrics, *metric_percentiles;
+    const char *result_dir, *result_filename, *output_file;
+    char *extra_body;               /* the object's members, braces off (owned) */
+    char *headers[MAX_HEADERS];     /* "Name: value" (owned) */
+    size_t n_headers;
+    unsigned long long port, num_prompts, max_concurrency, seed, vocab, trace_block, num_warmups;
+    int num_prompts_set, rate_set, dataset_set, stream, verbose, save_detailed, vocab_set, endpoint_set;
+    int ratio_set, save_result, keep_eos, eos_set;
     double request_rate, burstiness, rate_scale, request_timeout;
     bench_random_opts rnd;
     bench_shared_prefix_opts gsp;
@@ -116,20 +152,70 @@ static int parse_positive(const char *v, const char *flag, double *out, rh_err *
     return 0;
 }
 
+/* --header NAME=VALUE (vLLM's form) or "NAME: VALUE". */
+static int take_header(opts *o, const char *v, rh_err *e)
+{
+    const char *eq = strchr(v, '='), *colon = strchr(v, ':');
+    const char *sep = eq && (!colon || eq < colon) ? eq : colon;
+    if (!sep || sep == v) return rh_fail(e, "--header: '%s' must be NAME=VALUE", v);
+    for (const char *p = v; *p; p++)
+        if (*p == '\r' || *p == '\n') return rh_fail(e, "--header: '%s' holds a line break", v);
+    if (o->n_headers == MAX_HEADERS) return rh_fail(e, "--header: at most %d headers", MAX_HEADERS);
+    size_t k = (size_t)(sep - v);
+    const char *val = sep + 1;
+    while (*val == ' ') val++;
+    char *h = malloc(k + strlen(val) + 3);
+    if (!h) return rh_fail(e, "out of memory");
+    sprintf(h, "%.*s: %s", (int)k, v, val);
+    o->headers[o->n_headers++] = h;
+    return 0;
+}
+
+/* --goodput ttft:MS tpot:MS e2el:MS: the pairs are the words that follow. */
+static int take_goodput(opts *o, rh_args *a, rh_err *e)
+{
+    int taken = 0;
+    while (a->i < a->argc && a->argv[a->i][0] != '-') {
+        const char *v = a->argv[a->i++];
+        const char *c = strchr(v, ':');
+        char *end = NULL;
+        double ms = c ? strtod(c + 1, &end) : -1;
+        if (!c || !c[1] || (end && *end) || !(ms >= 0))
+            return rh_fail(e, "--goodput: '%s' must be KEY:MS with KEY ttft, tpot or e2el and MS >= 0", v);
+        size_t k = (size_t)(c - v);
+        if (k == 4 && !strncmp(v, "ttft", 4)) o->slo.ttft_ms = ms;
+        else if (k == 4 && !strncmp(v, "tpot", 4)) o->slo.tpot_ms = ms;
+        else if (k == 4 && !strncmp(v, "e2el", 4)) o->slo.e2e_ms = ms;
+        else return rh_fail(e, "--goodput: '%.*s' is not ttft, tpot or e2el", (int)k, v);
+        taken++;
+    }
+    return taken ? 0 : rh_fail(e, "--goodput needs at least one KEY:MS (ttft:500 tpot:50 e2el:2000)");
+}
+
 /* One flag with its value; 1 if the name is not a bench flag. */
 static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
 {
     char flag[140];
     snprintf(flag, sizeof flag, "--%s", n);
-    static const char *const booleans[] = {"disable-stream", "verbose", "save-detailed", NULL};
+    static const char *const booleans[] = {"disable-stream", "verbose",    "save-detailed",      "output-details",
+                                           "save-result",    "ignore-eos", "disable-ignore-eos", NULL};
     for (int i = 0; booleans[i]; i++) {
         if (strcmp(n, booleans[i])) continue;
         if (rh_args_no_value(a, e) < 0) return -1;
-        if (i == 0) o->stream = 0;
-        else if (i == 1) o->verbose = 1;
-        else o->save_detailed = 1;
+        switch (i) {
+        case 0: o->stream = 0; break;
+        case 1: o->verbose = 1; break;
+        case 2:
+        case 3: o->save_detailed = 1; break;
+        case 4: o->save_result = 1; break;
+        default:
+            o->keep_eos = i == 6;
+            o->eos_set = 1;
+            break;
+        }
         return 0;
     }
+    if (!strcmp(n, "goodput")) return take_goodput(o, a, e);
     const char *v = rh_args_value(a, e);
     if (!v) return -1;
     if (!strcmp(n, "base-url")) o->base_url = v;
@@ -137,7 +223,21 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "port")) {
         if (rh_parse_u64(v, flag, &o->port, e) < 0) return -1;
         if (o->port == 0 || o->port > 65535) return rh_fail(e, "--port: %llu is not a TCP port", o->port);
-    } else if (!strcmp(n, "endpoint")) o->endpoint = v;
+    } else if (!strcmp(n, "endpoint")) {
+        o->endpoint = v;
+        o->endpoint_set = 1;
+    } else if (!strcmp(n, "backend")) o->backend = v;
+    else if (!strcmp(n, "header")) return take_header(o, v, e);
+    else if (!strcmp(n, "extra-body") || !strcmp(n, "extra-request-body")) o->extra_body_arg = v;
+    else if (!strcmp(n, "percentile-metrics")) o->percentile_metrics = v;
+    else if (!strcmp(n, "metric-percentiles")) o->metric_percentiles = v;
+    else if (!strcmp(n, "result-dir")) o->result_dir = v;
+    else if (!strcmp(n, "result-filename")) o->result_filename = v;
+    else if (!strcmp(n, "output-file")) o->output_file = v;
+    else if (!strcmp(n, "num-warmups")) {
+        if (rh_parse_u64(v, flag, &o->num_warmups, e) < 0) return -1;
+        if (o->num_warmups > 100000) return rh_fail(e, "--num-warmups: %llu is too many", o->num_warmups);
+    }
     else if (!strcmp(n, "model")) o->model = v;
     else if (!strcmp(n, "api-key")) o->api_key = v;
     else if (!strcmp(n, "request-timeout")) return parse_positive(v, flag, &o->request_timeout, e);
@@ -161,11 +261,14 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         if (rh_parse_u64(v, flag, &o->max_concurrency, e) < 0) return -1;
         if (o->max_concurrency == 0) return rh_fail(e, "--max-concurrency must be at least 1");
     } else if (!strcmp(n, "rate-scale")) return parse_positive(v, flag, &o->rate_scale, e);
-    else if (!strcmp(n, "random-input-len")) return parse_len(v, flag, 1, &o->rnd.input_len, e);
-    else if (!strcmp(n, "random-output-len")) return parse_len(v, flag, 1, &o->rnd.output_len, e);
+    else if (!strcmp(n, "random-input-len") || !strcmp(n, "random-input"))
+        return parse_len(v, flag, 1, &o->rnd.input_len, e);
+    else if (!strcmp(n, "random-output-len") || !strcmp(n, "random-output"))
+        return parse_len(v, flag, 1, &o->rnd.output_len, e);
     else if (!strcmp(n, "random-prefix-len")) return parse_len(v, flag, 0, &o->rnd.prefix_len, e);
     else if (!strcmp(n, "random-range-ratio")) {
         if (rh_parse_double(v, flag, &o->rnd.range_ratio, e) < 0) return -1;
+        o->ratio_set = 1;
     } else if (!strcmp(n, "gsp-num-groups")) return parse_len(v, flag, 1, &o->gsp.num_groups, e);
     else if (!strcmp(n, "gsp-prompts-per-group")) return parse_len(v, flag, 1, &o->gsp.prompts_per_group, e);
     else if (!strcmp(n, "gsp-system-prompt-len")) return parse_len(v, flag, 0, &o->gsp.system_prompt_len, e);
@@ -174,6 +277,7 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "vocab-size")) {
         if (rh_parse_u64(v, flag, &o->vocab, e) < 0) return -1;
         if (o->vocab < 2 || o->vocab > 0x7fffffffull) return rh_fail(e, "--vocab-size: %llu is outside [2, 2^31)", o->vocab);
+        o->vocab_set = 1;
     } else if (!strcmp(n, "seed")) return rh_parse_u64(v, flag, &o->seed, e);
     else if (!strcmp(n, "trace-block-size")) {
         if (rh_parse_u64(v, flag, &o->trace_block, e) < 0) return -1;
@@ -185,6 +289,66 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "slo-e2e")) return parse_positive(v, flag, &o->slo.e2e_ms, e);
     else return 1;
     return 0;
+}
+
+/* The clients' --backend names: what each sends, and whose summary. */
+typedef struct backend_kind {
+    const char *name;
+    bench_api api;
+    const char *endpoint;
+    bench_style style;
+    int keep_eos;               /* vLLM's client sends ignore_eos only with --ignore-eos */
+} backend_kind;
+
+static const backend_kind BACKENDS[] = {
+    {"vllm", BENCH_API_COMPLETIONS, "/v1/completions", BENCH_STYLE_VLLM, 1},
+    {"openai", BENCH_API_COMPLETIONS, "/v1/completions", BENCH_STYLE_VLLM, 1},
+    {"vllm-chat", BENCH_API_CHAT, "/v1/chat/completions", BENCH_STYLE_VLLM, 1},
+    {"openai-chat", BENCH_API_CHAT, "/v1/chat/completions", BENCH_STYLE_VLLM, 1},
+    {"sglang", BENCH_API_GENERATE, "/generate", BENCH_STYLE_SGLANG, 0},
+    {"sglang-native", BENCH_API_GENERATE, "/generate", BENCH_STYLE_SGLANG, 0},
+    {"sglang-oai", BENCH_API_COMPLETIONS, "/v1/completions", BENCH_STYLE_SGLANG, 0},
+    {"sglang-oai-chat", BENCH_API_CHAT, "/v1/chat/completions", BENCH_STYLE_SGLANG, 0},
+};
+
+/* The backend given, or the one the endpoint implies (ignore_eos kept on:
+ * rehearse's own default). */
+static backend_kind backend_of(const opts *o)
+{
+    if (o->backend)
+        for (size_t i = 0; i < sizeof BACKENDS / sizeof *BACKENDS; i++)
+            if (!strcmp(o->backend, BACKENDS[i].name)) return BACKENDS[i];
+    if (strstr(o->endpoint, "/generate")) return (backend_kind){"sglang", BENCH_API_GENERATE, NULL, BENCH_STYLE_SGLANG, 0};
+    if (strstr(o->endpoint, "chat")) return (backend_kind){"openai-chat", BENCH_API_CHAT, NULL, BENCH_STYLE_VLLM, 0};
+    return (backend_kind){"openai", BENCH_API_COMPLETIONS, NULL, BENCH_STYLE_VLLM, 0};
+}
+
+/* --extra-body: a JSON object, kept as its members so the body writer can
+ * append them. */
+static int take_extra_body(opts *o, rh_err *e)
+{
+    if (!o->extra_body_arg) return 0;
+    json_error_t je;
+    json_t *j = json_loads(o->extra_body_arg, 0, &je);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return rh_fail(e, "--extra-body: '%.80s' is not a JSON object%s%s", o->extra_body_arg, j ? "" : ": ",
+                       j ? "" : je.text);
+    }
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!text) return rh_fail(e, "out of memory");
+    size_t n = strlen(text);
+    memmove(text, text + 1, n - 2);   /* {"a":1} -> "a":1 */
+    text[n - 2] = '\0';
+    o->extra_body = text;
+    return 0;
+}
+
+static void opts_free(opts *o)
+{
+    free(o->extra_body);
+    for (size_t i = 0; i < o->n_headers; i++) free(o->headers[i]);
 }
 
 static int parse(opts *o, int argc, char **argv, rh_err *e)
@@ -200,6 +364,33 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
         if (rc > 0) return rh_fail(e, "unknown flag --%s (rehearse bench --help lists them)", n);
     }
     if (a.npos) return rh_fail(e, "unexpected argument '%s'", a.pos[0]);
+    if (o->backend) {
+        backend_kind b = backend_of(o);
+        if (strcmp(b.name, o->backend))
+            return rh_fail(e, "--backend: '%s' is not vllm, openai, vllm-chat, openai-chat, sglang, sglang-oai or "
+                              "sglang-oai-chat", o->backend);
+        if (!o->endpoint_set) o->endpoint = b.endpoint;
+        if (!o->eos_set) o->keep_eos = b.keep_eos;
+        /* SGLang's --random-range-ratio R: lengths uniform in [L*R, L]. The
+         * same interval as rehearse's [C(1-X), C(1+X)] with C = L(1+R)/2 and
+         * X = (1-R)/(1+R) (R = 0 starts at one token). */
+        if (b.style == BENCH_STYLE_SGLANG && o->ratio_set) {
+            double r = o->rnd.range_ratio;
+            if (!(r >= 0 && r <= 1))
+                return rh_fail(e, "--random-range-ratio: %g must be in [0, 1] under --backend %s (SGLang's meaning)", r,
+                               o->backend);
+            bench_random_opts *x = &o->rnd;
+            for (int k = 0; k < 2; k++) {
+                uint32_t *len = k ? &x->output_len : &x->input_len;
+                double lo = fmax(1.0, r * *len), hi = *len;
+                *len = (uint32_t)ceil((lo + hi) / 2);
+                if (k == 0) x->range_ratio = hi > lo ? (hi - lo) / (hi + lo) : 0;
+            }
+            printf("--random-range-ratio %g under --backend %s: lengths uniform in [L*%g, L], as SGLang's client "
+                   "draws them (vLLM's meaning is [L(1-X), L(1+X)])\n", r, o->backend, r);
+        }
+    }
+    if (take_extra_body(o, e) < 0) return -1;
     if (o->endpoint[0] != '/') return rh_fail(e, "--endpoint: '%s' must be a path such as /v1/completions", o->endpoint);
     if (strncmp(o->base_url ? o->base_url : "http://", "http://", 7) && strncmp(o->base_url, "https://", 8))
         return rh_fail(e, "--base-url: '%s' must start with http:// or https://", o->base_url);
@@ -284,6 +475,169 @@ static const char *first_error(const bench_result *r, size_t n)
     return NULL;
 }
 
+/* A view of the dataset's first n items (wrapping), all at time 0: the
+ * initial test request and the warmups. Shares the items' hashes. */
+static int first_items(const bench_dataset *d, size_t n, bench_dataset *v, rh_err *e)
+{
+    *v = *d;
+    v->items = calloc(n, sizeof *v->items);
+    if (!v->items) return rh_fail(e, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        v->items[i] = d->items[i % d->n];
+        v->items[i].arrival = 0;
+        v->items[i].after = -1;
+    }
+    v->n = n;
+    return 0;
+}
+
+/* Runs n of the first items outside the measurement; the first failure's
+ * message in e (-1) when every one failed. */
+static int run_unmeasured(const bench_config *c, const bench_dataset *d, size_t n, const char *what, rh_err *e)
+{
+    bench_dataset v;
+    if (first_items(d, n, &v, e) < 0) return -1;
+    bench_config q = *c;
+    q.progress = 0;
+    q.log = NULL;
+    bench_result *r = calloc(n, sizeof *r);
+    bench_run_info info;
+    int rc = r ? bench_run(&q, &v, r, &info, e) : rh_fail(e, "out of memory");
+    size_t ok = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) ok += r[i].sent && !r[i].error;
+    if (rc == 0 && !ok)
+        rc = rh_fail(e, "%s failed: %s (check --backend, --endpoint, --model and --vocab-size)", what,
+                     first_error(r, n) ? first_error(r, n) : "no answer");
+    bench_results_free(r, n);
+    free(v.items);
+    return rc;
+}
+
+/* vLLM's --save-result name: BACKEND-RATEqps[-concurrencyC]-MODEL-DATE.json. */
+static void result_name(const opts *o, const bench_config *c, const char *backend, char *out, size_t cap)
+{
+    char rate[32], conc[48] = "", date[32];
+    if (isfinite(o->request_rate)) snprintf(rate, sizeof rate, "%.1f", o->request_rate);
+    else snprintf(rate, sizeof rate, "inf");
+    if (c->max_concurrency) snprintf(conc, sizeof conc, "-concurrency%llu", (unsigned long long)c->max_concurrency);
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+    const char *model = c->model ? c->model : "model", *slash = strrchr(model, '/');
+    if (o->result_filename) snprintf(out, cap, "%s/%s", o->result_dir ? o->result_dir : ".", o->result_filename);
+    else
+        snprintf(out, cap, "%s/%s-%sqps%s-%s-%s.json", o->result_dir ? o->result_dir : ".", backend, rate, conc,
+                 slash ? slash + 1 : model, date);
+}
+
+static int run(opts *o, rh_err *e)
+{
+    char url[512];
+    if (!o->base_url) {
+        snprintf(url, sizeof url, "http://%s:%llu", o->host, o->port);
+        o->base_url = url;
+    }
+    if (!o->api_key) o->api_key = getenv("OPENAI_API_KEY");
+    backend_kind bk = backend_of(o);
+    bench_selection sel;
+    if (bench_selection_parse(&sel, o->percentile_metrics, o->metric_percentiles, e) < 0) return -1;
+    bench_dataset d;
+    if (build_dataset(o, &d, e) < 0) return -1;
+    bench_config c = {
+        .base_url = o->base_url,
+        .endpoint = o->endpoint,
+        .api = bk.api,
+        .model = o->model,
+        .api_key = o->api_key,
+        .stream = o->stream,
+        .max_concurrency = o->max_concurrency ? o->max_concurrency : d.closed_loop_clients,
+        .request_timeout = o->request_timeout,
+        .progress = 1,
+        .log = o->verbose ? stderr : NULL,
+        .keep_eos = o->keep_eos,
+        .extra_body = o->extra_body,
+        .headers = (const char *const *)o->headers,
+        .n_headers = o->n_headers,
+    };
+    char *found = NULL;
+    bench_server_facts facts;
+    bench_result *r = NULL;
+    int rc = bench_server_info(&c, o->model ? NULL : &found, &facts, e);
+    if (rc == 0 && found) c.model = found;
+    /* Token-id prompts must stay inside the model's vocabulary: the server's
+     * word for it, or the user's (chat sends words, not ids). */
+    if (rc == 0 && !o->vocab_set && c.api != BENCH_API_CHAT) {
+        if (facts.vocab_size) d.vocab = facts.vocab_size;
+        else
+            rc = rh_fail(e, "%s does not say its vocabulary size and the prompts are token ids: pass --vocab-size V "
+                            "(vocab_size in the model's config.json)",
+                         c.base_url);
+    }
+    if (rc == 0) rc = run_unmeasured(&c, &d, 1, "the initial test request", e);
+    if (rc == 0) {
+        printf("Initial test run completed. Starting main benchmark run...\n");
+        if (o->num_warmups) {
+            printf("Warming up with %llu requests...\n", o->num_warmups);
+            rc = run_unmeasured(&c, &d, (size_t)o->num_warmups, "every warmup request", e);
+        }
+    }
+    if (rc == 0) {
+        print_settings(o, &c, &d);
+        raise_fd_limit();
+        if (!(r = calloc(d.n, sizeof *r))) rc = rh_fail(e, "out of memory for %zu results", d.n);
+    }
+    bench_run_info info;
+    if (rc == 0) {
+        struct sigaction sa, old_int, old_term;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        rc = bench_run(&c, &d, r, &info, e);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    metrics_summary s;
+    bench_peaks pk;
+    if (rc == 0) rc = bench_summarize(&d, r, &o->slo, &s, e);
+    if (rc == 0) {
+        bench_peaks_of(&d, r, s.duration, &pk);
+        bench_table t = {.backend = bk.name, .max_concurrency = c.max_concurrency, .request_rate = o->request_rate,
+                         .goodput = o->slo.ttft_ms > 0 || o->slo.tpot_ms > 0 || o->slo.e2e_ms > 0};
+        if (bench_print_summary(stdout, bk.style, &s, &d, r, &sel, &pk, &t) < 0) rc = rh_fail(e, "out of memory");
+        if (info.interrupted) printf("%-40s %-10s\n", "Run:", "interrupted");
+        fflush(stdout);
+        const char *err = first_error(r, d.n);
+        if (err && !o->verbose)
+            fprintf(stderr, "rehearse bench: %llu requests failed; the first: %s (--verbose lists each)\n",
+                    (unsigned long long)s.failed, err);
+    }
+    int recorded = !strcmp(o->dataset, "trace") && !o->rate_set;
+    bench_json_settings js = {&o->slo,     o->dataset, recorded ? NAN : o->request_rate, o->burstiness, o->rate_scale,
+                              o->seed,     o->save_detailed, bk.name, bk.style, &sel, &pk, o->rnd.input_len,
+                              o->rnd.output_len, o->rnd.range_ratio};
+    if (rc == 0 && o->result_json) rc = bench_write_json(o->result_json, &c, &d, r, &s, &info, &js, e);
+    if (rc == 0 && o->save_result) {
+        char path[1024];
+        result_name(o, &c, bk.name, path, sizeof path);
+        rc = bench_write_json(path, &c, &d, r, &s, &info, &js, e);
+        if (rc == 0) printf("Results saved to %s\n", path);
+    }
+    if (rc == 0 && o->output_file) rc = bench_append_jsonl(o->output_file, &c, &d, r, &s, &js, e);
+    if (rc == 0 && o->record_trace) {
+        tr_header h;
+        tr_header_init(&h);
+        rc = bench_trace_header(&h, &c, &d, &js, e);
+        if (rc == 0) rc = bench_write_trace(o->record_trace, &d, r, &h, e);
+        tr_header_free(&h);
+    }
+    if (rc == 0 && s.completed == 0) rc = rh_fail(e, "no request completed against %s", c.base_url);
+    if (r) bench_results_free(r, d.n);
+    bench_dataset_free(&d);
+    free(found);
+    return rc;
+}
+
 int bench_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -292,79 +646,9 @@ int bench_main(int argc, char **argv)
     }
     opts o;
     rh_err e;
-    if (parse(&o, argc, argv, &e) < 0) {
-        fprintf(stderr, "rehearse bench: %s\n", e.msg);
-        return 1;
-    }
-    char url[512];
-    if (!o.base_url) {
-        snprintf(url, sizeof url, "http://%s:%llu", o.host, o.port);
-        o.base_url = url;
-    }
-    if (!o.api_key) o.api_key = getenv("OPENAI_API_KEY");
-    bench_dataset d;
-    if (build_dataset(&o, &d, &e) < 0) {
-        fprintf(stderr, "rehearse bench: %s\n", e.msg);
-        return 1;
-    }
-    bench_config c = {
-        .base_url = o.base_url,
-        .endpoint = o.endpoint,
-        .api = strstr(o.endpoint, "chat") ? BENCH_API_CHAT : BENCH_API_COMPLETIONS,
-        .model = o.model,
-        .api_key = o.api_key,
-        .stream = o.stream,
-        .max_concurrency = o.max_concurrency ? o.max_concurrency : d.closed_loop_clients,
-        .request_timeout = o.request_timeout,
-        .progress = 1,
-        .log = o.verbose ? stderr : NULL,
-    };
-    char *found = NULL;
-    if (bench_probe(&c, o.model ? NULL : &found, &e) < 0) {
-        fprintf(stderr, "rehearse bench: %s\n", e.msg);
-        bench_dataset_free(&d);
-        return 1;
-    }
-    if (found) c.model = found;
-    print_settings(&o, &c, &d);
-    raise_fd_limit();
-    bench_result *r = calloc(d.n, sizeof *r);
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    bench_run_info info;
-    int rc = r ? bench_run(&c, &d, r, &info, &e) : rh_fail(&e, "out of memory for %zu results", d.n);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    metrics_summary s;
-    if (rc == 0) rc = bench_summarize(&d, r, &o.slo, &s, &e);
-    if (rc == 0) {
-        metrics_print(stdout, &s, "Serving Benchmark Result");
-        printf("%-40s %12llu\n", "Max requests in flight:", (unsigned long long)info.max_inflight);
-        if (info.interrupted) printf("%-40s %12s\n", "Run:", "interrupted");
-        fflush(stdout);
-        const char *err = first_error(r, d.n);
-        if (err && !o.verbose)
-            fprintf(stderr, "rehearse bench: %llu requests failed; the first: %s (--verbose lists each)\n",
-                    (unsigned long long)s.failed, err);
-    }
-    int recorded = !strcmp(o.dataset, "trace") && !o.rate_set;
-    bench_json_settings js = {&o.slo, o.dataset, recorded ? NAN : o.request_rate, o.burstiness, o.rate_scale, o.seed,
-                              o.save_detailed};
-    if (rc == 0 && o.result_json) rc = bench_write_json(o.result_json, &c, &d, r, &s, &info, &js, &e);
-    if (rc == 0 && o.record_trace) {
-        tr_header h;
-        tr_header_init(&h);
-        rc = bench_trace_header(&h, &c, &d, &js, &e);
-        if (rc == 0) rc = bench_write_trace(o.record_trace, &d, r, &h, &e);
-        tr_header_free(&h);
-    }
-    if (rc == 0 && s.completed == 0) rc = rh_fail(&e, "no request completed against %s", c.base_url);
+    int rc = parse(&o, argc, argv, &e);
+    if (rc == 0) rc = run(&o, &e);
     if (rc < 0) fprintf(stderr, "rehearse bench: %s\n", e.msg);
-    bench_results_free(r, d.n);
-    bench_dataset_free(&d);
-    free(found);
+    opts_free(&o);
     return rc < 0 ? 1 : 0;
 }

@@ -89,17 +89,17 @@ int probe_main(int argc, char **argv)
     bench_config c = {.base_url = base, .endpoint = "/v1/completions", .api = BENCH_API_COMPLETIONS,
                       .model = model, .api_key = key, .stream = 1, .request_timeout = 600};
     char *found = NULL;
-    uint32_t served = 0;
+    bench_server_facts served;
     if (bench_server_info(&c, model ? NULL : &found, &served, &e) < 0) return fail(e.msg);
     if (found) c.model = found;
-    o.max_context = max_context ? max_context : served ? served : 8192;
+    o.max_context = max_context ? max_context : served.max_model_len ? served.max_model_len : 8192;
     probe_plan p;
     if (probe_plan_make(&o, &p, &e) < 0) {
         free(found);
         return fail(e.msg);
     }
     printf("probing %s (model %s, context %u%s) for at most %g s\n", base, c.model ? c.model : "?", o.max_context,
-           max_context || !served ? "" : ": the server's max_model_len", o.budget_s);
+           max_context || !served.max_model_len ? "" : ": the server's max_model_len", o.budget_s);
     probe_plan_print(stdout, &p);
     fflush(stdout);
     bench_result *r = calloc(p.d.n, sizeof *r);

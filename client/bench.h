@@ -101,7 +101,10 @@ void bench_dataset_free(bench_dataset *d);
 void bench_item_tokens(const bench_dataset *d, size_t i, int32_t *out);
 
 /* ---- running ---- */
-typedef enum bench_api { BENCH_API_COMPLETIONS = 0, BENCH_API_CHAT = 1 } bench_api;
+/* COMPLETIONS: /v1/completions with token ids; CHAT: /v1/chat/completions
+ * with words; GENERATE: SGLang's /generate with input_ids (each event holds
+ * the whole text so far: a chunk counts when completion_tokens grew). */
+typedef enum bench_api { BENCH_API_COMPLETIONS = 0, BENCH_API_CHAT = 1, BENCH_API_GENERATE = 2 } bench_api;
 
 typedef struct bench_config {
     const char *base_url;       /* scheme://host:port, no trailing slash needed */
@@ -113,6 +116,11 @@ typedef struct bench_config {
     uint64_t max_concurrency;   /* 0: unlimited */
     double request_timeout;     /* s per request, 0: none */
     int progress;               /* draw a progress bar */
+    int keep_eos;               /* 1: send ignore_eos false (vLLM's default; --disable-ignore-eos) */
+    const char *extra_body;     /* JSON object members ("a":1,"b":2) added to every body, or NULL:
+                                   they come last, so they override the client's own */
+    const char *const *headers; /* more "Name: value" headers, n_headers of them */
+    size_t n_headers;
     FILE *log;                  /* one line per failed request, or NULL */
 } bench_config;
 
@@ -142,8 +150,13 @@ typedef struct bench_run_info {
  * is not NULL) if the server answers; -1 with a message naming the URL if it
  * cannot be reached or answers with an error. */
 int bench_probe(const bench_config *c, char **model, rh_err *e);
-/* The same, with the model's max_model_len when /v1/models says it (else 0). */
-int bench_server_info(const bench_config *c, char **model, uint32_t *max_model_len, rh_err *e);
+/* What /v1/models says of the first model (0: not said). */
+typedef struct bench_server_facts {
+    uint32_t max_model_len;     /* vLLM's, SGLang's and ours */
+    uint32_t vocab_size;        /* ours */
+} bench_server_facts;
+/* The same, with the facts /v1/models gives (facts may be NULL). */
+int bench_server_info(const bench_config *c, char **model, bench_server_facts *facts, rh_err *e);
 /* An empty dataset of n items (ids 0..n-1, no session order) with room for
  * n_hashes hashes in hash_pool: for a caller that designs its own. */
 int bench_dataset_new(bench_dataset *d, size_t n, size_t n_hashes, const char *name, rh_err *e);

@@ -101,20 +101,40 @@ static size_t format_id(int32_t id, char *out)
     return k;
 }
 
+/* Room for the longest ids, then digits straight into the buffer. */
+static void put_ids(sbuf *b, const int32_t *tokens, uint32_t n_tokens)
+{
+    if (reserve(b, (size_t)n_tokens * 12 + 2) < 0) return;
+    char *p = b->p + b->n;
+    for (uint32_t i = 0; i < n_tokens; i++) {
+        if (i) *p++ = ',';
+        p += format_id(tokens[i], p);
+    }
+    b->n = (size_t)(p - b->p);
+    b->p[b->n] = '\0';
+}
+
 char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, uint32_t max_tokens,
                          size_t *len)
 {
     sbuf b = {0};
     char num[32];
     /* Ids take at most 11 characters each; one reservation avoids regrowth. */
-    size_t guess = 256 + (size_t)n_tokens * (o->chat ? 8 : 12) + 16;
+    size_t guess = 256 + (size_t)n_tokens * (o->chat ? 8 : 12) + 16 + (o->extra ? strlen(o->extra) : 0);
     b.p = malloc(guess);
     if (!b.p) return NULL;
     b.cap = guess;
     b.p[0] = '\0';
-    puts_(&b, "{\"model\":");
-    puts_(&b, o->model_json);
-    if (o->chat) {
+    if (o->generate) {
+        puts_(&b, "{\"input_ids\":[");
+    } else {
+        puts_(&b, "{\"model\":");
+        puts_(&b, o->model_json);
+    }
+    if (o->generate) {
+        put_ids(&b, tokens, n_tokens);
+        puts_(&b, "]");
+    } else if (o->chat) {
         puts_(&b, ",\"messages\":[{\"role\":\"user\",\"content\":\"");
         for (uint32_t i = 0; i < n_tokens; i++) {
             if (i) put(&b, " ", 1);
@@ -123,24 +143,29 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
         puts_(&b, "\"}]");
     } else {
         puts_(&b, ",\"prompt\":[");
-        /* Room for the longest ids, then digits straight into the buffer. */
-        if (reserve(&b, (size_t)n_tokens * 12 + 2) == 0) {
-            char *p = b.p + b.n;
-            for (uint32_t i = 0; i < n_tokens; i++) {
-                if (i) *p++ = ',';
-                p += format_id(tokens[i], p);
-            }
-            b.n = (size_t)(p - b.p);
-            b.p[b.n] = '\0';
-        }
+        put_ids(&b, tokens, n_tokens);
         puts_(&b, "]");
     }
     snprintf(num, sizeof num, "%u", max_tokens);
-    puts_(&b, ",\"max_tokens\":");
-    puts_(&b, num);
-    puts_(&b, ",\"temperature\":0,\"ignore_eos\":true");
-    if (o->stream) puts_(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
-    else puts_(&b, ",\"stream\":false");
+    const char *eos = o->keep_eos ? "false" : "true";
+    if (o->generate) {
+        puts_(&b, ",\"sampling_params\":{\"temperature\":0,\"max_new_tokens\":");
+        puts_(&b, num);
+        puts_(&b, ",\"ignore_eos\":");
+        puts_(&b, eos);
+        puts_(&b, o->stream ? "},\"stream\":true" : "},\"stream\":false");
+    } else {
+        puts_(&b, ",\"max_tokens\":");
+        puts_(&b, num);
+        puts_(&b, ",\"temperature\":0,\"ignore_eos\":");
+        puts_(&b, eos);
+        if (o->stream) puts_(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+        else puts_(&b, ",\"stream\":false");
+    }
+    if (o->extra && o->extra[0]) {
+        puts_(&b, ",");
+        puts_(&b, o->extra);
+    }
     puts_(&b, "}");
     if (b.oom) {
         free(b.p);

@@ -5,8 +5,10 @@
  * chose and prefix sharing is exact. /v1/chat/completions takes text only:
  * each id becomes one common English word, so equal ids give equal text and
  * shared prefixes stay shared; the server's token count is then close to,
- * not exactly, the dataset's (the usage's prompt_tokens is recorded). Every
- * request asks for exactly max_tokens (ignore_eos) at temperature 0. */
+ * not exactly, the dataset's (the usage's prompt_tokens is recorded).
+ * SGLang's /generate gets `input_ids` and `sampling_params` as
+ * sglang.bench_serving sends them. Every request asks for max_tokens at
+ * temperature 0 with ignore_eos (unless keep_eos); extra members come last. */
 #ifndef RH_BENCH_BODY_H
 #define RH_BENCH_BODY_H
 
@@ -16,6 +18,9 @@
 typedef struct bench_body_opts {
     const char *model_json;     /* the model name already JSON-encoded, quotes included */
     int chat, stream;
+    int generate;               /* SGLang's /generate: input_ids and sampling_params */
+    int keep_eos;               /* ignore_eos false */
+    const char *extra;          /* JSON object members appended at the top level, or NULL */
 } bench_body_opts;
 
 /* malloc'd NUL-terminated body (length in *len), or NULL when out of memory. */

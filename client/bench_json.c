@@ -45,6 +45,7 @@ static json_t *detailed(const bench_dataset *d, const bench_result *r)
     json_object_set_new(o, "itls", itl);
     json_object_set_new(o, "e2els", e2e);
     json_object_set_new(o, "send_times", send);
+    json_object_set_new(o, "start_times", json_deep_copy(send));   /* vLLM's name for them */
     json_object_set_new(o, "errors", err);
     return o;
 }
@@ -59,7 +60,14 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
     struct tm tm;
     strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
     json_object_set_new(o, "date", json_string(date));
-    json_object_set_new(o, "backend", json_string(c->api == BENCH_API_CHAT ? "openai-chat" : "openai"));
+    json_object_set_new(o, "backend", json_string(js->backend));
+    json_object_set_new(o, "tokenizer_id", json_null());
+    if (!(js->slo->ttft_ms > 0 || js->slo->tpot_ms > 0 || js->slo->e2e_ms > 0))
+        json_object_set_new(o, "request_goodput", json_null());   /* as vLLM writes it without --goodput */
+    if (bench_summary_json(o, BENCH_STYLE_VLLM, d, r, js->sel, js->peaks) < 0) {
+        json_decref(o);
+        return rh_fail(e, "%s: out of memory", path);
+    }
     json_object_set_new(o, "base_url", json_string(c->base_url));
     json_object_set_new(o, "endpoint", json_string(c->endpoint));
     json_object_set_new(o, "model_id", json_string(c->model ? c->model : ""));
@@ -85,5 +93,41 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
     }
     int rc = rh_json_save(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17), "the result file", e);
     json_decref(o);
+    return rc;
+}
+
+int bench_append_jsonl(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
+                       const metrics_summary *s, const bench_json_settings *js, rh_err *e)
+{
+    json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:I,s:I,s:f,s:f,s:I,s:I,s:I,s:f,s:f,s:f,s:f}", "backend", js->backend,
+                          "dataset_name", d->name, "request_rate", rate_json(js->request_rate), "max_concurrency",
+                          c->max_concurrency ? json_integer((json_int_t)c->max_concurrency) : json_null(),
+                          "random_input_len", (json_int_t)js->random_input_len, "random_output_len",
+                          (json_int_t)js->random_output_len, "random_range_ratio", js->random_range_ratio,
+                          "duration", s->duration, "completed", (json_int_t)s->completed, "total_input_tokens",
+                          (json_int_t)s->total_input_tokens, "total_output_tokens", (json_int_t)s->total_output_tokens,
+                          "request_throughput", s->request_throughput, "input_throughput", s->input_throughput,
+                          "output_throughput", s->output_throughput, "total_throughput", s->total_token_throughput);
+    if (!o || bench_summary_json(o, BENCH_STYLE_SGLANG, d, r, js->sel, js->peaks) < 0) {
+        json_decref(o);
+        return rh_fail(e, "%s: out of memory", path);
+    }
+    json_object_set_new(o, "failed", json_integer((json_int_t)s->failed));
+    if (js->save_detailed) {
+        json_t *det = detailed(d, r);
+        json_object_update(o, det);
+        json_decref(det);
+    }
+    char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    if (!line) return rh_fail(e, "%s: out of memory", path);
+    FILE *f = fopen(path, "a");
+    int rc = 0;
+    if (!f) rc = rh_fail(e, "%s: cannot open to append: %s", path, strerror(errno));
+    else {
+        int bad = fprintf(f, "%s\n", line) < 0;
+        if (fclose(f) != 0 || bad) rc = rh_fail(e, "%s: cannot write: %s", path, strerror(errno));
+    }
+    free(line);
     return rc;
 }

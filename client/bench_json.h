@@ -5,6 +5,7 @@
 #define RH_BENCH_JSON_H
 
 #include "client/bench.h"
+#include "client/bench_summary.h"
 
 typedef struct bench_json_settings {
     const metrics_slo *slo;
@@ -14,11 +15,22 @@ typedef struct bench_json_settings {
     double rate_scale;          /* a trace's arrivals were divided by this */
     unsigned long long seed;
     int save_detailed;          /* per-request arrays as vLLM's --save-detailed writes them */
+    const char *backend;        /* --backend, or what the endpoint implies (openai, openai-chat, sglang) */
+    bench_style style;          /* whose summary keys */
+    const bench_selection *sel; /* the metrics and percentiles saved (vLLM's style) */
+    const bench_peaks *peaks;
+    uint32_t random_input_len, random_output_len;
+    double random_range_ratio;
 } bench_json_settings;
 
 /* Written to a temporary file and renamed, so FILE is whole or untouched. */
 int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
                      const metrics_summary *s, const bench_run_info *info, const bench_json_settings *js, rh_err *e);
+
+/* SGLang's --output-file: the summary under SGLang's names as one JSON line
+ * appended to FILE. */
+int bench_append_jsonl(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
+                       const metrics_summary *s, const bench_json_settings *js, rh_err *e);
 
 /* Model, base URL, endpoint, dataset and load settings as header key/values. */
 int bench_trace_header(tr_header *h, const bench_config *c, const bench_dataset *d, const bench_json_settings *js,

@@ -348,7 +348,7 @@ static enum MHD_Result complete_post(bench_mock *m, struct MHD_Connection *c, mr
     pthread_mutex_lock(&m->mu);
     size_t nth = m->n_log + 1;
     pthread_mutex_unlock(&m->mu);
-    if (m->o.fail_every && nth % m->o.fail_every == 0) {
+    if ((m->o.fail_every && nth % m->o.fail_every == 0) || (m->o.fail_from && nth >= m->o.fail_from)) {
         log_request(m, q, hash, stream, 500, &q->log);
         snprintf(msg, sizeof msg, "mock failure on request %zu", nth);
         json_t *o = json_pack("{s:s,s:s,s:i}", "object", "error", "message", msg, "code", 500);
@@ -422,8 +422,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         q->n += n;
         return MHD_YES;
     }
-    if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
-        return answer(c, MHD_HTTP_OK, "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\"}]}");
+    if (!strcmp(method, "GET") && !strcmp(url, "/v1/models")) {
+        char list[160];
+        if (m->o.vocab_size)
+            snprintf(list, sizeof list,
+                     "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\",\"vocab_size\":%u}]}",
+                     m->o.vocab_size);
+        else snprintf(list, sizeof list, "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\"}]}");
+        return answer(c, MHD_HTTP_OK, list);
+    }
     if (!strcmp(method, "GET") && !strcmp(url, "/health")) return answer(c, MHD_HTTP_OK, "{}");
     if (!strcmp(method, "POST") && m->o.api_key) {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");

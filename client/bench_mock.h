@@ -29,6 +29,8 @@ typedef struct bench_mock_opts {
     uint32_t tokens_per_chunk;  /* tokens per event (0 means 1) */
     int no_usage;               /* 1: no usage chunk at the end */
     uint32_t fail_every;        /* k > 0: every k-th request (k, 2k, ...) gets HTTP 500 */
+    uint32_t fail_from;         /* k > 0: the k-th request and every later one get HTTP 500 */
+    uint32_t vocab_size;        /* > 0: /v1/models says it (as rehearse serve does; vLLM does not) */
     uint32_t max_prompt;        /* > 0: longer prompts get HTTP 400 */
     uint32_t malformed_after;   /* > 0: after this many tokens, a non-JSON event */
     uint32_t error_after;       /* > 0: after this many tokens, an error event */

@@ -30,17 +30,27 @@ static size_t on_probe_data(char *p, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
+static uint32_t count_field(json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    return json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < (1 << 30)
+               ? (uint32_t)json_integer_value(v)
+               : 0;
+}
+
 /* The first model id of an OpenAI /v1/models answer, malloc'd, or NULL;
- * its max_model_len (vLLM's, SGLang's and ours) when given. */
-static char *first_model(const char *body, size_t n, uint32_t *max_len)
+ * its max_model_len (vLLM's, SGLang's and ours) and vocab_size (ours) when
+ * given. */
+static char *first_model(const char *body, size_t n, bench_server_facts *f)
 {
     json_t *root = json_loadb(body, n, 0, NULL);
     json_t *data = json_object_get(root, "data");
     json_t *first = json_array_get(data, 0);
     json_t *id = json_object_get(first, "id");
-    json_t *len = json_object_get(first, "max_model_len");
-    if (max_len && json_is_integer(len) && json_integer_value(len) > 0 && json_integer_value(len) < (1 << 30))
-        *max_len = (uint32_t)json_integer_value(len);
+    if (f) {
+        f->max_model_len = count_field(first, "max_model_len");
+        f->vocab_size = count_field(first, "vocab_size");
+    }
     char *m = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
     json_decref(root);
     return m;
@@ -51,10 +61,10 @@ int bench_probe(const bench_config *c, char **model, rh_err *e)
     return bench_server_info(c, model, NULL, e);
 }
 
-int bench_server_info(const bench_config *c, char **model, uint32_t *max_model_len, rh_err *e)
+int bench_server_info(const bench_config *c, char **model, bench_server_facts *facts, rh_err *e)
 {
     if (model) *model = NULL;
-    if (max_model_len) *max_model_len = 0;
+    if (facts) memset(facts, 0, sizeof *facts);
     if (bench_curl_init(e) < 0) return -1;
     char *url = bench_join_url(c->base_url, "/v1/models");
     struct curl_slist *h = bench_headers(c);
@@ -87,11 +97,11 @@ int bench_server_info(const bench_config *c, char **model, uint32_t *max_model_l
         if (status >= 300) {
             bench_error_message(a.p ? a.p : "", a.n, msg, sizeof msg);
             ret = rh_fail(e, "%s answered HTTP %ld (%s) and --model was not given", url, status, msg);
-        } else if (!(*model = first_model(a.p ? a.p : "", a.n, max_model_len))) {
+        } else if (!(*model = first_model(a.p ? a.p : "", a.n, facts))) {
             ret = rh_fail(e, "%s lists no model id and --model was not given", url);
         }
-    } else if (max_model_len && status < 300) {
-        free(first_model(a.p ? a.p : "", a.n, max_model_len));
+    } else if (facts && status < 300) {
+        free(first_model(a.p ? a.p : "", a.n, facts));
     }
     free(url);
     free(a.p);

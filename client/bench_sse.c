@@ -148,8 +148,28 @@ static int error_text(json_t *root, char *out, size_t cap)
     return 1;
 }
 
-int bench_parse_chunk(const char *data, size_t n, int chat, bench_chunk *c, rh_err *e)
+/* SGLang's /generate: {"text": whole text so far, "meta_info": {...}}. */
+static void parse_generate(json_t *root, bench_chunk *c)
 {
+    c->content = nonempty_string(json_object_get(root, "text"));
+    json_t *m = json_object_get(root, "meta_info");
+    if (!json_is_object(m)) return;
+    c->has_usage = 1;
+    c->prompt_tokens = count_of(json_object_get(m, "prompt_tokens"));
+    c->completion_tokens = count_of(json_object_get(m, "completion_tokens"));
+    json_t *cached = json_object_get(m, "cached_tokens");
+    if (json_is_integer(cached)) {
+        c->has_cached = 1;
+        c->cached_tokens = count_of(cached);
+    }
+    json_t *fr = json_object_get(m, "finish_reason");
+    json_t *type = json_is_object(fr) ? json_object_get(fr, "type") : fr;
+    if (json_is_string(type)) c->finish = finish_of(json_string_value(type));
+}
+
+int bench_parse_chunk(const char *data, size_t n, int api, bench_chunk *c, rh_err *e)
+{
+    int chat = api == 1;
     memset(c, 0, sizeof *c);
     c->finish = -1;
     if (n == 6 && !memcmp(data, "[DONE]", 6)) {
@@ -165,6 +185,12 @@ int bench_parse_chunk(const char *data, size_t n, int chat, bench_chunk *c, rh_e
                        data, n > 80 ? "..." : "");
     }
     if (error_text(root, c->error, sizeof c->error)) {
+        json_decref(root);
+        return 0;
+    }
+    if (api == 2) {
+        /* a batch answer is an array; bench sends one prompt per request */
+        parse_generate(root, c);
         json_decref(root);
         return 0;
     }

@@ -44,10 +44,12 @@ typedef struct bench_chunk {
     char error[512];            /* non-empty: the server sent an error object */
 } bench_chunk;
 
-/* Parses an event's data (a streamed chunk or a whole non-streamed response;
- * `chat` picks choices[0].delta/message.content over choices[0].text).
+/* Parses an event's data (a streamed chunk or a whole non-streamed response).
+ * api (enum bench_api): 0 completions (choices[0].text), 1 chat
+ * (choices[0].delta/message.content), 2 SGLang's /generate (text, and
+ * meta_info's token counts and finish_reason.type as the usage and finish).
  * -1 with a message quoting the start of the data if it is not JSON. */
-int bench_parse_chunk(const char *data, size_t n, int chat, bench_chunk *c, rh_err *e);
+int bench_parse_chunk(const char *data, size_t n, int api, bench_chunk *c, rh_err *e);
 
 /* The server's message from an error body (OpenAI's {"error": {"message"}},
  * or {"message"}, {"detail"}, {"object": "error"}), else the body itself,

@@ -35,7 +35,7 @@ static int on_event(void *ctx, const char *data, size_t n)
     bench_chunk c;
     rh_err e;
     x->events++;
-    if (bench_parse_chunk(data, n, x->cfg->api == BENCH_API_CHAT, &c, &e) < 0) {
+    if (bench_parse_chunk(data, n, (int)x->cfg->api, &c, &e) < 0) {
         x->failed = 1;
         snprintf(x->msg, sizeof x->msg, "%s", e.msg);
         return -1;
@@ -45,6 +45,11 @@ static int on_event(void *ctx, const char *data, size_t n)
         snprintf(x->msg, sizeof x->msg, "error event: %s", c.error);
         return -1;
     }
+    /* /generate repeats the whole text: an event is a chunk when it brought
+     * tokens (sglang.bench_serving skips the others). */
+    if (c.content && x->cfg->api == BENCH_API_GENERATE && c.has_usage &&
+        c.completion_tokens <= x->usage.completion_tokens)
+        c.content = 0;
     if (c.content) {
         double t = x->now - x->t_send;
         if (x->times.n == 0) x->res->ttft = t;
@@ -133,7 +138,7 @@ void bench_xfer_conclude(bench_xfer *x, CURLcode rc, int aborted, const bench_da
             }
         } else {
             bench_chunk c;
-            if (bench_parse_chunk(x->resp ? x->resp : "", x->n_resp, x->cfg->api == BENCH_API_CHAT, &c, &e) < 0) {
+            if (bench_parse_chunk(x->resp ? x->resp : "", x->n_resp, (int)x->cfg->api, &c, &e) < 0) {
                 x->failed = 1;
                 snprintf(x->msg, sizeof x->msg, "%s", e.msg);
             } else if (c.error[0]) {
@@ -207,6 +212,10 @@ struct curl_slist *bench_headers(const bench_config *c)
         if (!t) goto oom;
         h = t;
     }
+    for (size_t i = 0; i < c->n_headers; i++) {
+        if (!(t = curl_slist_append(h, c->headers[i]))) goto oom;
+        h = t;
+    }
     return h;
 oom:
     curl_slist_free_all(h);
@@ -226,7 +235,8 @@ bench_xfer *bench_xfer_new(const bench_config *c, const bench_dataset *d, size_t
     x->finish = -1;
     bench_sse_init(&x->sse);
     bench_item_tokens(d, i, scratch);
-    bench_body_opts bo = {model_json, c->api == BENCH_API_CHAT, c->stream};
+    bench_body_opts bo = {.model_json = model_json, .chat = c->api == BENCH_API_CHAT, .stream = c->stream,
+                          .generate = c->api == BENCH_API_GENERATE, .keep_eos = c->keep_eos, .extra = c->extra_body};
     size_t len = 0;
     x->body = bench_request_body(&bo, scratch, it->input_len, it->output_len, &len);
     x->headers = bench_headers(c);

@@ -4,6 +4,7 @@
  * runs where everything failed exit 1 with a message that says why. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int bench(const char *args)
 
 static void test_run_json_and_trace_agree(void)
 {
-    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.002};
+    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.002, .vocab_size = 32000};
     rh_err e;
     bench_mock *m = bench_mock_start(&mo, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -40,8 +41,10 @@ static void test_run_json_and_trace_agree(void)
     if (rc) printf("\n%s\n", out);
     CU_ASSERT(strstr(out, "Serving Benchmark Result") != NULL);
     CU_ASSERT(strstr(out, "model mock-model") != NULL);                 /* found through /v1/models */
-    CU_ASSERT(strstr(out, "Successful requests:                                8") != NULL);
-    CU_ASSERT(strstr(out, "Total generated tokens:                            40") != NULL);
+    CU_ASSERT(strstr(out, "Successful requests:                     8 ") != NULL);
+    CU_ASSERT(strstr(out, "Failed requests:                         0 ") != NULL);   /* always, as vLLM prints it */
+    CU_ASSERT(strstr(out, "Total generated tokens:                  40 ") != NULL);
+    CU_ASSERT(strstr(out, "Initial test run completed.") != NULL);
     CU_ASSERT(strstr(out, "Maximum request concurrency: 3") != NULL);
 
     json_error_t je;
@@ -104,7 +107,7 @@ static void test_run_json_and_trace_agree(void)
  * all (else the SLO was not what decided). */
 static void test_goodput_counts_every_slo(void)
 {
-    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.010};
+    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.010, .vocab_size = 32000};
     rh_err e;
     bench_mock *m = bench_mock_start(&mo, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -161,7 +164,7 @@ static void test_trace_dataset_from_cli(void)
         CU_ASSERT_EQUAL_FATAL(tr_write_request(w, &r, &e), 0);
     }
     CU_ASSERT_EQUAL_FATAL(tr_writer_close(w, &e), 0);
-    bench_mock_opts mo = {.first_token_s = 0.002, .itl_s = 0.001};
+    bench_mock_opts mo = {.first_token_s = 0.002, .itl_s = 0.001, .vocab_size = 32000};
     bench_mock *m = bench_mock_start(&mo, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     snprintf(args, sizeof args, "--base-url %s --model mock-model --dataset-name trace --dataset-path %s "
@@ -229,33 +232,170 @@ static void test_dead_server_and_failed_runs(void)
     CU_ASSERT(strstr(out, "cannot reach the server at http://127.0.0.1:1") != NULL);
     CU_ASSERT(strstr(out, "Serving Benchmark Result") == NULL);
 
-    /* Every request fails: the table still prints, the first error is shown,
-     * and the exit status says the run produced nothing. */
-    bench_mock_opts mo = {.first_token_s = 0.001, .itl_s = 0.001, .max_prompt = 10};
+    /* A broken setup fails in the initial test request, with the server's
+     * message, before any run (vLLM's client does the same). */
+    bench_mock_opts mo = {.first_token_s = 0.001, .itl_s = 0.001, .max_prompt = 10, .vocab_size = 32000};
     rh_err e;
     bench_mock *m = bench_mock_start(&mo, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     char args[1024], json[256];
     tu_tmp_path("bench_failed.json", json, sizeof json);
+    remove(json);
     snprintf(args, sizeof args, "--base-url %s --num-prompts 3 --random-input-len 20 --random-output-len 2 "
              "--result-json %s", bench_mock_url(m), json);
     CU_ASSERT_EQUAL(bench(args), 1);
-    CU_ASSERT(strstr(out, "Failed or aborted requests:                         3") != NULL);
-    CU_ASSERT(strstr(out, "3 requests failed; the first: HTTP 400: prompt of 20 tokens is longer than the context (10)") != NULL);
+    CU_ASSERT(strstr(out, "the initial test request failed: HTTP 400: prompt of 20 tokens is longer than the "
+                          "context (10)") != NULL);
+    CU_ASSERT(strstr(out, "Serving Benchmark Result") == NULL);
+    CU_ASSERT(!tu_file_exists(json));
+    bench_mock_stop(m);
+
+    /* Every measured request fails (the test request passed): the table
+     * still prints, the first error is shown, the result is written, and
+     * the exit status says the run produced nothing. */
+    bench_mock_opts mf = {.first_token_s = 0.001, .itl_s = 0.001, .fail_from = 2, .vocab_size = 32000};
+    m = bench_mock_start(&mf, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    snprintf(args, sizeof args, "--base-url %s --num-prompts 3 --random-input-len 20 --random-output-len 2 "
+             "--result-json %s", bench_mock_url(m), json);
+    CU_ASSERT_EQUAL(bench(args), 1);
+    CU_ASSERT(strstr(out, "Failed requests:                         3 ") != NULL);
+    CU_ASSERT(strstr(out, "3 requests failed; the first: HTTP 500: mock failure on request") != NULL);
     CU_ASSERT(strstr(out, "no request completed against") != NULL);
     CU_ASSERT(tu_file_exists(json));        /* the result is still written: it says what failed */
 
-    /* --verbose: one line per failure. */
+    /* --verbose: one line per failure (a fresh mock: its count starts again). */
+    bench_mock_stop(m);
+    m = bench_mock_start(&mf, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     snprintf(args, sizeof args, "--base-url %s --num-prompts 2 --random-input-len 20 --random-output-len 2 --verbose",
              bench_mock_url(m));
     CU_ASSERT_EQUAL(bench(args), 1);
-    CU_ASSERT(strstr(out, "request 0 failed: HTTP 400") && strstr(out, "request 1 failed: HTTP 400"));
+    CU_ASSERT(strstr(out, "request 0 failed: HTTP 500") && strstr(out, "request 1 failed: HTTP 500"));
+    bench_mock_stop(m);
+    m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     /* Only /v1/chat/completions and /v1/completions exist on the mock. */
     snprintf(args, sizeof args, "--base-url %s --num-prompts 1 --random-input-len 2 --endpoint /v2/generate",
              bench_mock_url(m));
     CU_ASSERT_EQUAL(bench(args), 1);
     CU_ASSERT(strstr(out, "HTTP 404: no such route") != NULL);
     bench_mock_stop(m);
+}
+
+/* The flags vLLM's and SGLang's users type, each checked against what the
+ * mock saw or against another flag that means the same. */
+static void test_their_flags(void)
+{
+    rh_err e;
+    char args[2048], a[256], b[256];
+    /* No vocabulary size from the server and token-id prompts: refused,
+     * naming the flag; given, it runs. */
+    bench_mock_opts plain = {.first_token_s = 0.001, .itl_s = 0.001};
+    bench_mock *m = bench_mock_start(&plain, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    snprintf(args, sizeof args, "--base-url %s --num-prompts 2 --random-input-len 8 --random-output-len 2",
+             bench_mock_url(m));
+    CU_ASSERT_EQUAL(bench(args), 1);
+    CU_ASSERT(strstr(out, "does not say its vocabulary size") && strstr(out, "--vocab-size"));
+    snprintf(args, sizeof args, "--base-url %s --num-prompts 2 --random-input-len 8 --random-output-len 2 "
+             "--vocab-size 500 --num-warmups 3 --extra-body '{\"max_tokens\": 3, \"top_k\": 1}'", bench_mock_url(m));
+    CU_ASSERT_EQUAL(bench(args), 0);
+    const bench_mock_request *q;
+    size_t n = bench_mock_requests(m, &q);
+    CU_ASSERT_EQUAL(n, 1 + 3 + 2);   /* the test request, the warmups, the run */
+    for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(q[i].max_tokens, 3);   /* --extra-body wins */
+    bench_mock_stop(m);
+
+    /* --header carries what --api-key would. */
+    bench_mock_opts keyed = {.first_token_s = 0.001, .itl_s = 0.001, .vocab_size = 1000, .api_key = "k9"};
+    m = bench_mock_start(&keyed, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    snprintf(args, sizeof args, "--base-url %s --num-prompts 2 --random-input-len 8 --random-output-len 2",
+             bench_mock_url(m));
+    CU_ASSERT_EQUAL(bench(args), 1);
+    CU_ASSERT(strstr(out, "initial test request failed: HTTP 401") != NULL);
+    snprintf(args, sizeof args, "--base-url %s --num-prompts 2 --random-input-len 8 --random-output-len 2 "
+             "--header 'Authorization=Bearer k9'", bench_mock_url(m));
+    CU_ASSERT_EQUAL(bench(args), 0);
+    bench_mock_stop(m);
+
+    /* --goodput equals --slo-*; the selected percentiles are the keys. */
+    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.010, .vocab_size = 32000};
+    m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    tu_tmp_path("bench_goodput_a.json", a, sizeof a);
+    tu_tmp_path("bench_goodput_b.json", b, sizeof b);
+    const char *common = "--num-prompts 12 --random-input-len 16 --random-output-len 5 --random-range-ratio 0.6 "
+                         "--max-concurrency 4 --seed 5";
+    snprintf(args, sizeof args, "--base-url %s %s --goodput ttft:1000 e2el:45 --percentile-metrics ttft,e2el "
+             "--metric-percentiles 50,90 --result-json %s", bench_mock_url(m), common, a);
+    CU_ASSERT_EQUAL(bench(args), 0);
+    CU_ASSERT(strstr(out, "P90 E2EL (ms):") && strstr(out, "P50 TTFT (ms):") && !strstr(out, "TPOT"));
+    CU_ASSERT(strstr(out, "Peak output token throughput (tok/s):") && strstr(out, "Peak concurrent requests:"));
+    snprintf(args, sizeof args, "--base-url %s %s --slo-ttft 1000 --slo-e2e 45 --result-json %s", bench_mock_url(m),
+             common, b);
+    CU_ASSERT_EQUAL(bench(args), 0);
+    json_t *ja = json_load_file(a, 0, NULL), *jb = json_load_file(b, 0, NULL);
+    CU_ASSERT_FATAL(ja && jb);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ja, "good_requests")),
+                    json_integer_value(json_object_get(jb, "good_requests")));
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(ja, "p50_ttft_ms")),
+                           json_real_value(json_object_get(ja, "median_ttft_ms")), 1e-9);
+    CU_ASSERT(json_object_get(ja, "p90_e2el_ms") && json_object_get(ja, "p50_e2el_ms"));
+    CU_ASSERT(json_object_get(jb, "p99_itl_ms") && !json_object_get(jb, "p50_ttft_ms"));   /* vLLM's defaults: 99 */
+    json_int_t peak = json_integer_value(json_object_get(ja, "max_concurrent_requests"));
+    CU_ASSERT(peak >= 1 && peak <= 12);
+    double tps = json_real_value(json_object_get(ja, "max_output_tokens_per_s"));
+    CU_ASSERT(tps > 0 && tps <= json_integer_value(json_object_get(ja, "total_output_tokens")));
+    json_decref(ja);
+    json_decref(jb);
+
+    /* SGLang's --random-range-ratio under --backend sglang-oai: [L*R, L];
+     * vLLM's under --backend vllm: [L(1-R), L(1+R)]. */
+    for (int k = 0; k < 2; k++) {
+        char rec[256];
+        tu_tmp_path(k ? "bench_rr_vllm.rhtr" : "bench_rr_sglang.rhtr", rec, sizeof rec);
+        snprintf(args, sizeof args, "--base-url %s --backend %s --num-prompts 40 --random-input-len 100 "
+                 "--random-output-len 2 --random-range-ratio 0.5 --record-trace %s", bench_mock_url(m),
+                 k ? "vllm" : "sglang-oai", rec);
+        CU_ASSERT_EQUAL(bench(args), 0);
+        if (!k) {
+            CU_ASSERT(strstr(out, "Backend:                                 sglang-oai") != NULL);
+            CU_ASSERT(strstr(out, "Concurrency:") && strstr(out, "P95 ITL (ms):"));
+        }
+        tr_trace t;
+        CU_ASSERT_EQUAL_FATAL(tr_trace_load(rec, &t, &e), 0);
+        uint32_t lo = UINT32_MAX, hi = 0;
+        for (size_t i = 0; i < t.n_requests; i++) {
+            if (t.requests[i].input_len < lo) lo = t.requests[i].input_len;
+            if (t.requests[i].input_len > hi) hi = t.requests[i].input_len;
+        }
+        bool in_range = k ? lo >= 50 && hi <= 150 && hi > 100 : lo >= 50 && hi <= 100 && lo < 75;
+        if (!in_range) printf("\n  range ratio under %s: lengths %u..%u\n", k ? "vllm" : "sglang-oai", lo, hi);
+        CU_ASSERT(in_range);
+        tr_trace_free(&t);
+    }
+    bench_mock_stop(m);
+
+    const struct { const char *args, *says; } bad[] = {
+        {"--backend tgi", "--backend: 'tgi' is not"},
+        {"--goodput ttft", "--goodput: 'ttft' must be KEY:MS"},
+        {"--goodput itl:5", "--goodput: 'itl' is not ttft, tpot or e2el"},
+        {"--goodput", "--goodput needs at least one KEY:MS"},
+        {"--header novalue", "--header: 'novalue' must be NAME=VALUE"},
+        {"--extra-body '[1]'", "--extra-body: '[1]' is not a JSON object"},
+        {"--percentile-metrics ttft,foo", "--percentile-metrics: 'foo' is not one of"},
+        {"--metric-percentiles 50,100", "--metric-percentiles: '100' is not a percentile"},
+        {"--backend sglang --random-range-ratio 2", "must be in [0, 1] under --backend sglang"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "--base-url http://127.0.0.1:1 %s", bad[i].args);
+        int rc = bench(args);
+        int ok = rc == 1 && strstr(out, bad[i].says);
+        if (!ok) printf("\n  '%s' gave %d: %s\n", bad[i].args, rc, out);
+        CU_ASSERT(ok);
+    }
 }
 
 void register_test_bench_cli(void)
@@ -266,4 +406,6 @@ void register_test_bench_cli(void)
     CU_add_test(s, "trace dataset from the command line", test_trace_dataset_from_cli);
     CU_add_test(s, "bad flags", test_bad_flags);
     CU_add_test(s, "dead server and failed runs", test_dead_server_and_failed_runs);
+    CU_add_test(s, "vLLM's and SGLang's flags: vocabulary, warmups, extra body, headers, goodput, percentiles, "
+                   "range ratio", test_their_flags);
 }

@@ -161,7 +161,8 @@ static void test_trace_replay_shares_prefixes_and_records(void)
     /* The client-side trace reads back with the measured values. */
     tr_header h;
     tr_header_init(&h);
-    bench_json_settings js = {NULL, "trace", NAN, 1, 2, 0, 0};
+    bench_json_settings js = {.dataset = "trace", .request_rate = NAN, .burstiness = 1, .rate_scale = 2,
+                              .backend = "openai"};
     CU_ASSERT_EQUAL_FATAL(bench_trace_header(&h, &c, &d, &js, &e), 0);
     CU_ASSERT_EQUAL_FATAL(bench_write_trace(out, &d, r, &h, &e), 0);
     tr_header_free(&h);

@@ -255,6 +255,78 @@ static void test_info_flush_and_metrics(void)
     ts_resp_free(&m);
 }
 
+/* Keys every file must hold, by the client that writes them. */
+static int missing_keys(json_t *o, const char *const *keys, const char *what)
+{
+    int missing = 0;
+    for (size_t i = 0; keys[i]; i++)
+        if (!json_object_get(o, keys[i])) {
+            printf("\n    %s lacks '%s'", what, keys[i]);
+            missing++;
+        }
+    return missing;
+}
+
+/* rehearse bench as SGLang's and vLLM's users run it, against this server:
+ * no --vocab-size (the server says 512), SGLang's /generate client and
+ * vLLM's completions client give the same token counts, and the files hold
+ * the keys each project's own client writes. */
+static void test_bench_as_they_run_it(void)
+{
+    char jsonl[256], js[256], cmd[2048], out[16384];
+    tu_tmp_path("bench_sglang.jsonl", jsonl, sizeof jsonl);
+    tu_tmp_path("bench_vllm.json", js, sizeof js);
+    remove(jsonl);
+    const char *url = server_url(the_server());
+    snprintf(cmd, sizeof cmd, "REHEARSE_PROGRESS=0 %s bench --base-url %s --backend sglang --num-prompts 6 "
+             "--random-input-len 32 --random-output-len 8 --output-file %s --output-details", tu_bin(), url, jsonl);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(strstr(out, "Backend:                                 sglang") != NULL);
+    FILE *f = fopen(jsonl, "r");
+    CU_ASSERT_FATAL(f != NULL);
+    char line[65536];
+    CU_ASSERT_FATAL(fgets(line, sizeof line, f) != NULL);
+    fclose(f);
+    json_t *sg = json_loads(line, 0, NULL);
+    CU_ASSERT_FATAL(sg != NULL);
+    static const char *const sglang_keys[] = {
+        "backend", "dataset_name", "request_rate", "max_concurrency", "random_input_len", "random_output_len",
+        "random_range_ratio", "duration", "completed", "total_input_tokens", "total_output_tokens",
+        "request_throughput", "input_throughput", "output_throughput", "mean_e2e_latency_ms", "median_e2e_latency_ms",
+        "std_e2e_latency_ms", "p99_e2e_latency_ms", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+        "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms",
+        "std_itl_ms", "p95_itl_ms", "p99_itl_ms", "concurrency", "max_output_tokens_per_s", "max_concurrent_requests",
+        "input_lens", "output_lens", "ttfts", "itls", "errors", NULL};
+    CU_ASSERT_EQUAL(missing_keys(sg, sglang_keys, "the SGLang-style line"), 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sg, "completed")), 6);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sg, "total_output_tokens")), 6 * 8);
+
+    snprintf(cmd, sizeof cmd, "REHEARSE_PROGRESS=0 %s bench --base-url %s --backend vllm --ignore-eos --num-prompts 6 "
+             "--random-input-len 32 --random-output-len 8 --result-json %s --save-detailed", tu_bin(), url, js);
+    rc = tu_run(cmd, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    json_t *v = json_load_file(js, 0, NULL);
+    CU_ASSERT_FATAL(v != NULL);
+    static const char *const vllm_keys[] = {
+        "date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
+        "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
+        "request_goodput", "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts",
+        "itls", "start_times", "errors", "max_output_tokens_per_s", "max_concurrent_requests", "mean_ttft_ms",
+        "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms",
+        "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms", NULL};
+    CU_ASSERT_EQUAL(missing_keys(v, vllm_keys, "the vLLM-style file"), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(v, "backend")), "vllm");
+    /* the same prompts and lengths through the two clients */
+    CU_ASSERT(json_equal(json_object_get(v, "total_output_tokens"), json_object_get(sg, "total_output_tokens")));
+    CU_ASSERT(json_equal(json_object_get(v, "input_lens"), json_object_get(sg, "input_lens")));
+    CU_ASSERT(json_equal(json_object_get(v, "output_lens"), json_object_get(sg, "output_lens")));
+    json_decref(v);
+    json_decref(sg);
+}
+
 static int cleanup(void)
 {
     rh_err e;
@@ -273,4 +345,6 @@ void register_test_serve_sglang(void)
     CU_add_test(s, "/generate streams the whole text so far, as bench_serving reads it", test_generate_stream);
     CU_add_test(s, "/generate refusals name the field as /generate spells it", test_generate_refusals);
     CU_add_test(s, "server and model info, /flush_cache, sglang: and vllm: metrics agree", test_info_flush_and_metrics);
+    CU_add_test(s, "rehearse bench --backend sglang and vllm: no vocab flag, their keys, equal counts",
+                test_bench_as_they_run_it);
 }

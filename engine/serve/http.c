@@ -127,8 +127,9 @@ static bool authorized(const server *s, struct MHD_Connection *c)
 /* ---- plain endpoints ---- */
 static json_t *model_value(const server *s)
 {
-    return json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_name, "object", "model", "created", (json_int_t)0,
-                     "owned_by", "rehearse", "max_model_len", (json_int_t)s->lim.context);
+    return json_pack("{s:s,s:s,s:I,s:s,s:I,s:I}", "id", s->model_name, "object", "model", "created", (json_int_t)0,
+                     "owned_by", "rehearse", "max_model_len", (json_int_t)s->lim.context, "vocab_size",
+                     (json_int_t)s->lim.vocab);
 }
 
 /* GET /v1/models/{id}: the served model, or 404 naming the one asked for
