@@ -104,13 +104,18 @@ ifeq ($(SAN),1)
 BIN = $(BUILD)/rehearse
 endif
 
-.PHONY: all deps fuzz-deps test bench demo fuzz install clean check-deps
+.PHONY: all deps node-deps fuzz-deps test bench demo fuzz install clean check-deps
 # Keep intermediate objects (fuzz builds) instead of rebuilding them every run.
 .SECONDARY:
 all: $(BIN) $(CUDA_SO)
 
 deps:
 	@scripts/deps.sh
+
+# The OpenAI Node SDK for the compatibility suite (optional: it skips without node).
+NODE_DIR = build/node
+node-deps:
+	@scripts/node_deps.sh $(NODE_DIR)
 
 $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
@@ -176,9 +181,9 @@ $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 # for the NCCL group; the 8B-shaped model is left to real GPUs), then the
 # emulator checks itself and the engine runs end to end on --backend cuda.
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
-test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu
+test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu | node-deps
 	$(if $(SUITE),,scripts/check_layers.sh)
-	REHEARSE_BIN=$(abspath $(BIN)) $(TEST_BIN) $(SUITE)
+	REHEARSE_BIN=$(abspath $(BIN)) REHEARSE_NODE_MODULES=$(abspath $(NODE_DIR))/node_modules $(TEST_BIN) $(SUITE)
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
 	$(if $(EMU_RUN),tests/emu/engine.sh $(BUILD)/rehearse-emu)
