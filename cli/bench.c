@@ -558,6 +558,7 @@ static int run(opts *o, rh_err *e)
         .extra_body = o->extra_body,
         .headers = (const char *const *)o->headers,
         .n_headers = o->n_headers,
+        .keep_text = o->save_detailed,
     };
     char *found = NULL;
     bench_server_facts facts;
@@ -587,6 +588,9 @@ static int run(opts *o, rh_err *e)
         if (!(r = calloc(d.n, sizeof *r))) rc = rh_fail(e, "out of memory for %zu results", d.n);
     }
     bench_run_info info;
+    bench_scrape before, after;
+    int scraped = 0;
+    if (rc == 0) scraped = bench_scrape_metrics(&c, &before) == 0;
     if (rc == 0) {
         struct sigaction sa, old_int, old_term;
         memset(&sa, 0, sizeof sa);
@@ -596,6 +600,7 @@ static int run(opts *o, rh_err *e)
         rc = bench_run(&c, &d, r, &info, e);
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
+        if (scraped) scraped = bench_scrape_metrics(&c, &after) == 0;
     }
     metrics_summary s;
     bench_peaks pk;
@@ -615,7 +620,8 @@ static int run(opts *o, rh_err *e)
     int recorded = !strcmp(o->dataset, "trace") && !o->rate_set;
     bench_json_settings js = {&o->slo,     o->dataset, recorded ? NAN : o->request_rate, o->burstiness, o->rate_scale,
                               o->seed,     o->save_detailed, bk.name, bk.style, &sel, &pk, o->rnd.input_len,
-                              o->rnd.output_len, o->rnd.range_ratio};
+                              o->rnd.output_len, o->rnd.range_ratio, scraped ? &before : NULL,
+                              scraped ? &after : NULL};
     if (rc == 0 && o->result_json) rc = bench_write_json(o->result_json, &c, &d, r, &s, &info, &js, e);
     if (rc == 0 && o->save_result) {
         char path[1024];

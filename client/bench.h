@@ -119,6 +119,7 @@ typedef struct bench_config {
     int keep_eos;               /* 1: send ignore_eos false (vLLM's default; --disable-ignore-eos) */
     const char *extra_body;     /* JSON object members ("a":1,"b":2) added to every body, or NULL:
                                    they come last, so they override the client's own */
+    int keep_text;              /* keep each request's generated text (bench_result.text) */
     const char *const *headers; /* more "Name: value" headers, n_headers of them */
     size_t n_headers;
     FILE *log;                  /* one line per failed request, or NULL */
@@ -136,6 +137,7 @@ typedef struct bench_result {
     int finish;                 /* enum tr_finish; LENGTH or STOP when it succeeded */
     long http_status;           /* 0: no response */
     char *error;                /* NULL when it succeeded */
+    char *text;                 /* the generated text (bench_config.keep_text), else NULL */
     int sent;                   /* 0: never sent (run interrupted) */
 } bench_result;
 
@@ -157,6 +159,21 @@ typedef struct bench_server_facts {
 } bench_server_facts;
 /* The same, with the facts /v1/models gives (facts may be NULL). */
 int bench_server_info(const bench_config *c, char **model, bench_server_facts *facts, rh_err *e);
+/* The server's own counters (its Prometheus /metrics, vLLM's names, which
+ * rehearse serve and vLLM export), read before and after a run so the
+ * summary's server-side figures are the server's. Each counter is summed
+ * over its label sets; has[] says which the server exports. Other clients'
+ * requests in the meantime count too. */
+enum { BS_PREEMPTIONS, BS_CACHE_QUERIES, BS_CACHE_HITS, BS_SPEC_DRAFTS, BS_SPEC_DRAFT_TOKENS, BS_SPEC_ACCEPTED,
+       BS_STEPS, BS_STEP_TOKENS, BS_N };
+typedef struct bench_scrape {
+    double v[BS_N];
+    int has[BS_N];
+} bench_scrape;
+/* 0 when /metrics answered with at least one of them, else -1 (no error:
+ * a server without /metrics simply has no server-side figures). */
+int bench_scrape_metrics(const bench_config *c, bench_scrape *s);
+
 /* An empty dataset of n items (ids 0..n-1, no session order) with room for
  * n_hashes hashes in hash_pool: for a caller that designs its own. */
 int bench_dataset_new(bench_dataset *d, size_t n, size_t n_hashes, const char *name, rh_err *e);

@@ -254,6 +254,7 @@ void bench_results_free(bench_result *r, size_t n)
     for (size_t i = 0; i < n; i++) {
         free(r[i].chunk_times);
         free(r[i].error);
+        free(r[i].text);
     }
     free(r);
 }

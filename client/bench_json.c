@@ -23,7 +23,7 @@ static json_t *rate_json(double rate)
 static json_t *detailed(const bench_dataset *d, const bench_result *r)
 {
     json_t *in = json_array(), *out = json_array(), *ttft = json_array(), *itl = json_array(), *err = json_array(),
-           *send = json_array(), *e2e = json_array();
+           *send = json_array(), *e2e = json_array(), *texts = json_array();
     for (size_t i = 0; i < d->n; i++) {
         if (!r[i].sent) continue;
         json_array_append_new(in, json_integer(r[i].input_len ? r[i].input_len : d->items[i].input_len));
@@ -36,6 +36,8 @@ static json_t *detailed(const bench_dataset *d, const bench_result *r)
             json_array_append_new(gaps, json_real(r[i].chunk_times[k] - r[i].chunk_times[k - 1]));
         json_array_append_new(itl, gaps);
         json_array_append_new(err, json_string(r[i].error ? r[i].error : ""));
+        json_t *t = r[i].text ? json_string(r[i].text) : NULL;
+        json_array_append_new(texts, t ? t : json_string(""));   /* invalid UTF-8 from a server: left empty */
     }
     /* Seconds, as vLLM's per-request arrays are. */
     json_t *o = json_object();
@@ -47,7 +49,52 @@ static json_t *detailed(const bench_dataset *d, const bench_result *r)
     json_object_set_new(o, "send_times", send);
     json_object_set_new(o, "start_times", json_deep_copy(send));   /* vLLM's name for them */
     json_object_set_new(o, "errors", err);
+    json_object_set_new(o, "generated_texts", texts);
     return o;
+}
+
+/* The summary's server-side keys: from the server's counters when it
+ * exports them (the run's deltas), else left out; a client cannot see a
+ * server's steps, batches or KV use, and a 0 would read as a measurement. */
+static void server_side(json_t *o, const metrics_summary *s, const bench_scrape *b, const bench_scrape *a)
+{
+    static const char *const never[] = {"policy_errors", "mean_batch_size", "max_batch_size", "mean_kv_use",
+                                        "max_kv_use",    "mean_waiting",    "max_waiting",    "busy_time", NULL};
+    for (int i = 0; never[i]; i++) json_object_del(o, never[i]);
+    bool have[BS_N] = {false};
+    double d[BS_N] = {0};
+    for (int k = 0; k < BS_N; k++) {
+        have[k] = b && a && b->has[k] && a->has[k];
+        d[k] = have[k] ? a->v[k] - b->v[k] : 0;
+    }
+    if (have[BS_PREEMPTIONS]) json_object_set_new(o, "retractions", json_integer((json_int_t)d[BS_PREEMPTIONS]));
+    else json_object_del(o, "retractions");
+    /* The client's own count of cached tokens (from each usage) stands when
+     * the server reported any; else the server's counters. */
+    if (!s->cached_tokens && have[BS_CACHE_QUERIES] && have[BS_CACHE_HITS]) {
+        json_object_set_new(o, "cached_tokens", json_integer((json_int_t)d[BS_CACHE_HITS]));
+        json_object_set_new(o, "cache_hit_rate", json_real(d[BS_CACHE_QUERIES] > 0 ? d[BS_CACHE_HITS] / d[BS_CACHE_QUERIES] : 0));
+    }
+    if (have[BS_SPEC_DRAFT_TOKENS] && have[BS_SPEC_ACCEPTED] && have[BS_SPEC_DRAFTS]) {
+        json_object_set_new(o, "spec_proposed_tokens", json_integer((json_int_t)d[BS_SPEC_DRAFT_TOKENS]));
+        json_object_set_new(o, "spec_accepted_tokens", json_integer((json_int_t)d[BS_SPEC_ACCEPTED]));
+        json_object_set_new(o, "spec_accept_rate",
+                            json_real(d[BS_SPEC_DRAFT_TOKENS] > 0 ? d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFT_TOKENS] : 0));
+        json_object_set_new(o, "mean_accepted_length",
+                            json_real(d[BS_SPEC_DRAFTS] > 0 ? 1 + d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFTS] : 1));
+    } else {
+        json_object_del(o, "spec_proposed_tokens");
+        json_object_del(o, "spec_accepted_tokens");
+        json_object_del(o, "spec_accept_rate");
+        json_object_del(o, "mean_accepted_length");
+    }
+    if (have[BS_STEPS] && have[BS_STEP_TOKENS]) {
+        json_object_set_new(o, "steps", json_integer((json_int_t)d[BS_STEPS]));
+        json_object_set_new(o, "mean_tokens_per_step", json_real(d[BS_STEPS] > 0 ? d[BS_STEP_TOKENS] / d[BS_STEPS] : 0));
+    } else {
+        json_object_del(o, "steps");
+        json_object_del(o, "mean_tokens_per_step");
+    }
 }
 
 int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
@@ -64,6 +111,7 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
     json_object_set_new(o, "tokenizer_id", json_null());
     if (!(js->slo->ttft_ms > 0 || js->slo->tpot_ms > 0 || js->slo->e2e_ms > 0))
         json_object_set_new(o, "request_goodput", json_null());   /* as vLLM writes it without --goodput */
+    server_side(o, s, js->before, js->after);
     if (bench_summary_json(o, BENCH_STYLE_VLLM, d, r, js->sel, js->peaks) < 0) {
         json_decref(o);
         return rh_fail(e, "%s: out of memory", path);

@@ -21,6 +21,9 @@ typedef struct bench_json_settings {
     const bench_peaks *peaks;
     uint32_t random_input_len, random_output_len;
     double random_range_ratio;
+    /* The server's counters before and after the run (bench_scrape_metrics),
+     * or NULL: its server-side keys are then left out, not written as 0. */
+    const bench_scrape *before, *after;
 } bench_json_settings;
 
 /* Written to a temporary file and renamed, so FILE is whole or untouched. */

@@ -56,6 +56,72 @@ static char *first_model(const char *body, size_t n, bench_server_facts *f)
     return m;
 }
 
+static const char *const SCRAPED[BS_N] = {
+    "vllm:num_preemptions_total",          "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",        "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:iteration_tokens_total_count",   "vllm:iteration_tokens_total_sum",
+};
+
+/* Sums the samples of the names wanted in a Prometheus text exposition. */
+static void read_exposition(const char *text, bench_scrape *s)
+{
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n && line[0] != '#') {
+            size_t name = 0;
+            while (name < n && line[name] != '{' && line[name] != ' ') name++;
+            for (int k = 0; k < BS_N; k++) {
+                if (strlen(SCRAPED[k]) != name || strncmp(line, SCRAPED[k], name)) continue;
+                const char *v = memchr(line, '}', n);
+                v = v ? v + 1 : line + name;
+                char num[64];
+                size_t m = (size_t)(line + n - v) < sizeof num - 1 ? (size_t)(line + n - v) : sizeof num - 1;
+                memcpy(num, v, m);
+                num[m] = '\0';
+                char *stop;
+                double x = strtod(num, &stop);
+                if (stop != num) {
+                    s->v[k] += x;
+                    s->has[k] = 1;
+                }
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+}
+
+int bench_scrape_metrics(const bench_config *c, bench_scrape *s)
+{
+    memset(s, 0, sizeof *s);
+    char *url = bench_join_url(c->base_url, "/metrics");
+    struct curl_slist *h = bench_headers(c);
+    CURL *easy = curl_easy_init();
+    answer a = {NULL, 0};
+    int found = 0;
+    if (url && h && easy) {
+        curl_easy_setopt(easy, CURLOPT_URL, url);
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_probe_data);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &a);
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 10000L);
+        long status = 0;
+        if (curl_easy_perform(easy) == CURLE_OK && (curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status), status < 300) &&
+            a.p) {
+            read_exposition(a.p, s);
+            for (int k = 0; k < BS_N; k++) found |= s->has[k];
+        }
+    }
+    free(url);
+    free(a.p);
+    curl_slist_free_all(h);
+    if (easy) curl_easy_cleanup(easy);
+    return found ? 0 : -1;
+}
+
 int bench_probe(const bench_config *c, char **model, rh_err *e)
 {
     return bench_server_info(c, model, NULL, e);

@@ -224,6 +224,37 @@ int bench_parse_chunk(const char *data, size_t n, int api, bench_chunk *c, rh_er
     return 0;
 }
 
+char *bench_chunk_text(const char *data, size_t n, int api, size_t *len)
+{
+    json_t *root = json_loadb(data, n, 0, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return NULL;
+    }
+    json_t *t = NULL;
+    if (api == 2) {
+        t = json_object_get(root, "text");
+    } else {
+        json_t *ch = json_array_get(json_object_get(root, "choices"), 0);
+        if (api == 1) {
+            json_t *msg = json_object_get(ch, "delta");
+            if (!json_is_object(msg)) msg = json_object_get(ch, "message");
+            t = json_object_get(msg, "content");
+        } else {
+            t = json_object_get(ch, "text");
+        }
+    }
+    size_t k = json_is_string(t) ? json_string_length(t) : 0;
+    char *out = malloc(k + 1);
+    if (out) {
+        if (k) memcpy(out, json_string_value(t), k);
+        out[k] = '\0';
+        *len = k;
+    }
+    json_decref(root);
+    return out;
+}
+
 void bench_error_message(const char *body, size_t n, char *out, size_t cap)
 {
     if (cap == 0) return;

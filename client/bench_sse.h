@@ -51,6 +51,11 @@ typedef struct bench_chunk {
  * -1 with a message quoting the start of the data if it is not JSON. */
 int bench_parse_chunk(const char *data, size_t n, int api, bench_chunk *c, rh_err *e);
 
+/* The text an event adds (completions, chat: the delta; /generate: the
+ * whole text so far), malloc'd and NUL-terminated ("" when none), or NULL
+ * when the data is not JSON or memory ran out. */
+char *bench_chunk_text(const char *data, size_t n, int api, size_t *len);
+
 /* The server's message from an error body (OpenAI's {"error": {"message"}},
  * or {"message"}, {"detail"}, {"object": "error"}), else the body itself,
  * trimmed to fit `out`. */

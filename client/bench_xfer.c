@@ -29,6 +29,35 @@ int bench_curl_init(rh_err *e)
     return 0;
 }
 
+/* The event's text onto the request's (keep_text): appended, or for
+ * /generate, whose events repeat the whole text, in its place. */
+static void keep_text(bench_xfer *x, const char *data, size_t n)
+{
+    size_t k = 0;
+    char *t = bench_chunk_text(data, n, (int)x->cfg->api, &k);
+    if (!t) {
+        x->text_oom = 1;
+        return;
+    }
+    if (x->cfg->api == BENCH_API_GENERATE) x->n_text = 0;
+    if (x->n_text + k + 1 > x->cap_text) {
+        size_t cap = x->cap_text ? x->cap_text : 256;
+        while (cap < x->n_text + k + 1) cap *= 2;
+        char *b = realloc(x->text, cap);
+        if (!b) {
+            free(t);
+            x->text_oom = 1;
+            return;
+        }
+        x->text = b;
+        x->cap_text = cap;
+    }
+    memcpy(x->text + x->n_text, t, k);
+    x->n_text += k;
+    x->text[x->n_text] = '\0';
+    free(t);
+}
+
 static int on_event(void *ctx, const char *data, size_t n)
 {
     bench_xfer *x = ctx;
@@ -50,6 +79,7 @@ static int on_event(void *ctx, const char *data, size_t n)
     if (c.content && x->cfg->api == BENCH_API_GENERATE && c.has_usage &&
         c.completion_tokens <= x->usage.completion_tokens)
         c.content = 0;
+    if (c.content && x->cfg->keep_text) keep_text(x, data, n);
     if (c.content) {
         double t = x->now - x->t_send;
         if (x->times.n == 0) x->res->ttft = t;
@@ -146,6 +176,7 @@ void bench_xfer_conclude(bench_xfer *x, CURLcode rc, int aborted, const bench_da
                 snprintf(x->msg, sizeof x->msg, "error response: %s", c.error);
             } else if (c.content) {
                 /* One answer: the first token is seen when the whole is (SGLang's rule). */
+                if (x->cfg->keep_text) keep_text(x, x->resp ? x->resp : "", x->n_resp);
                 r->ttft = r->e2e;
                 x->finish = c.finish;
                 if (c.has_usage) x->usage = c;
@@ -162,6 +193,10 @@ void bench_xfer_conclude(bench_xfer *x, CURLcode rc, int aborted, const bench_da
         else if (x->finish == TR_FINISH_ABORT || x->finish == TR_FINISH_ERROR)
             fail(r, x->finish, "the server ended the request (finish_reason %s)",
                  x->finish == TR_FINISH_ABORT ? "abort" : "error");
+    }
+    if (x->cfg->keep_text && !x->text_oom) {
+        r->text = x->text ? x->text : strdup("");
+        x->text = NULL;
     }
     r->n_chunks = (uint32_t)x->times.n;
     r->chunk_times = x->times.v;
@@ -189,6 +224,7 @@ void bench_xfer_free(bench_xfer *x)
     free(x->resp);
     bench_sse_free(&x->sse);
     rh_dvec_free(&x->times);
+    free(x->text);
     free(x);
 }
 

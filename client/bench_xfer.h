@@ -30,6 +30,9 @@ typedef struct bench_xfer {
     char msg[1100];
     int finish;                     /* from finish_reason, -1 when none seen */
     bench_chunk usage;              /* the last usage seen */
+    char *text;                     /* the generated text so far (keep_text) */
+    size_t n_text, cap_text;
+    int text_oom;
     char curl_err[CURL_ERROR_SIZE];
 } bench_xfer;
 

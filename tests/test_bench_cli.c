@@ -59,6 +59,8 @@ static void test_run_json_and_trace_agree(void)
     CU_ASSERT_EQUAL(json_real_value(json_object_get(j, "request_rate")), 200);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "model_id")), "mock-model");
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "backend")), "openai");
+    /* the mock has no /metrics: no server-side figures, rather than zeros */
+    CU_ASSERT(!json_object_get(j, "steps") && !json_object_get(j, "retractions") && !json_object_get(j, "busy_time"));
     CU_ASSERT_EQUAL(json_real_value(json_object_get(j, "slo_ttft_ms")), 1000);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "good_requests")), 8);
     json_t *ttfts = json_object_get(j, "ttfts"), *itls = json_object_get(j, "itls");

@@ -298,7 +298,7 @@ static void test_bench_as_they_run_it(void)
         "std_e2e_latency_ms", "p99_e2e_latency_ms", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
         "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms",
         "std_itl_ms", "p95_itl_ms", "p99_itl_ms", "concurrency", "max_output_tokens_per_s", "max_concurrent_requests",
-        "input_lens", "output_lens", "ttfts", "itls", "errors", NULL};
+        "input_lens", "output_lens", "ttfts", "itls", "errors", "generated_texts", NULL};
     CU_ASSERT_EQUAL(missing_keys(sg, sglang_keys, "the SGLang-style line"), 0);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(sg, "completed")), 6);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(sg, "total_output_tokens")), 6 * 8);
@@ -314,15 +314,25 @@ static void test_bench_as_they_run_it(void)
         "date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
         "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
         "request_goodput", "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts",
-        "itls", "start_times", "errors", "max_output_tokens_per_s", "max_concurrent_requests", "mean_ttft_ms",
+        "itls", "start_times", "generated_texts", "errors", "max_output_tokens_per_s", "max_concurrent_requests", "mean_ttft_ms",
         "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms",
         "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms", NULL};
     CU_ASSERT_EQUAL(missing_keys(v, vllm_keys, "the vLLM-style file"), 0);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(v, "backend")), "vllm");
+    /* server-side figures from the server's /metrics, the rest left out */
+    CU_ASSERT(json_integer_value(json_object_get(v, "steps")) >= 8);
+    CU_ASSERT(json_real_value(json_object_get(v, "mean_tokens_per_step")) >= 1);
+    CU_ASSERT(json_is_integer(json_object_get(v, "retractions")));
+    CU_ASSERT(!json_object_get(v, "mean_batch_size") && !json_object_get(v, "mean_kv_use"));
     /* the same prompts and lengths through the two clients */
     CU_ASSERT(json_equal(json_object_get(v, "total_output_tokens"), json_object_get(sg, "total_output_tokens")));
     CU_ASSERT(json_equal(json_object_get(v, "input_lens"), json_object_get(sg, "input_lens")));
     CU_ASSERT(json_equal(json_object_get(v, "output_lens"), json_object_get(sg, "output_lens")));
+    /* greedy both times: the same texts, whether /generate's whole-text
+     * events or completions' pieces were put together */
+    json_t *gt = json_object_get(sg, "generated_texts");
+    CU_ASSERT(json_array_size(gt) == 6 && json_string_length(json_array_get(gt, 0)) > 0);
+    CU_ASSERT(json_equal(json_object_get(v, "generated_texts"), gt));
     json_decref(v);
     json_decref(sg);
 }
