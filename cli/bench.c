@@ -14,6 +14,7 @@
 #include "client/bench.h"
 #include "client/bench_json.h"
 #include "client/bench_summary.h"
+#include "engine/model/tokenizer.h"
 #include "util/args.h"
 
 static const char usage_text[] =
@@ -48,8 +49,13 @@ static const char usage_text[] =
     "  there with the server's message.\n"
     "\n"
     "dataset:\n"
-    "  --dataset NAME [FILE]       random (default), shared-prefix, or trace FILE (any trace\n"
-    "                              `rehearse trace` reads); also --dataset-name NAME --dataset-path FILE\n"
+    "  --dataset NAME [FILE]       random (default), shared-prefix, trace FILE (any trace\n"
+    "                              `rehearse trace` reads) or sharegpt FILE (ShareGPT's JSON: each\n"
+    "                              conversation's first turn sent as text, its reply's length the\n"
+    "                              output); also --dataset-name NAME --dataset-path FILE\n"
+    "  --tokenizer FILE            the model's tokenizer.json (or its directory): counts a ShareGPT\n"
+    "                              file's tokens, and gives the vocabulary size\n"
+    "  --sharegpt-output-len L     every ShareGPT request asks for L tokens\n"
     "  --num-prompts N             requests to send (default 1000; a trace: all of it;\n"
     "                              shared-prefix: groups x prompts per group)\n"
     "  --random-input-len L        default 1024\n"
@@ -102,7 +108,8 @@ typedef struct opts {
     const char *result_json, *record_trace;
     const char *backend;            /* NULL: not given */
     const char *extra_body_arg, *percentile_metrics, *metric_percentiles;
-    const char *result_dir, *result_filename, *output_file;
+    const char *result_dir, *result_filename, *output_file, *tokenizer_path;
+    unsigned long long sharegpt_output_len;
     char *extra_body;               /* the object's members, braces off (owned) */
     char *headers[MAX_HEADERS];     /* "Name: value" (owned) */
     size_t n_headers;
@@ -234,6 +241,12 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "result-dir")) o->result_dir = v;
     else if (!strcmp(n, "result-filename")) o->result_filename = v;
     else if (!strcmp(n, "output-file")) o->output_file = v;
+    else if (!strcmp(n, "tokenizer")) o->tokenizer_path = v;
+    else if (!strcmp(n, "sharegpt-output-len")) {
+        if (rh_parse_u64(v, flag, &o->sharegpt_output_len, e) < 0) return -1;
+        if (o->sharegpt_output_len < 1 || o->sharegpt_output_len > BENCH_MAX_TOKENS)
+            return rh_fail(e, "--sharegpt-output-len: %llu is outside [1, %u]", o->sharegpt_output_len, BENCH_MAX_TOKENS);
+    }
     else if (!strcmp(n, "num-warmups")) {
         if (rh_parse_u64(v, flag, &o->num_warmups, e) < 0) return -1;
         if (o->num_warmups > 100000) return rh_fail(e, "--num-warmups: %llu is too many", o->num_warmups);
@@ -245,7 +258,8 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->dataset = v;
         o->dataset_set = 1;
         /* `--dataset trace FILE`: the file may follow as the next word. */
-        if (!strcmp(v, "trace") && a->i < a->argc && a->argv[a->i][0] != '-') o->dataset_path = a->argv[a->i++];
+        if ((!strcmp(v, "trace") || !strcmp(v, "sharegpt")) && a->i < a->argc && a->argv[a->i][0] != '-')
+            o->dataset_path = a->argv[a->i++];
     } else if (!strcmp(n, "dataset-path")) o->dataset_path = v;
     else if (!strcmp(n, "num-prompts")) {
         if (rh_parse_u64(v, flag, &o->num_prompts, e) < 0) return -1;
@@ -395,12 +409,16 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
     if (strncmp(o->base_url ? o->base_url : "http://", "http://", 7) && strncmp(o->base_url, "https://", 8))
         return rh_fail(e, "--base-url: '%s' must start with http:// or https://", o->base_url);
     if (!strcmp(o->dataset, "generated-shared-prefix")) o->dataset = "shared-prefix";
-    if (strcmp(o->dataset, "random") && strcmp(o->dataset, "shared-prefix") && strcmp(o->dataset, "trace"))
-        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix or trace", o->dataset);
-    if (!strcmp(o->dataset, "trace") && !o->dataset_path)
-        return rh_fail(e, "--dataset trace needs a file: --dataset trace FILE");
+    if (strcmp(o->dataset, "random") && strcmp(o->dataset, "shared-prefix") && strcmp(o->dataset, "trace") &&
+        strcmp(o->dataset, "sharegpt"))
+        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace or sharegpt", o->dataset);
+    if ((!strcmp(o->dataset, "trace") || !strcmp(o->dataset, "sharegpt")) && !o->dataset_path)
+        return rh_fail(e, "--dataset %s needs a file: --dataset %s FILE", o->dataset, o->dataset);
     if (o->dataset_path && !o->dataset_set) o->dataset = "trace";
-    if (o->dataset_path && strcmp(o->dataset, "trace")) return rh_fail(e, "--dataset-path is for --dataset trace");
+    if (o->dataset_path && strcmp(o->dataset, "trace") && strcmp(o->dataset, "sharegpt"))
+        return rh_fail(e, "--dataset-path is for --dataset trace or sharegpt");
+    if (o->sharegpt_output_len && strcmp(o->dataset, "sharegpt"))
+        return rh_fail(e, "--sharegpt-output-len is for --dataset sharegpt");
     if (o->rate_scale != 1 && strcmp(o->dataset, "trace"))
         return rh_fail(e, "--rate-scale applies to --dataset trace (use --request-rate)");
     if (o->rate_scale != 1 && o->rate_set)
@@ -409,10 +427,14 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
     return 0;
 }
 
-static int build_dataset(const opts *o, bench_dataset *d, rh_err *e)
+static int build_dataset(const opts *o, const tokenizer *tok, bench_dataset *d, rh_err *e)
 {
     int rc;
-    if (!strcmp(o->dataset, "trace")) {
+    if (!strcmp(o->dataset, "sharegpt")) {
+        bench_sharegpt_opts g = {.num_prompts = o->num_prompts, .output_len = (uint32_t)o->sharegpt_output_len,
+                                 .seed = o->seed, .tok = tok};
+        rc = bench_dataset_sharegpt(d, o->dataset_path, &g, e);
+    } else if (!strcmp(o->dataset, "trace")) {
         bench_trace_opts t = {.num_prompts = o->num_prompts_set ? o->num_prompts : 0, .rate_scale = o->rate_scale};
         rc = bench_dataset_trace(d, o->dataset_path, &t, e);
     } else if (!strcmp(o->dataset, "shared-prefix")) {
@@ -541,8 +563,15 @@ static int run(opts *o, rh_err *e)
     backend_kind bk = backend_of(o);
     bench_selection sel;
     if (bench_selection_parse(&sel, o->percentile_metrics, o->metric_percentiles, e) < 0) return -1;
+    tokenizer *tok = NULL;
+    if (o->tokenizer_path && !(tok = tok_load(o->tokenizer_path, e))) return rh_prefix(e, "--tokenizer");
     bench_dataset d;
-    if (build_dataset(o, &d, e) < 0) return -1;
+    if (build_dataset(o, tok, &d, e) < 0) {
+        tok_free(tok);
+        return -1;
+    }
+    uint32_t tok_vocab = tok ? tok_vocab_size(tok) : 0;
+    tok_free(tok);
     bench_config c = {
         .base_url = o->base_url,
         .endpoint = o->endpoint,
@@ -567,11 +596,13 @@ static int run(opts *o, rh_err *e)
     if (rc == 0 && found) c.model = found;
     /* Token-id prompts must stay inside the model's vocabulary: the server's
      * word for it, or the user's (chat sends words, not ids). */
-    if (rc == 0 && !o->vocab_set && c.api != BENCH_API_CHAT) {
+    bool ids = c.api != BENCH_API_CHAT && strcmp(o->dataset, "sharegpt");
+    if (rc == 0 && !o->vocab_set && ids) {
         if (facts.vocab_size) d.vocab = facts.vocab_size;
+        else if (tok_vocab) d.vocab = tok_vocab;
         else
             rc = rh_fail(e, "%s does not say its vocabulary size and the prompts are token ids: pass --vocab-size V "
-                            "(vocab_size in the model's config.json)",
+                            "(vocab_size in the model's config.json) or --tokenizer FILE",
                          c.base_url);
     }
     if (rc == 0) rc = run_unmeasured(&c, &d, 1, "the initial test request", e);

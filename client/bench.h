@@ -51,6 +51,8 @@ typedef struct bench_item {
     uint64_t session_id;        /* 0: none */
     uint32_t turn;
     int64_t after;              /* index of the item that must finish first (same session), or -1 */
+    const char *text;           /* a text prompt (ShareGPT) sent as text, or NULL: token ids;
+                                   in the dataset's text_pool */
 } bench_item;
 
 typedef struct bench_dataset {
@@ -64,6 +66,7 @@ typedef struct bench_dataset {
     uint64_t prompt_seed;       /* seeds the prompt ids (traces/prompt.h) */
     char *name;                 /* "random", "shared-prefix", or the trace path */
     uint64_t *hash_pool;        /* owns every item's hashes */
+    char *text_pool;            /* owns every item's text (NUL-separated), or NULL */
 } bench_dataset;
 
 typedef struct bench_random_opts {
@@ -97,6 +100,25 @@ int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_op
  * schedule (burstiness 1 is Poisson). Items keep their order. */
 void bench_dataset_set_rate(bench_dataset *d, double rate, double burstiness, uint64_t seed);
 void bench_dataset_free(bench_dataset *d);
+
+/* ShareGPT's format (a JSON array of {"conversations": [{"from": "human",
+ * "value": ...}, {"from": "gpt", "value": ...}, ...]}, as vLLM's and SGLang's
+ * clients read it): each conversation's first turn is the prompt, sent as
+ * text, and the reply's token count the output length (or output_len when
+ * it is given). Lengths count with `tok` (the model's tokenizer; NULL: one
+ * token per byte, an upper bound the server's usage replaces). As vLLM's
+ * client: conversations of fewer than two turns are skipped, and pairs with
+ * fewer than 4 tokens either side, a prompt over 1024 or more than 2048
+ * together (unless output_len is given). Shuffled with the seed, then the
+ * first num_prompts. Errors name the file and the entry. */
+typedef struct tokenizer tokenizer;
+typedef struct bench_sharegpt_opts {
+    size_t num_prompts;
+    uint32_t output_len;        /* 0: the reply's length */
+    uint64_t seed;
+    const tokenizer *tok;
+} bench_sharegpt_opts;
+int bench_dataset_sharegpt(bench_dataset *d, const char *path, const bench_sharegpt_opts *o, rh_err *e);
 /* The prompt ids of item i (its input_len of them) into out. */
 void bench_item_tokens(const bench_dataset *d, size_t i, int32_t *out);
 

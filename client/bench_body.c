@@ -114,9 +114,11 @@ static void put_ids(sbuf *b, const int32_t *tokens, uint32_t n_tokens)
     b->p[b->n] = '\0';
 }
 
-char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, uint32_t max_tokens,
-                         size_t *len)
+char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, const char *text,
+                         uint32_t max_tokens, size_t *len)
 {
+    char *text_json = text ? bench_json_string(text) : NULL;
+    if (text && !text_json) return NULL;
     sbuf b = {0};
     char num[32];
     /* Ids take at most 11 characters each; one reservation avoids regrowth. */
@@ -126,12 +128,17 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     b.cap = guess;
     b.p[0] = '\0';
     if (o->generate) {
-        puts_(&b, "{\"input_ids\":[");
+        puts_(&b, text_json ? "{\"text\":" : "{\"input_ids\":[");
     } else {
         puts_(&b, "{\"model\":");
         puts_(&b, o->model_json);
     }
-    if (o->generate) {
+    if (text_json) {
+        if (o->chat) puts_(&b, ",\"messages\":[{\"role\":\"user\",\"content\":");
+        else if (!o->generate) puts_(&b, ",\"prompt\":");
+        puts_(&b, text_json);
+        if (o->chat) puts_(&b, "}]");
+    } else if (o->generate) {
         put_ids(&b, tokens, n_tokens);
         puts_(&b, "]");
     } else if (o->chat) {
@@ -167,6 +174,7 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
         puts_(&b, o->extra);
     }
     puts_(&b, "}");
+    free(text_json);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -23,9 +23,10 @@ typedef struct bench_body_opts {
     const char *extra;          /* JSON object members appended at the top level, or NULL */
 } bench_body_opts;
 
-/* malloc'd NUL-terminated body (length in *len), or NULL when out of memory. */
-char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, uint32_t max_tokens,
-                         size_t *len);
+/* malloc'd NUL-terminated body (length in *len), or NULL when out of memory.
+ * text, when not NULL, is the prompt as text (the ids are then unused). */
+char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32_t n_tokens, const char *text,
+                         uint32_t max_tokens, size_t *len);
 
 /* `s` as a JSON string literal, quotes included (malloc'd), or NULL. */
 char *bench_json_string(const char *s);

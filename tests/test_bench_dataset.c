@@ -1,10 +1,13 @@
 /* test_bench_dataset.c — generated datasets: lengths follow their rule,
  * prompts share exactly the tokens they should, seeds reproduce. */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/bench.h"
+#include "engine/model/tokenizer.h"
+#include "testutil.h"
 
 static int32_t *tokens_of(const bench_dataset *d, size_t i)
 {
@@ -127,6 +130,94 @@ static void test_bad_options(void)
     CU_ASSERT(strstr(e.msg, "--gsp-num-groups") != NULL);
 }
 
+/* A ShareGPT file written by hand: which conversations pass vLLM's
+ * filters, their lengths (one token per byte without a tokenizer, or the
+ * tokenizer's count), and the refusals naming the file and the entry. */
+static void test_sharegpt(void)
+{
+    const char *path = "tests/fixtures/sharegpt/small.json";
+    bench_dataset d;
+    rh_err e;
+    bench_sharegpt_opts o = {.num_prompts = 100, .seed = 1};
+    CU_ASSERT_EQUAL_FATAL(bench_dataset_sharegpt(&d, path, &o, &e), 0);
+    /* a, b, f ("conversation", user/assistant), g, i pass; c (one turn), d
+     * ("Hi"), e ("Ok"), h (empty) do not */
+    CU_ASSERT_EQUAL_FATAL(d.n, 5);
+    unsigned seen = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        const bench_item *it = &d.items[i];
+        CU_ASSERT_FATAL(it->text != NULL);
+        CU_ASSERT_EQUAL(it->input_len, strlen(it->text));
+        if (!strcmp(it->text, "How do tides work?")) {
+            seen |= 1;
+            CU_ASSERT_EQUAL(it->output_len, 23);
+        }
+        if (!strcmp(it->text, "Name a prime.")) {
+            seen |= 2;
+            CU_ASSERT_EQUAL(it->output_len, 13);
+        }
+        if (!strcmp(it->text, "What is a compiler?")) {
+            seen |= 4;
+            CU_ASSERT_EQUAL(it->output_len, 31);
+        }
+        if (!strcmp(it->text, "Summer or winter?")) {
+            seen |= 8;
+            CU_ASSERT_EQUAL(it->output_len, 23);
+        }
+        if (!strcmp(it->text, "Count to five.")) {
+            seen |= 16;
+            CU_ASSERT_EQUAL(it->output_len, 28);
+        }
+    }
+    CU_ASSERT_EQUAL(seen, 31);
+    bench_dataset_free(&d);
+    /* A fixed output length lifts the length filters; the seed orders them;
+     * num_prompts takes the first. */
+    o.output_len = 5;
+    CU_ASSERT_EQUAL_FATAL(bench_dataset_sharegpt(&d, path, &o, &e), 0);
+    CU_ASSERT_EQUAL(d.n, 7);
+    for (size_t i = 0; i < d.n; i++) CU_ASSERT_EQUAL(d.items[i].output_len, 5);
+    bench_dataset_free(&d);
+    bench_dataset a, b;
+    o.num_prompts = 3;
+    CU_ASSERT_EQUAL_FATAL(bench_dataset_sharegpt(&a, path, &o, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(bench_dataset_sharegpt(&b, path, &o, &e), 0);
+    CU_ASSERT_EQUAL(a.n, 3);
+    for (size_t i = 0; i < 3; i++) CU_ASSERT_STRING_EQUAL(a.items[i].text, b.items[i].text);
+    bench_dataset_free(&a);
+    bench_dataset_free(&b);
+    /* With a tokenizer the lengths are its counts: the byte tokenizer's are
+     * the bytes again (no BOS: a prompt's length is its text's). */
+    tokenizer *bytes = tok_new_bytes();
+    o = (bench_sharegpt_opts){.num_prompts = 100, .seed = 1, .tok = bytes};
+    CU_ASSERT_EQUAL_FATAL(bench_dataset_sharegpt(&d, path, &o, &e), 0);
+    CU_ASSERT_EQUAL(d.n, 5);
+    for (size_t i = 0; i < d.n; i++) CU_ASSERT_EQUAL(d.items[i].input_len, strlen(d.items[i].text));
+    bench_dataset_free(&d);
+    tok_free(bytes);
+
+    char bad[256];
+    tu_tmp_path("sharegpt_bad.json", bad, sizeof bad);
+    const struct { const char *text, *says; } cases[] = {
+        {"{\"conversations\": []}", "a JSON array of conversations"},
+        {"[{\"conversations\": 5}]", "entry 0 is not"},
+        {"[1, 2]", "entry"},
+        {"[{\"conversations\": [{\"value\": \"x\"}]}]", "no conversation passes the filters"},
+        {"[", "not a ShareGPT file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(bad, "w");
+        fputs(cases[i].text, f);
+        fclose(f);
+        o = (bench_sharegpt_opts){.num_prompts = 10};
+        int rc = bench_dataset_sharegpt(&d, bad, &o, &e);
+        int ok = rc == -1 && strstr(e.msg, bad) && strstr(e.msg, cases[i].says);
+        if (!ok) printf("\n  '%s': %d %s\n", cases[i].text, rc, rc ? e.msg : "");
+        CU_ASSERT(ok);
+        if (rc == 0) bench_dataset_free(&d);
+    }
+}
+
 void register_test_bench_dataset(void)
 {
     CU_pSuite s = CU_add_suite("bench_dataset", NULL, NULL);
@@ -134,4 +225,5 @@ void register_test_bench_dataset(void)
     CU_add_test(s, "random prefix", test_random_prefix);
     CU_add_test(s, "shared-prefix groups", test_shared_prefix_groups);
     CU_add_test(s, "bad options", test_bad_options);
+    CU_add_test(s, "ShareGPT: vLLM's filters, lengths, order, refusals", test_sharegpt);
 }

@@ -337,6 +337,42 @@ static void test_bench_as_they_run_it(void)
     json_decref(sg);
 }
 
+/* A ShareGPT file through vLLM's and SGLang's clients: text prompts (the
+ * server counts them: BOS and one token per byte here), each asking for
+ * its reply's length, and both clients see the same counts. */
+static void test_bench_sharegpt(void)
+{
+    char js[256], cmd[2048], out[16384];
+    const char *url = server_url(the_server());
+    json_t *runs[2];
+    for (int k = 0; k < 2; k++) {
+        tu_tmp_path(k ? "bench_sharegpt_sg.json" : "bench_sharegpt_v.json", js, sizeof js);
+        snprintf(cmd, sizeof cmd, "REHEARSE_PROGRESS=0 %s bench --base-url %s --backend %s --ignore-eos --dataset sharegpt "
+                 "tests/fixtures/sharegpt/small.json --num-prompts 10 --result-json %s --save-detailed", tu_bin(), url,
+                 k ? "sglang" : "vllm", js);
+        int rc = tu_run(cmd, out, sizeof out);
+        if (rc) printf("\n%s\n", out);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        CU_ASSERT_FATAL((runs[k] = json_load_file(js, 0, NULL)) != NULL);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(runs[k], "completed")), 5);
+    }
+    /* the replies' byte counts, in the order sent, and each prompt with its BOS */
+    json_t *outs = json_object_get(runs[0], "output_lens"), *ins = json_object_get(runs[0], "input_lens");
+    long total = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(outs, i, v) total += (long)json_integer_value(v);
+    CU_ASSERT_EQUAL(total, 23 + 13 + 31 + 23 + 28);
+    long prompts = 0;
+    json_array_foreach(ins, i, v) prompts += (long)json_integer_value(v);
+    CU_ASSERT_EQUAL(prompts, 18 + 13 + 19 + 17 + 14 + 5);
+    CU_ASSERT(json_equal(outs, json_object_get(runs[1], "output_lens")));
+    CU_ASSERT(json_equal(ins, json_object_get(runs[1], "input_lens")));
+    CU_ASSERT(json_equal(json_object_get(runs[0], "generated_texts"), json_object_get(runs[1], "generated_texts")));
+    json_decref(runs[0]);
+    json_decref(runs[1]);
+}
+
 static int cleanup(void)
 {
     rh_err e;
@@ -357,4 +393,5 @@ void register_test_serve_sglang(void)
     CU_add_test(s, "server and model info, /flush_cache, sglang: and vllm: metrics agree", test_info_flush_and_metrics);
     CU_add_test(s, "rehearse bench --backend sglang and vllm: no vocab flag, their keys, equal counts",
                 test_bench_as_they_run_it);
+    CU_add_test(s, "rehearse bench --dataset sharegpt through both clients", test_bench_sharegpt);
 }

@@ -158,13 +158,13 @@ int main(void)
     bench_dataset d;
     if (bench_dataset_random(&d, &ro, 16, &e) < 0) die("dataset", &e);
     int32_t *ids = malloc(32768 * sizeof *ids);
-    bench_body_opts bo = {"\"m\"", 0, 1};
+    bench_body_opts bo = {.model_json = "\"m\"", .stream = 1};
     double best = 1e9;
     size_t len = 0;
     for (int rep = 0; rep < 20; rep++) {
         double t0 = rh_now();
         bench_item_tokens(&d, 0, ids);
-        char *body = bench_request_body(&bo, ids, 32768, 1, &len);
+        char *body = bench_request_body(&bo, ids, 32768, NULL, 1, &len);
         double dt = rh_now() - t0;
         free(body);
         if (dt < best) best = dt;
