@@ -38,9 +38,31 @@ static void test_progress_in_a_pipe(void)
     CU_ASSERT_PTR_NULL(strstr(out, "sim:"));   /* a short run in a pipe: no heartbeat */
 }
 
+/* A trace of unknown format read by a command without --format: the
+ * message names the command that takes it, never a flag this one lacks. */
+static void test_format_hint(void)
+{
+    char path[256], cmd[1024], out[4096];
+    tu_tmp_path("unknown_format.csv", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs("a,b,c\n1,2,3\n", f);
+    fclose(f);
+    static const char *const cmds[] = {"trace stats", "trace slice -o /dev/null",
+                                       "bench --base-url http://127.0.0.1:1 --dataset trace"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s %s", tu_bin(), cmds[i], path);
+        int rc = tu_run(cmd, out, sizeof out);
+        int ok = rc != 0 && strstr(out, "rehearse trace import --format") && !strstr(out, "pass --format");
+        if (!ok) printf("\n  %s: %d %s\n", cmds[i], rc, out);
+        CU_ASSERT(ok);
+    }
+}
+
 void register_test_cli_basics(void)
 {
     CU_pSuite s = CU_add_suite("command line basics", NULL, NULL);
     CU_add_test(s, "--version", test_version);
     CU_add_test(s, "--progress draws in a pipe; a short run without it stays quiet", test_progress_in_a_pipe);
+    CU_add_test(s, "an unknown trace format: the hint names trace import --format", test_format_hint);
 }

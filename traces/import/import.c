@@ -75,7 +75,8 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
         if (line_has(line, len, "\"hash_ids\"") || line_has(line, len, "\"input_length\"")) return TR_FMT_MOONCAKE;
         if (line_has(line, len, "\"dynamo.fpm.trace.")) return TR_FMT_SGLANG_FPM;
         rh_fail(e, "%s: line 1: a JSON line with neither \"rehearse_trace\" (our JSONL), Mooncake's "
-                   "\"input_length\" nor Dynamo's \"dynamo.fpm.trace.v1\"; pass --format", name);
+                   "\"input_length\" nor Dynamo's \"dynamo.fpm.trace.v1\"; name its format with `rehearse trace "
+                   "import --format F %s -o OUT`", name, name);
         return TR_FMT_UNKNOWN;
     }
     if (line_has(line, len, "ContextTokens")) return TR_FMT_AZURE;
@@ -93,8 +94,11 @@ tr_format tr_format_guess_mem(const void *data, size_t n, const char *name, rh_e
                     (size_t)(line - s) + k, TR_MAGIC);
             return TR_FMT_UNKNOWN;
         }
-    rh_fail(e, "%s: line 1: cannot tell the format from the header ('%.*s'); pass --format "
-               "mooncake|azure|burstgpt|vidur|jsonl|sglang-log|sglang-fpm", name, (int)(len > 60 ? 60 : len), line);
+    /* Said so that it holds for every command that reads traces: only
+     * `trace import` takes --format. */
+    rh_fail(e, "%s: line 1: cannot tell the format from the header ('%.*s'); name it with `rehearse trace import "
+               "--format mooncake|azure|burstgpt|vidur|jsonl|sglang-log|sglang-fpm %s -o OUT`",
+            name, (int)(len > 60 ? 60 : len), line, name);
     return TR_FMT_UNKNOWN;
 }
 
