@@ -61,7 +61,7 @@ static int samples(const bench_dataset *d, const bench_result *r, unsigned which
                 rc = rh_dvec_push(v, (x->chunk_times[k] - x->chunk_times[k - 1]) * 1e3);
         if (rc < 0) return -1;
     }
-    rh_sort_doubles(v->v, v->n);
+    if (v->n) rh_sort_doubles(v->v, v->n);   /* no samples: no array at all */
     return 0;
 }
 
@@ -249,12 +249,30 @@ int bench_print_summary(FILE *f, bench_style st, const metrics_summary *s, const
     return st == BENCH_STYLE_SGLANG ? print_sglang(f, s, d, r, pk, t) : print_vllm(f, s, d, r, sel, pk, t);
 }
 
+/* mean_, median_, std_ and pP_ keys of one metric, as {prefix}_{name}_ms. */
+static void put_stats(json_t *o, const char *name, const stat_of *s, const double *ps, size_t np)
+{
+    char k[64], pw[16];
+    snprintf(k, sizeof k, "mean_%s_ms", name);
+    json_object_set_new(o, k, json_real(s->mean));
+    snprintf(k, sizeof k, "median_%s_ms", name);
+    json_object_set_new(o, k, json_real(s->median));
+    snprintf(k, sizeof k, "std_%s_ms", name);
+    json_object_set_new(o, k, json_real(s->std));
+    for (size_t j = 0; j < np; j++) {
+        pword(ps[j], pw, sizeof pw);
+        snprintf(k, sizeof k, "p%s_%s_ms", pw, name);
+        json_object_set_new(o, k, json_real(s->p[j]));
+    }
+}
+
 int bench_summary_json(json_t *o, bench_style st, const bench_dataset *d, const bench_result *r,
                        const bench_selection *sel, const bench_peaks *pk)
 {
     json_object_set_new(o, "max_output_tokens_per_s", json_real(pk->output_tokens_per_s));
     json_object_set_new(o, "max_concurrent_requests", json_integer((json_int_t)pk->concurrent));
     if (st == BENCH_STYLE_SGLANG) {
+        /* SGLang's fixed set: its names, p90/p95/p99, and max ITL */
         static const double ps[] = {90, 95, 99};
         static const struct {
             unsigned m;
@@ -263,20 +281,7 @@ int bench_summary_json(json_t *o, bench_style st, const bench_dataset *d, const 
         for (size_t i = 0; i < 4; i++) {
             stat_of s;
             if (stats(d, r, names[i].m, ps, 3, &s) < 0) return -1;
-            char k[64];
-            const char *n = names[i].name;
-            snprintf(k, sizeof k, "mean_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.mean));
-            snprintf(k, sizeof k, "median_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.median));
-            snprintf(k, sizeof k, "std_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.std));
-            snprintf(k, sizeof k, "p90_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.p[0]));
-            snprintf(k, sizeof k, "p95_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.p[1]));
-            snprintf(k, sizeof k, "p99_%s_ms", n);
-            json_object_set_new(o, k, json_real(s.p[2]));
+            put_stats(o, names[i].name, &s, ps, 3);
             if (names[i].m == BENCH_M_ITL) json_object_set_new(o, "max_itl_ms", json_real(s.max));
         }
         json_object_set_new(o, "concurrency", json_real(pk->concurrency));
@@ -286,19 +291,7 @@ int bench_summary_json(json_t *o, bench_style st, const bench_dataset *d, const 
         if (!(sel->metrics & METRICS[m].bit)) continue;
         stat_of s;
         if (stats(d, r, METRICS[m].bit, sel->percentiles, sel->n_percentiles, &s) < 0) return -1;
-        char k[64], pw[16];
-        const char *n = METRICS[m].key;
-        snprintf(k, sizeof k, "mean_%s_ms", n);
-        json_object_set_new(o, k, json_real(s.mean));
-        snprintf(k, sizeof k, "median_%s_ms", n);
-        json_object_set_new(o, k, json_real(s.median));
-        snprintf(k, sizeof k, "std_%s_ms", n);
-        json_object_set_new(o, k, json_real(s.std));
-        for (size_t j = 0; j < sel->n_percentiles; j++) {
-            pword(sel->percentiles[j], pw, sizeof pw);
-            snprintf(k, sizeof k, "p%s_%s_ms", pw, n);
-            json_object_set_new(o, k, json_real(s.p[j]));
-        }
+        put_stats(o, METRICS[m].key, &s, sel->percentiles, sel->n_percentiles);
     }
     return 0;
 }

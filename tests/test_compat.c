@@ -5,23 +5,19 @@
  * from their documented shapes, replayed against /v1/completions,
  * /v1/chat/completions and /generate. Without node or the SDK (installed by
  * `make node-deps` into build/node) the SDK test says so and skips. */
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_serve_util.h"
 #include "testutil.h"
 
-static model *tiny;
-static server *srv;
+static ts_shared shared;
 
 static server *the_server(void)
 {
-    if (!srv) {
-        if (!tiny) tiny = eh_tiny_model();
-        server_config c = ts_config(tiny);
-        srv = ts_start(&c);
-    }
-    return srv;
+    return ts_shared_server(&shared, NULL);
 }
 
 static bool have_node(void)
@@ -41,8 +37,11 @@ static void test_openai_node_sdk(void)
                have_node() ? "the OpenAI Node SDK is not installed" : "node is not installed");
         return;
     }
-    char dir[1024], cmd[4096], out[16384];
-    snprintf(dir, sizeof dir, "%s", pkg);
+    char dir[PATH_MAX], cmd[PATH_MAX + 512], out[16384];
+    if (!realpath(pkg, dir)) {   /* absolute: node resolves a bare path as a package name */
+        printf("\n  skipped: %s cannot be resolved ", pkg);
+        return;
+    }
     *strrchr(dir, '/') = '\0';   /* .../node_modules/openai */
     *strrchr(dir, '/') = '\0';   /* .../node_modules */
     snprintf(cmd, sizeof cmd, "node tests/compat/openai_sdk.cjs '%s' '%s' tiny-llama", dir, server_url(the_server()));
@@ -111,12 +110,7 @@ static void test_benchmark_client_bodies(void)
 
 static int cleanup(void)
 {
-    rh_err e;
-    if (srv && server_stop(srv, &e) < 0) printf("\n  server_stop: %s\n", e.msg);
-    srv = NULL;
-    model_free(tiny);
-    tiny = NULL;
-    return 0;
+    return ts_shared_stop(&shared);
 }
 
 void register_test_compat(void)

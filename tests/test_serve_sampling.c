@@ -14,23 +14,19 @@
 #include "test_serve_util.h"
 #include "testutil.h"
 
-static model *tiny;
-static server *srv;
-
-static const model *the_model(void)
-{
-    if (!tiny) tiny = eh_tiny_model();
-    return tiny;
-}
+static ts_shared shared;
 
 static server *the_server(void)
 {
-    if (!srv) {
-        server_config c = ts_config(the_model());
-        srv = ts_start(&c);
-    }
-    return srv;
+    return ts_shared_server(&shared, NULL);
 }
+
+static const model *the_model(void)
+{
+    the_server();
+    return shared.m;
+}
+
 
 /* ---- pure ---- */
 static void test_rules_by_hand(void)
@@ -465,12 +461,7 @@ static void test_priced_forward_refuses(void)
 
 static int cleanup(void)
 {
-    rh_err e;
-    if (srv && server_stop(srv, &e) < 0) printf("\n  server_stop: %s\n", e.msg);
-    srv = NULL;
-    model_free(tiny);
-    tiny = NULL;
-    return 0;
+    return ts_shared_stop(&shared);
 }
 
 void register_test_serve_sampling(void)

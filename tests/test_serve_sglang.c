@@ -12,18 +12,16 @@
 #include "test_serve_util.h"
 #include "testutil.h"
 
-static model *tiny;
-static server *srv;
+static ts_shared shared;
+
+static void chunk_512(server_config *c)
+{
+    c->engine.core.chunked_prefill_size = 512;
+}
 
 static server *the_server(void)
 {
-    if (!srv) {
-        if (!tiny) tiny = eh_tiny_model();
-        server_config c = ts_config(tiny);
-        c.engine.core.chunked_prefill_size = 512;
-        srv = ts_start(&c);
-    }
-    return srv;
+    return ts_shared_server(&shared, chunk_512);
 }
 
 static ts_resp post(const char *path, json_t *body, long want)
@@ -375,12 +373,7 @@ static void test_bench_sharegpt(void)
 
 static int cleanup(void)
 {
-    rh_err e;
-    if (srv && server_stop(srv, &e) < 0) printf("\n  server_stop: %s\n", e.msg);
-    srv = NULL;
-    model_free(tiny);
-    tiny = NULL;
-    return 0;
+    return ts_shared_stop(&shared);
 }
 
 void register_test_serve_sglang(void)

@@ -48,6 +48,35 @@ static inline void ts_stop(server *s)
     CU_ASSERT_EQUAL(rc, 0);
 }
 
+/* A server on the tiny model shared by a suite's tests: started on first
+ * use (tweak, when given, adjusts the config), stopped by ts_shared_stop in
+ * the suite's cleanup (outside a test: no assertions there). */
+typedef struct ts_shared {
+    model *m;
+    server *s;
+} ts_shared;
+
+static inline server *ts_shared_server(ts_shared *sh, void (*tweak)(server_config *c))
+{
+    if (!sh->s) {
+        if (!sh->m) sh->m = eh_tiny_model();
+        server_config c = ts_config(sh->m);
+        if (tweak) tweak(&c);
+        sh->s = ts_start(&c);
+    }
+    return sh->s;
+}
+
+static inline int ts_shared_stop(ts_shared *sh)
+{
+    rh_err e;
+    if (sh->s && server_stop(sh->s, &e) < 0) printf("\n  server_stop: %s\n", e.msg);
+    model_free(sh->m);
+    sh->s = NULL;
+    sh->m = NULL;
+    return 0;
+}
+
 typedef struct ts_buf {
     char *p;
     size_t n;
