@@ -57,17 +57,55 @@ static void on_progress(void *ctx, int evals, double loss)
     rh_progress_update(p, (uint64_t)evals);
 }
 
-/* How many requests were in flight at the middle of request i's decode. */
-static uint32_t concurrency_at(const tr_trace *t, size_t i)
+/* Requests decoding at a time: the decode intervals' starts and ends,
+ * sorted, so each count is two binary searches (a bench run's trace holds
+ * thousands of requests). */
+typedef struct decode_spans {
+    double *start, *end;
+    size_t n;
+} decode_spans;
+
+static int by_value(const void *a, const void *b)
 {
-    const tr_request *q = &t->requests[i];
-    double mid = q->arrival + (q->ttft + q->e2e) / 2;
-    uint32_t n = 0;
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int spans_make(const tr_trace *t, decode_spans *d)
+{
+    d->n = 0;
+    d->start = malloc((t->n_requests + 1) * sizeof *d->start);
+    d->end = malloc((t->n_requests + 1) * sizeof *d->end);
+    if (!d->start || !d->end) return -1;
     for (size_t j = 0; j < t->n_requests; j++) {
         const tr_request *o = &t->requests[j];
-        if (o->output_len && o->arrival + o->ttft <= mid && o->arrival + o->e2e >= mid) n++;
+        if (!o->output_len) continue;
+        d->start[d->n] = o->arrival + o->ttft;
+        d->end[d->n++] = o->arrival + o->e2e;
     }
-    return n;
+    qsort(d->start, d->n, sizeof *d->start, by_value);
+    qsort(d->end, d->n, sizeof *d->end, by_value);
+    return 0;
+}
+
+/* How many values of the sorted x are below v (or at most v when `equal`). */
+static size_t count_below(const double *x, size_t n, double v, int equal)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x[mid] < v || (equal && x[mid] == v)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* How many requests were in flight at the middle of request i's decode:
+ * started by then, not yet ended. */
+static uint32_t concurrency_at(const decode_spans *d, const tr_request *q)
+{
+    double mid = q->arrival + (q->ttft + q->e2e) / 2;
+    return (uint32_t)(count_below(d->start, d->n, mid, 1) - count_below(d->end, d->n, mid, 0));
 }
 
 /* measured and fitted per request, as CSV rows, then the two plots. */
@@ -91,17 +129,21 @@ static int plots(const char *dir, const tr_trace *t, const char *cost_text, cons
             rh_fail(e, "%s: cannot write", csv);
         } else {
             fprintf(f, "source,input_len,concurrency,ttft_ms,tpot_ms\n");
-            for (size_t i = 0; i < reqs.n_requests; i++) {
+            decode_spans spans;
+            int spans_ok = spans_make(&reqs, &spans) == 0;
+            for (size_t i = 0; spans_ok && i < reqs.n_requests; i++) {
                 const tr_request *q = &reqs.requests[i];
                 const sim_request_result *s = &sr.requests[i];
-                uint32_t conc = concurrency_at(&reqs, i);
+                uint32_t conc = concurrency_at(&spans, q);
                 double tm = q->output_len > 1 ? (q->e2e - q->ttft) / (q->output_len - 1) : NAN;
                 double ts = s->output_len > 1 ? (s->e2e - s->ttft) / (s->output_len - 1) : NAN;
                 fprintf(f, "measured,%u,%u,%.6g,%.6g\n", q->input_len, conc, 1e3 * q->ttft, 1e3 * tm);
                 fprintf(f, "fitted,%u,%u,%.6g,%.6g\n", q->input_len, conc, 1e3 * s->ttft, 1e3 * ts);
             }
+            free(spans.start);
+            free(spans.end);
             fclose(f);
-            rc = 0;
+            rc = spans_ok ? 0 : rh_fail(e, "out of memory counting requests in flight");
             struct { const char *x, *y, *out, *title, *xl, *yl; } p[2] = {
                 {"input_len", "ttft_ms", "ttft_vs_length", "TTFT against prompt length: measured and fitted",
                  "prompt tokens (log scale)", "TTFT (ms, log scale)"},
@@ -145,8 +187,7 @@ int fit_live_main(int argc, char **argv)
     unsigned long long tp = 1;
     int json = 0, no_plot = 0;
     /* Flags are applied after the trace's header: kept as name, value. */
-    const char *knob[64][2];
-    int n_knobs = 0;
+    sim_knobs knobs = {.n = 0};
     rh_args a;
     rh_args_init(&a, argc, argv);
     a.i = 1;
@@ -176,11 +217,7 @@ int fit_live_main(int argc, char **argv)
                 return fail(e.msg);
             }
             v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "true");
-            if (!v) return fail(e.msg);
-            if (n_knobs == 64) return fail("more than 64 scheduler knobs");
-            knob[n_knobs][0] = name;
-            knob[n_knobs++][1] = v;
-            if (sim_config_set(&o.sim, name, v, &e) < 0) return fail(e.msg);   /* checked now, set again below */
+            if (!v || sim_knobs_take(&knobs, &o.sim, name, v, &e) < 0) return fail(e.msg);
         }
     }
     if (a.npos != 1) return fail("fit takes one TRACE (see rehearse fit --help)");
@@ -197,9 +234,7 @@ int fit_live_main(int argc, char **argv)
     if (tr_trace_load(a.pos[0], &t, &e) < 0) return fail(e.msg);
 
     /* The server's knobs: a rehearse serve recording names them; flags win. */
-    sim_config_default(&o.sim);
-    sim_config_from_header(&o.sim, &t.header);
-    for (int i = 0; i < n_knobs; i++) sim_config_set(&o.sim, knob[i][0], knob[i][1], &e);
+    sim_config_from_header_and_flags(&o.sim, &t.header, &knobs);
     int status = 1;
     json_t *base = o.kind == &live_linear
                        ? json_pack("{s:s, s:i, s:I}", "kind", "linear", "version", 1, "tp_size", (json_int_t)tp)

@@ -103,8 +103,8 @@ static int validate_measured_main(int argc, char **argv)
     }
     validate_config vc = {.dir = "reports/validate", .note = note};
     replay_config_default(&vc.replay);
-    const char *knob[64][2];
-    int n_knobs = 0, json = 0;
+    sim_knobs knobs = {.n = 0};
+    int json = 0;
     sim_config sc;
     sim_config_default(&sc);
     rh_args a;
@@ -129,10 +129,7 @@ static int validate_measured_main(int argc, char **argv)
                 return bad(e.msg);
             }
             const char *v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "true");
-            if (!v || sim_config_set(&sc, name, v, &e) < 0) return bad(e.msg);
-            if (n_knobs == 64) return bad("more than 64 knobs");
-            knob[n_knobs][0] = name;
-            knob[n_knobs++][1] = v;
+            if (!v || sim_knobs_take(&knobs, &sc, name, v, &e) < 0) return bad(e.msg);
         }
     }
     if (a.npos) return bad("with --measured RUN, validate takes no other trace (see rehearse validate --measured RUN --help)");
@@ -141,9 +138,7 @@ static int validate_measured_main(int argc, char **argv)
     tr_trace t;
     if (tr_trace_load(vc.trace_path, &t, &e) < 0) return bad(e.msg);
     /* The server's knobs: its recording's header names them; flags win. */
-    sim_config_default(&sc);
-    sim_config_from_header(&sc, &t.header);
-    for (int i = 0; i < n_knobs; i++) sim_config_set(&sc, knob[i][0], knob[i][1], &e);
+    sim_config_from_header_and_flags(&sc, &t.header, &knobs);
     char model[256];
     snprintf(model, sizeof model, "%s", t.header.model && t.header.model[0] ? t.header.model : "measured");
     vc.replay.engine.model = model;

@@ -195,3 +195,20 @@ void sim_config_from_header(sim_config *c, const tr_header *h)
     for (uint32_t i = 0; i < h->n_kv; i++)
         if (core_config_takes_value(h->kv[i].key) >= 0) core_config_set(&c->core, h->kv[i].key, h->kv[i].value, &ignore);
 }
+
+int sim_knobs_take(sim_knobs *k, sim_config *c, const char *name, const char *value, rh_err *e)
+{
+    if (sim_config_set(c, name, value, e) < 0) return -1;
+    if (k->n == SIM_MAX_KNOBS) return rh_fail(e, "more than %d scheduler knobs", SIM_MAX_KNOBS);
+    k->kv[k->n][0] = name;
+    k->kv[k->n++][1] = value;
+    return 0;
+}
+
+void sim_config_from_header_and_flags(sim_config *c, const tr_header *h, const sim_knobs *k)
+{
+    rh_err ignore;
+    sim_config_default(c);
+    sim_config_from_header(c, h);
+    for (int i = 0; i < k->n; i++) sim_config_set(c, k->kv[i][0], k->kv[i][1], &ignore);   /* checked when taken */
+}

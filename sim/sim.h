@@ -71,6 +71,20 @@ const char *sim_config_help(void);
  * replay recording lists every one it ran with); other keys are ignored. */
 void sim_config_from_header(sim_config *c, const tr_header *h);
 
+/* Scheduler knobs a command took as flags, kept to be laid over a
+ * recording's header once the trace is read: defaults, then the header's
+ * knobs, then these (flags win). */
+#define SIM_MAX_KNOBS 64
+typedef struct sim_knobs {
+    const char *kv[SIM_MAX_KNOBS][2];   /* borrowed name, value */
+    int n;
+} sim_knobs;
+/* Checks the knob against c (so a bad one is refused at once) and keeps it.
+ * 0, or -1 with the message. */
+int sim_knobs_take(sim_knobs *k, sim_config *c, const char *name, const char *value, rh_err *e);
+/* c = defaults, then h's knobs, then k's. */
+void sim_config_from_header_and_flags(sim_config *c, const tr_header *h, const sim_knobs *k);
+
 /* Step-level time series, binned in time so a plot has series_points rows. */
 typedef struct sim_series {
     uint32_t n;
