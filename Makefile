@@ -34,7 +34,7 @@ LDLIBS_ALL = $(PKG_LIBS) -ldl -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 # check in `make test` keeps it). The command-line fronts (cli/) link only
 # into the binary: no library can call one.
 LIB_DIRS = util traces traces/import traces/tools traces/metrics kernels/cpu \
-           engine/core engine/model engine/speculative engine/record engine engine/serve client \
+           engine/core engine/router engine/model engine/speculative engine/record engine engine/serve client \
            sim/cost sim sim/calibrate sim/plot sim/validate sim/lua
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
