@@ -56,6 +56,33 @@ static char *first_model(const char *body, size_t n, bench_server_facts *f)
     return m;
 }
 
+/* One GET of base_url + path into a (its first MiB), with the client's
+ * headers; the HTTP status in *status, curl's detail in err. */
+static CURLcode http_get(const bench_config *c, const char *path, long timeout_ms, answer *a, long *status,
+                         char err[CURL_ERROR_SIZE])
+{
+    char *url = bench_join_url(c->base_url, path);
+    struct curl_slist *h = bench_headers(c);
+    CURL *easy = curl_easy_init();
+    CURLcode rc = CURLE_OUT_OF_MEMORY;
+    if (url && h && easy) {
+        curl_easy_setopt(easy, CURLOPT_URL, url);
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_probe_data);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, a);
+        curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, err);
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+        rc = curl_easy_perform(easy);
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
+    }
+    free(url);
+    curl_slist_free_all(h);
+    if (easy) curl_easy_cleanup(easy);
+    return rc;
+}
+
 static const char *const SCRAPED[BS_N] = {
     "vllm:num_preemptions_total",          "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total",        "vllm:spec_decode_num_drafts_total",
@@ -95,30 +122,15 @@ static void read_exposition(const char *text, bench_scrape *s)
 int bench_scrape_metrics(const bench_config *c, bench_scrape *s)
 {
     memset(s, 0, sizeof *s);
-    char *url = bench_join_url(c->base_url, "/metrics");
-    struct curl_slist *h = bench_headers(c);
-    CURL *easy = curl_easy_init();
     answer a = {NULL, 0};
+    long status = 0;
+    char curl_err[CURL_ERROR_SIZE] = "";
     int found = 0;
-    if (url && h && easy) {
-        curl_easy_setopt(easy, CURLOPT_URL, url);
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_probe_data);
-        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &a);
-        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 10000L);
-        long status = 0;
-        if (curl_easy_perform(easy) == CURLE_OK && (curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status), status < 300) &&
-            a.p) {
-            read_exposition(a.p, s);
-            for (int k = 0; k < BS_N; k++) found |= s->has[k];
-        }
+    if (http_get(c, "/metrics", 10000, &a, &status, curl_err) == CURLE_OK && status < 300 && a.p) {
+        read_exposition(a.p, s);
+        for (int k = 0; k < BS_N; k++) found |= s->has[k];
     }
-    free(url);
     free(a.p);
-    curl_slist_free_all(h);
-    if (easy) curl_easy_cleanup(easy);
     return found ? 0 : -1;
 }
 
@@ -132,28 +144,14 @@ int bench_server_info(const bench_config *c, char **model, bench_server_facts *f
     if (model) *model = NULL;
     if (facts) memset(facts, 0, sizeof *facts);
     if (bench_curl_init(e) < 0) return -1;
-    char *url = bench_join_url(c->base_url, "/v1/models");
-    struct curl_slist *h = bench_headers(c);
-    CURL *easy = curl_easy_init();
-    if (!url || !h || !easy) {
-        free(url);
-        curl_slist_free_all(h);
-        if (easy) curl_easy_cleanup(easy);
+    answer a = {NULL, 0};
+    long status = 0;
+    char curl_err[CURL_ERROR_SIZE] = "";
+    CURLcode rc = http_get(c, "/v1/models", 60000, &a, &status, curl_err);
+    if (rc == CURLE_OUT_OF_MEMORY) {
+        free(a.p);
         return rh_fail(e, "out of memory");
     }
-    answer a = {NULL, 0};
-    char curl_err[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(easy, CURLOPT_URL, url);
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_probe_data);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 60000L);
-    CURLcode rc = curl_easy_perform(easy);
-    long status = 0;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
     int ret = 0;
     if (rc != CURLE_OK) {
         ret = rh_fail(e, "cannot reach the server at %s: %s", c->base_url, curl_err[0] ? curl_err : curl_easy_strerror(rc));
@@ -162,16 +160,14 @@ int bench_server_info(const bench_config *c, char **model, bench_server_facts *f
         char msg[600];
         if (status >= 300) {
             bench_error_message(a.p ? a.p : "", a.n, msg, sizeof msg);
-            ret = rh_fail(e, "%s answered HTTP %ld (%s) and --model was not given", url, status, msg);
+            ret = rh_fail(e, "%s/v1/models answered HTTP %ld (%s) and --model was not given", c->base_url, status,
+                          msg);
         } else if (!(*model = first_model(a.p ? a.p : "", a.n, facts))) {
-            ret = rh_fail(e, "%s lists no model id and --model was not given", url);
+            ret = rh_fail(e, "%s/v1/models lists no model id and --model was not given", c->base_url);
         }
     } else if (facts && status < 300) {
         free(first_model(a.p ? a.p : "", a.n, facts));
     }
-    free(url);
     free(a.p);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(easy);
     return ret;
 }
