@@ -12,7 +12,7 @@ CC       ?= cc
 OPT      ?= -O2
 SAN      ?=
 WERROR   ?=
-PKGS      = lua5.4 libzstd cunit openblas libmicrohttpd jansson libxxhash libcurl
+PKGS      = lua5.4 libzstd cunit openblas libmicrohttpd jansson libxxhash libcurl libutf8proc
 
 ifeq ($(SAN),1)
 BUILD    ?= build-san

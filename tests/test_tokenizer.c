@@ -295,8 +295,9 @@ static void test_llama3_style_round_trip(void)
                                                  path, sizeof path),
                             &e);
     CU_ASSERT_FATAL(t != NULL);
-    CU_ASSERT_EQUAL(t->split, TOK_SPLIT_LLAMA3);
-    CU_ASSERT_EQUAL(t->digit_group, 3);
+    CU_ASSERT_EQUAL(t->n_stages, 1);
+    CU_ASSERT_EQUAL(t->stage[0], TOK_SPLIT_LLAMA3);
+    CU_ASSERT_EQUAL(t->stage_digits[0], 3);
     int bad = 0;
     for (int trial = 0; trial < 200; trial++) {
         char text[64];

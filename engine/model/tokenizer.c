@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <utf8proc.h>
 
 static const char *byte_specials[] = {"<|bos|>", "<|eos|>", "<|pad|>"};
 
@@ -91,7 +92,20 @@ static int encode_segment(const tokenizer *t, const char *s, size_t len, int at_
 {
     if (!len) return 0;
     enc_ctx c = {t, o};
-    if (t->kind == TOK_BPE_BYTELEVEL) return tok_split_text(t->split, t->digit_group, s, len, emit_word, &c);
+    if (t->kind == TOK_BPE_BYTELEVEL && t->nfc) {
+        /* Composed first, as the reference's normalizer does; text that is
+         * not valid UTF-8 (no JSON request carries such) is left as it is. */
+        utf8proc_uint8_t *nfc = NULL;
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &nfc,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (n >= 0) {
+            int r = tok_pretokenize(t, (const char *)nfc, (size_t)n, emit_word, &c);
+            free(nfc);
+            return r;
+        }
+        if (n == UTF8PROC_ERROR_NOMEM) return -1;
+    }
+    if (t->kind == TOK_BPE_BYTELEVEL) return tok_pretokenize(t, s, len, emit_word, &c);
     /* SentencePiece: spaces become U+2581 (3 bytes) before merging. */
     size_t spaces = 0;
     for (size_t i = 0; i < len; i++) spaces += s[i] == ' ';
@@ -111,7 +125,7 @@ static int encode_segment(const tokenizer *t, const char *s, size_t len, int at_
             norm[n++] = s[i];
         }
     }
-    int r = tok_split_text(t->split, t->digit_group, norm, n, emit_word, &c);
+    int r = tok_pretokenize(t, norm, n, emit_word, &c);
     free(norm);
     return r;
 }

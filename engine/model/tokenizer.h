@@ -8,11 +8,15 @@
  *     byte-level BPE (GPT-2, Llama 3, Qwen2: a ByteLevel pre-tokenizer) and
  *     SentencePiece-style BPE (Llama 2, Mistral: "▁" for spaces, <0xXX> byte
  *     fallback). Added/special tokens written in the text encode to their ids.
- *     Pre-tokenization follows the file's split regex for ASCII text exactly;
- *     any non-ASCII code point counts as a letter (no Unicode tables), which
- *     can split unusual scripts differently from the reference tokenizer but
- *     never loses text: decode(encode(s)) == s for byte-level BPE, and for
- *     SentencePiece BPE whenever the vocabulary has the byte fallbacks.
+ *     Pre-tokenization evaluates the Split regexes of GPT-2, Llama 3, Qwen2/3
+ *     and DeepSeek-V3 exactly, with Unicode categories from utf8proc (a
+ *     Unicode 15 table: characters assigned later classify as unassigned),
+ *     and the NFC normalizer Qwen uses; on the packaged Llama 3, Qwen3 and
+ *     DeepSeek-V3 tokenizers the ids equal the Hugging Face reference's
+ *     (tests/test_tokenizer_real.c). Another Split regex is taken for the
+ *     nearest of those families. decode(encode(s)) == s for byte-level BPE
+ *     (NFC(s) under NFC), and for SentencePiece BPE whenever the vocabulary
+ *     has the byte fallbacks.
  * Errors name the file and the field; decoding never fails (an unknown id
  * decodes to U+FFFD). */
 #ifndef RH_TOKENIZER_H

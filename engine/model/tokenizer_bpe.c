@@ -298,6 +298,68 @@ static int cmp_added(const void *a, const void *b)
     return memcmp(x->text, y->text, x->len);
 }
 
+/* The stage a Split's regex is: the patterns of the tokenizers people
+ * serve, recognised whole; any other is taken for the Llama 3 family when
+ * it has its letter alternative and for GPT-2's otherwise (close, not
+ * exact: the header says so). */
+static int split_stage(const char *re, int *digits)
+{
+    static const char deepseek[] =
+        "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+        " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+    *digits = 0;
+    if (!strcmp(re, "\\p{N}{1,3}")) {
+        *digits = 3;
+        return TOK_SPLIT_DIGITS;
+    }
+    if (!strcmp(re, "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+")) return TOK_SPLIT_CJK;
+    if (!strcmp(re, deepseek)) return TOK_SPLIT_DEEPSEEK;
+    if (strstr(re, "(?i:") || strstr(re, "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+")) {
+        *digits = strstr(re, "\\p{N}{1,3}") ? 3 : 1;
+        return TOK_SPLIT_LLAMA3;
+    }
+    return TOK_SPLIT_GPT2;
+}
+
+/* The Splits of the pre-tokenizer (itself one, or a Sequence of them), in order. */
+static int collect_splits(tokenizer *t, json_t *pre, const char *path, rh_err *e)
+{
+    json_t *list = json_object_get(pre, "pretokenizers");
+    size_t n = has_type(pre, "Sequence") ? json_array_size(list) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = has_type(pre, "Sequence") ? json_array_get(list, i) : pre;
+        if (!has_type(p, "Split")) continue;
+        const char *re = str_field(json_object_get(p, "pattern"), "Regex");
+        const char *behavior = str_field(p, "behavior");
+        if (!re) return rh_fail(e, "%s: field 'pre_tokenizer': a Split without a 'pattern.Regex'", path);
+        if ((behavior && strcmp(behavior, "Isolated")) || json_is_true(json_object_get(p, "invert")))
+            return rh_fail(e, "%s: field 'pre_tokenizer': Split behavior '%s'%s is not supported (Isolated only)", path,
+                           behavior ? behavior : "?", json_is_true(json_object_get(p, "invert")) ? " inverted" : "");
+        if (t->n_stages == TOK_MAX_STAGES)
+            return rh_fail(e, "%s: field 'pre_tokenizer': more than %d Splits", path, TOK_MAX_STAGES);
+        t->stage[t->n_stages] = split_stage(re, &t->stage_digits[t->n_stages]);
+        t->n_stages++;
+    }
+    return 0;
+}
+
+/* NFC is the one normalizer byte-level BPE files use (Qwen2, Qwen3); any
+ * other would change the text in a way rehearse does not, so it is refused. */
+static int byte_level_normalizer(tokenizer *t, json_t *norm, const char *path, rh_err *e)
+{
+    if (!json_is_object(norm)) return 0;
+    json_t *list = json_object_get(norm, "normalizers");
+    size_t n = has_type(norm, "Sequence") ? json_array_size(list) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *one = has_type(norm, "Sequence") ? json_array_get(list, i) : norm;
+        const char *type = str_field(one, "type");
+        if (type && !strcmp(type, "NFC")) t->nfc = true;
+        else return rh_fail(e, "%s: field 'normalizer': type '%s' is not supported with byte-level BPE (NFC only)",
+                            path, type ? type : "?");
+    }
+    return 0;
+}
+
 /* Which BPE flavour and which pre-tokenization the file describes. */
 static int detect_kind(tokenizer *t, json_t *root, json_t *model, const char *path, rh_err *e)
 {
@@ -306,16 +368,11 @@ static int detect_kind(tokenizer *t, json_t *root, json_t *model, const char *pa
     json_t *bl = find_component(pre, "ByteLevel");
     if (bl || find_component(dec, "ByteLevel")) {
         t->kind = TOK_BPE_BYTELEVEL;
-        json_t *split = find_component(pre, "Split");
-        const char *re = split ? str_field(json_object_get(split, "pattern"), "Regex") : NULL;
-        if (re && (strstr(re, "(?i:") || strstr(re, "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"))) {
-            t->split = TOK_SPLIT_LLAMA3;
-            t->digit_group = strstr(re, "\\p{N}{1,3}") ? 3 : 1;
-        } else if (re) {
-            t->split = TOK_SPLIT_GPT2;
-        } else {
-            json_t *ur = bl ? json_object_get(bl, "use_regex") : NULL;
-            t->split = (ur && json_is_false(ur)) ? TOK_SPLIT_NONE : TOK_SPLIT_GPT2;
+        if (collect_splits(t, pre, path, e) || byte_level_normalizer(t, norm, path, e)) return -1;
+        json_t *ur = bl ? json_object_get(bl, "use_regex") : NULL;
+        if (t->n_stages == 0 && !(ur && json_is_false(ur))) {
+            t->stage[0] = TOK_SPLIT_GPT2;   /* ByteLevel's own regex */
+            t->n_stages = 1;
         }
         return 0;
     }
@@ -324,7 +381,6 @@ static int detect_kind(tokenizer *t, json_t *root, json_t *model, const char *pa
     json_t *bf = json_object_get(model, "byte_fallback");
     if (meta || prep || find_component(norm, "Replace") || json_is_true(bf)) {
         t->kind = TOK_BPE_SPM;
-        t->split = TOK_SPLIT_NONE;
         if (prep) t->spm_prefix_space = 1;
         if (meta) {
             const char *scheme = str_field(meta, "prepend_scheme");

@@ -19,7 +19,11 @@ enum tok_split {
     TOK_SPLIT_NONE = 0,   /* the whole segment is one word */
     TOK_SPLIT_GPT2,       /* 's|'t|..| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     TOK_SPLIT_LLAMA3,     /* (?i:'s|..)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+    TOK_SPLIT_DIGITS,     /* \p{N}{1,k} */
+    TOK_SPLIT_CJK,        /* [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+ */
+    TOK_SPLIT_DEEPSEEK,   /* DeepSeek-V3's third stage (tokenizer_split.c) */
 };
+#define TOK_MAX_STAGES 4
 
 typedef struct tok_added {
     char *text;
@@ -29,8 +33,10 @@ typedef struct tok_added {
 
 struct tokenizer {
     int kind;
-    int split;
-    int digit_group;          /* TOK_SPLIT_LLAMA3: most digits in one piece (3 for Llama 3, 1 for Qwen2) */
+    int n_stages;             /* pre-tokenizer Splits, applied in order, each to the pieces of the one before */
+    int stage[TOK_MAX_STAGES];        /* enum tok_split */
+    int stage_digits[TOK_MAX_STAGES]; /* LLAMA3, DIGITS: most digits in one piece (3 for Llama 3, 1 for Qwen2) */
+    bool nfc;                 /* the normalizer composes text to NFC first (Qwen2, Qwen3) */
     uint32_t vocab_size;
     int32_t bos, eos, unk;
 
@@ -52,6 +58,8 @@ struct tokenizer {
  * stops at and returns the first non-zero value emit returns. */
 typedef int (*tok_emit_fn)(void *ctx, const char *s, size_t len);
 int tok_split_text(int split, int digit_group, const char *s, size_t len, tok_emit_fn emit, void *ctx);
+/* Every stage of t in order. */
+int tok_pretokenize(const tokenizer *t, const char *s, size_t len, tok_emit_fn emit, void *ctx);
 
 /* BPE over one pre-token; appends ids through the growable output.
  * 0, -1 when out of memory, TOK_UNENCODABLE for a character without a token. */
