@@ -51,6 +51,21 @@ static int apply_trace_defaults(sim_config *cfg, const tr_trace *t, int concurre
     return 0;
 }
 
+/* One line per replica under the cluster's table: where the work went. */
+static void print_replicas(const sim_result *r)
+{
+    if (!r->n_replicas) return;
+    printf("%-8s %10s %10s %10s %14s %14s %10s\n", "replica", "requests", "steps", "busy (s)", "TTFT p50 (ms)",
+           "TTFT p99 (ms)", "hit rate");
+    for (uint32_t k = 0; k < r->n_replicas; k++) {
+        const sim_replica_result *x = &r->replicas[k];
+        printf("%-8u %10llu %10llu %10.2f %14.2f %14.2f %10.3f\n", k, (unsigned long long)x->routed,
+               (unsigned long long)x->steps, x->busy_s, x->summary.ttft_ms.median, x->summary.ttft_ms.p99,
+               x->summary.cache_hit_rate);
+    }
+    printf("load imbalance (most / mean): requests %.3f, busy time %.3f\n", r->imbalance_requests, r->imbalance_busy);
+}
+
 int sim_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -145,11 +160,17 @@ int sim_main(int argc, char **argv)
         json_t *o = metrics_to_json(&res.summary);
         json_object_set_new(o, "sim_wall_s", json_real(res.wall_s));
         json_object_set_new(o, "kv_pool_tokens", json_integer((json_int_t)res.pool_tokens));
+        if (res.n_replicas) {
+            json_object_set_new(o, "replicas", sim_replicas_to_json(&res));
+            json_object_set_new(o, "imbalance_requests", json_real(res.imbalance_requests));
+            json_object_set_new(o, "imbalance_busy", json_real(res.imbalance_busy));
+        }
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
         json_decref(o);
     } else {
-        metrics_print(stdout, &res.summary, "Simulated Serving Result");
+        metrics_print(stdout, &res.summary, res.n_replicas ? "Simulated Cluster Result" : "Simulated Serving Result");
+        print_replicas(&res);
     }
     sim_result_free(&res);
     return 0;

@@ -134,6 +134,30 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (!(d > 0 && d <= 1)) return rh_fail(e, "%s must be in (0, 1] (got %s)", flag, v);
         if (name[0] == 'm') c->mem_fraction_static = d;
         else c->gpu_memory_utilization = d;
+    } else if (!strcmp(name, "replicas")) {
+        if (rh_parse_u64(v, "--replicas", &u, e) < 0) return -1;
+        if (u < 1 || u > 4096) return rh_fail(e, "--replicas must be 1..4096 (got %s)", v);
+        c->replicas = (uint32_t)u;
+    } else if (!strcmp(name, "router") || !strcmp(name, "router-policy")) {
+        int p = router_policy_parse(v);
+        if (p < 0)
+            return rh_fail(e, "--router: '%s' is not round-robin, least-outstanding, least-kv, power-of-two or "
+                              "cache-aware", v);
+        c->router.policy = (router_policy)p;
+    } else if (!strcmp(name, "network-delay-ms")) {
+        if (rh_parse_double(v, "--network-delay-ms", &d, e) < 0) return -1;
+        if (!(d >= 0) || d > 1e6) return rh_fail(e, "--network-delay-ms must be >= 0 (got %s)", v);
+        c->network_delay_s = d / 1000;
+    } else if (!strcmp(name, "cache-threshold")) {
+        if (rh_parse_double(v, "--cache-threshold", &d, e) < 0) return -1;
+        if (!(d >= 0 && d <= 1)) return rh_fail(e, "--cache-threshold must be in [0, 1] (got %s)", v);
+        c->router.cache_threshold = d;
+    } else if (!strcmp(name, "balance-abs-threshold") || !strcmp(name, "balance-rel-threshold")) {
+        const char *flag = name[8] == 'a' ? "--balance-abs-threshold" : "--balance-rel-threshold";
+        if (rh_parse_double(v, flag, &d, e) < 0) return -1;
+        if (!(d >= 0) || d > 1e9) return rh_fail(e, "%s must be >= 0 (got %s)", flag, v);
+        if (name[8] == 'a') c->router.balance_abs = d;
+        else c->router.balance_rel = d;
     } else if (!strcmp(name, "token-times")) {
         if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
         c->token_times = u != 0;
@@ -153,7 +177,9 @@ int sim_config_takes_value(const char *name_in)
                                         "speculative-accept-rate", "speculative-accept-hist",
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
                                         "sim-seed", "series-points", "token-times", "mem-fraction-static",
-                                        "gpu-memory-utilization"};
+                                        "gpu-memory-utilization", "replicas", "router", "router-policy",
+                                        "network-delay-ms", "cache-threshold", "balance-abs-threshold",
+                                        "balance-rel-threshold"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback")) return 0;
@@ -185,6 +211,14 @@ const char *sim_config_help(void)
            "                            SGLang's own for the GPU); only for a cost model that knows its\n"
            "                            GPU (roofline). Refused, with the numbers, when nothing is left\n"
            "  --gpu-memory-utilization U  the same under --scheduler vllm, as vLLM sizes it (default 0.9)\n"
+           "  --replicas N              N identical replicas behind a router, on one virtual clock\n"
+           "                            (default 1: a single server, the same run byte for byte)\n"
+           "  --router P                round-robin (default), least-outstanding, least-kv,\n"
+           "                            power-of-two, cache-aware (SGLang's router)\n"
+           "  --network-delay-ms MS     a request's trip from the router to its replica (default 0)\n"
+           "  --cache-threshold F, --balance-abs-threshold N, --balance-rel-threshold R\n"
+           "                            cache-aware's thresholds, as SGLang's router names them\n"
+           "                            (defaults 0.5, 32, 1.0001)\n"
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
            "                            (policy_errors); without it the run stops with the error\n";
 }

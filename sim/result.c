@@ -8,12 +8,9 @@ static json_t *column(const double *v, uint32_t n)
     return a;
 }
 
-json_t *sim_result_to_json(const sim_result *r, int with_requests)
+static json_t *series_json(const sim_series *q)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "metrics", metrics_to_json(&r->summary));
     json_t *s = json_object();
-    const sim_series *q = &r->series;
     json_object_set_new(s, "t", column(q->t, q->n));
     json_object_set_new(s, "batch_size", column(q->batch_size, q->n));
     json_object_set_new(s, "prefill_tokens", column(q->prefill_tokens, q->n));
@@ -21,10 +18,41 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
     json_object_set_new(s, "kv_use", column(q->kv_use, q->n));
     json_object_set_new(s, "waiting", column(q->waiting, q->n));
     json_object_set_new(s, "running", column(q->running, q->n));
-    json_object_set_new(o, "series", s);
+    return s;
+}
+
+json_t *sim_replicas_to_json(const sim_result *r)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; k < r->n_replicas; k++) {
+        const sim_replica_result *x = &r->replicas[k];
+        json_t *m = metrics_to_json(&x->summary);
+        json_object_set_new(m, "replica", json_integer(k));
+        json_object_set_new(m, "routed", json_integer((json_int_t)x->routed));
+        json_object_set_new(m, "steps", json_integer((json_int_t)x->steps));
+        json_object_set_new(m, "busy_s", json_real(x->busy_s));
+        json_array_append_new(a, m);
+    }
+    return a;
+}
+
+json_t *sim_result_to_json(const sim_result *r, int with_requests)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "metrics", metrics_to_json(&r->summary));
+    json_object_set_new(o, "series", series_json(&r->series));
+    if (r->n_replicas) {
+        json_t *reps = sim_replicas_to_json(r);
+        for (uint32_t k = 0; k < r->n_replicas; k++)
+            json_object_set_new(json_array_get(reps, k), "series", series_json(&r->replicas[k].series));
+        json_object_set_new(o, "replicas", reps);
+        json_object_set_new(o, "imbalance_requests", json_real(r->imbalance_requests));
+        json_object_set_new(o, "imbalance_busy", json_real(r->imbalance_busy));
+    }
     if (with_requests) {
         json_t *id = json_array(), *send = json_array(), *ttft = json_array(), *e2e = json_array();
         json_t *in = json_array(), *out = json_array(), *cached = json_array(), *retr = json_array();
+        json_t *which = json_array();
         for (uint64_t i = 0; i < r->n_requests; i++) {
             const sim_request_result *x = &r->requests[i];
             json_array_append_new(id, json_integer((json_int_t)x->id));
@@ -35,6 +63,7 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
             json_array_append_new(out, json_integer(x->output_len));
             json_array_append_new(cached, json_integer(x->cached_tokens));
             json_array_append_new(retr, json_integer(x->retractions));
+            json_array_append_new(which, json_integer(x->replica));
         }
         json_t *rq = json_object();
         json_object_set_new(rq, "id", id);
@@ -45,6 +74,8 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
         json_object_set_new(rq, "output_len", out);
         json_object_set_new(rq, "cached_tokens", cached);
         json_object_set_new(rq, "retractions", retr);
+        if (r->n_replicas) json_object_set_new(rq, "replica", which);
+        else json_decref(which);
         json_object_set_new(o, "requests", rq);
     }
     json_object_set_new(o, "wall_s", json_real(r->wall_s));

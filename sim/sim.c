@@ -1,13 +1,21 @@
 /* sim.c — the simulator's event loop: see sim.h.
  *
- * The loop alternates two things until every request is done:
- *   1. send every request whose time has come (open loop: its scaled arrival;
- *      closed loop: also a free client), adding it to the core;
- *   2. ask the core for a batch, price it with the cost model, advance the
- *      virtual clock by that price and commit the batch at the new time.
- * When the core has nothing to run the clock jumps to the next send. The core
- * reports tokens, finishes and steps through hooks; this file turns them into
- * request records, metrics and series, and writes the run when asked. */
+ * One virtual clock over one or more replicas, each a core with its own
+ * tokenizer, detokenizer and step in flight. The loop takes the earliest of
+ * three kinds of event until every request is done:
+ *   1. a replica's step ends: its tokens are committed at that time;
+ *   2. requests are sent (open loop: their scaled arrivals; closed loop: also
+ *      a free client): the router picks a replica for each, which sees it
+ *      after the network delay and its tokenizer;
+ *   3. a replica at a step boundary takes what has reached it, asks its core
+ *      for a batch and prices it with the cost model; the step ends that
+ *      much later.
+ * A replica whose core has nothing to run waits for the next request to
+ * reach it. With one replica (and no delay) this is the loop of a single
+ * server, call for call: the same batches at the same times. The cores
+ * report tokens, finishes and steps through hooks; this file turns them into
+ * request records, metrics and series, per replica and for the whole, and
+ * writes the run when asked. */
 #include "sim/sim.h"
 
 #include <math.h>
@@ -15,6 +23,7 @@
 #include <string.h>
 
 #include "engine/record/outcome.h"
+#include "engine/router/router.h"
 #include "sim/pool.h"
 #include "traces/sender.h"
 #include "util/stats.h"
@@ -24,6 +33,7 @@
 /* Per trace request. */
 typedef struct req_state {
     uint32_t index;          /* into the trace */
+    uint32_t replica;        /* which served it */
     rec_outcome o;           /* on the virtual clock */
     rh_dvec times;           /* token times (absolute), only when writing them or cfg->request_itl */
     double itl_median;       /* cfg->request_itl: the median of its inter-token gaps, else 0 */
@@ -34,17 +44,48 @@ typedef struct step_row {
     float t, dur, batch, prefill, decode, kv, waiting, running;
 } step_row;
 
+struct run;
+
+/* One server: its core, the queue in front of it and its step in flight. */
+typedef struct replica {
+    struct run *run;
+    uint32_t index;
+    core *c;
+    metrics *m;              /* its own requests and steps (cluster runs) */
+    step_row *rows;
+    size_t n_rows, cap_rows;
+    /* The cost model's request and output-token overheads (cost.h) run on
+     * a tokenizer and a detokenizer beside the GPU, one item at a time: a
+     * request joins the scheduler when the tokenizer is done with it, a
+     * step's tokens reach their clients when the detokenizer is. */
+    double tok_free, detok_free;   /* when each next takes work */
+    double deliver;          /* when the current step's tokens reach their clients */
+    /* Requests routed here and not yet in the core, in order, with when they
+     * were sent and when they are ready (reached it, tokenized). */
+    uint32_t *pend;
+    double *pend_sent, *pend_ready;
+    size_t pend_head, pend_tail, pend_cap;
+    core_seq_result *results;   /* per batch: draft acceptances */
+    cost_seq *cseqs;            /* per batch: what the cost model prices */
+    uint32_t cap_seqs;
+    bool busy;               /* a step is in flight until `end` */
+    double end;
+    core_batch batch;
+    uint32_t outstanding;    /* routed here, not finished: the router's view */
+    uint64_t routed, steps;
+    double busy_s;
+    double itl_gap;          /* its own run of equal inter-token gaps */
+    uint64_t itl_count;
+} replica;
+
 typedef struct run {
     const sim_config *cfg;
     const tr_trace *trace;
-    core *c;
     metrics *m;
     tr_writer *w;
     req_state *rs;
     tr_sender *sender;       /* who is sent when: the engine replay's rule */
     uint64_t outstanding, done;
-    step_row *rows;
-    size_t n_rows, cap_rows;
     uint64_t rng;
     double itl_gap;          /* the run of equal inter-token gaps being counted */
     uint64_t itl_count;
@@ -55,18 +96,11 @@ typedef struct run {
     rh_progress bar;
     const cost_model *cost;
     double now;              /* the virtual clock */
-    /* The cost model's request and output-token overheads (cost.h) run on
-     * a tokenizer and a detokenizer beside the GPU, one item at a time: a
-     * request joins the scheduler when the tokenizer is done with it, a
-     * step's tokens reach their clients when the detokenizer is. */
-    double tok_free, detok_free;   /* when each next takes work */
-    double deliver;          /* when the current step's tokens reach their clients */
-    uint32_t *pend;          /* requests in the tokenizer, in order, with when they were sent and are ready */
-    double *pend_sent, *pend_ready;
-    uint64_t pend_head, pend_tail;
-    core_seq_result *results;   /* per batch: draft acceptances */
-    cost_seq *cseqs;            /* per batch: what the cost model prices */
-    uint32_t cap_seqs;
+    double next_send;        /* the sender's next send (INFINITY: none due yet) */
+    replica *reps;
+    uint32_t n_reps;
+    router *router;          /* NULL with one replica */
+    router_replica *view;    /* what the router is told, per replica */
 } run;
 
 void sim_config_default(sim_config *c)
@@ -79,6 +113,8 @@ void sim_config_default(sim_config *c)
     c->spec_topk = 1;
     c->series_points = 2000;
     c->token_times = 1;
+    c->replicas = 1;
+    router_config_default(&c->router);
 }
 
 static void fail(run *r, const char *what)
@@ -95,13 +131,29 @@ static double median_gap(rh_dvec *t)
     return rh_percentile_sorted(t->v + 1, t->n - 1, 50);
 }
 
+/* One more inter-token gap into a run-length count (the decodes of one step
+ * mostly share their gap, the step's length): each run reaches the metrics once. */
+static int count_gap(metrics *m, double *run_gap, uint64_t *count, double gap)
+{
+    if (gap == *run_gap) {
+        (*count)++;
+        return 0;
+    }
+    int rc = *count ? metrics_add_itl(m, *run_gap, *count) : 0;
+    *run_gap = gap;
+    *count = 1;
+    return rc;
+}
+
 /* A finished request becomes a measured record. */
 static void emit_request(run *r, req_state *s, double now)
 {
     tr_request out;
+    replica *rep = &r->reps[s->replica];
     rec_outcome_record(&s->o, &r->trace->requests[s->index], now, NULL, &out);
     /* ITLs were fed step by step; the metrics get the record without times. */
     if (metrics_add_request(r->m, &out) < 0) fail(r, "out of memory");
+    if (rep->m && metrics_add_request(rep->m, &out) < 0) fail(r, "out of memory");
     if (r->cfg->request_itl && s->times.n >= 2) s->itl_median = median_gap(&s->times);
     if (r->w) {
         if (r->cfg->token_times && s->times.n == s->o.n_out)
@@ -111,29 +163,24 @@ static void emit_request(run *r, req_state *s, double now)
     rh_dvec_free(&s->times);
     r->done++;
     r->outstanding--;
+    rep->outstanding--;
     tr_sender_done(r->sender, now);
 }
 
 static void on_event(void *ctx, const core_event *in)
 {
-    run *r = ctx;
+    replica *rep = ctx;
+    run *r = rep->run;
     req_state *s = in->user;
     /* Tokens and finishes are seen by the client when they are delivered. */
     core_event shifted = *in;
-    if (in->kind == CORE_EV_TOKENS || in->kind == CORE_EV_FINISHED) shifted.now = r->deliver;
+    if (in->kind == CORE_EV_TOKENS || in->kind == CORE_EV_FINISHED) shifted.now = rep->deliver;
     const core_event *ev = &shifted;
     if (ev->kind == CORE_EV_TOKENS) {
         if (s->o.n_out) {
-            /* The decodes of one step mostly share their gap (the step's
-             * length): count runs here, hand each run to the metrics once. */
             double gap = ev->now - s->o.last;
-            if (gap == r->itl_gap) {
-                r->itl_count++;
-            } else {
-                if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) fail(r, "out of memory");
-                r->itl_gap = gap;
-                r->itl_count = 1;
-            }
+            if (count_gap(r->m, &r->itl_gap, &r->itl_count, gap) < 0) fail(r, "out of memory");
+            if (rep->m && count_gap(rep->m, &rep->itl_gap, &rep->itl_count, gap) < 0) fail(r, "out of memory");
         }
         if ((r->w && r->cfg->token_times) || r->cfg->request_itl)
             for (uint32_t k = 0; k < ev->n_tokens; k++)
@@ -145,20 +192,24 @@ static void on_event(void *ctx, const core_event *in)
 
 static void on_step(void *ctx, const tr_step *st)
 {
-    run *r = ctx;
+    replica *rep = ctx;
+    run *r = rep->run;
     metrics_add_step(r->m, st);
+    if (rep->m) metrics_add_step(rep->m, st);
+    rep->steps++;
+    rep->busy_s += st->duration;
     if (r->w && tr_write_step(r->w, st, &r->err) < 0) r->failed = 1;
-    if (r->n_rows == r->cap_rows) {
-        size_t cap = r->cap_rows ? r->cap_rows * 2 : 4096;
-        step_row *v = realloc(r->rows, cap * sizeof *v);
+    if (rep->n_rows == rep->cap_rows) {
+        size_t cap = rep->cap_rows ? rep->cap_rows * 2 : 4096;
+        step_row *v = realloc(rep->rows, cap * sizeof *v);
         if (!v) {
             fail(r, "out of memory");
             return;
         }
-        r->rows = v;
-        r->cap_rows = cap;
+        rep->rows = v;
+        rep->cap_rows = cap;
     }
-    r->rows[r->n_rows++] = (step_row){
+    rep->rows[rep->n_rows++] = (step_row){
         .t = (float)st->start,
         .dur = (float)st->duration,
         .batch = (float)(st->prefill_seqs + st->decode_seqs),
@@ -170,15 +221,15 @@ static void on_step(void *ctx, const tr_step *st)
     };
 }
 
-/* Sends request `i`, which reached the server at `sent` (its arrival, or
- * when a client freed up); the core sees it at `now`, the step boundary. */
-static void send_request(run *r, uint32_t i, double sent, double now)
+/* Request `i`, sent at `sent`, enters its replica's core at `now`, the
+ * replica's step boundary. */
+static void admit_request(replica *rep, uint32_t i, double sent, double now)
 {
+    run *r = rep->run;
     const tr_request *q = &r->trace->requests[i];
     req_state *s = &r->rs[i];
     s->index = i;
     s->o.send = sent;
-    r->outstanding++;
     core_req_desc d = {
         .id = q->id,
         .prompt_len = q->input_len ? q->input_len : 1,   /* a server always sees a BOS */
@@ -189,7 +240,7 @@ static void send_request(run *r, uint32_t i, double sent, double now)
         .user = s,
     };
     rh_err why;
-    core_fit fit = core_check_fit(r->c, d.id, d.prompt_len, d.max_new_tokens, &why);
+    core_fit fit = core_check_fit(rep->c, d.id, d.prompt_len, d.max_new_tokens, &why);
     if (fit == CORE_OVER_CONTEXT || fit == CORE_OVER_POOL) {
         /* Refused as a server refuses it: an error for this request alone,
          * counted as failed with its reason, and the run goes on. */
@@ -201,49 +252,101 @@ static void send_request(run *r, uint32_t i, double sent, double now)
         return;
     }
     /* Anything else (an id sent twice) is a trace this run cannot replay. */
-    if (!core_add(r->c, &d, now, &r->err)) r->failed = 1;
+    if (!core_add(rep->c, &d, now, &r->err)) r->failed = 1;
 }
 
-/* Sends everything due by `now`; returns the time of the next send (INFINITY:
- * none is pending, or every client is busy). Requests arriving while a step
- * runs wait in the queue until it ends, as on a real server, but their
- * latencies count from their arrival. */
-static double send_due(run *r, double now)
+static int pend_push(replica *rep, uint32_t i, double sent, double ready)
 {
-    double request_s = r->cost->over.request_s, arrival_s = r->cost->over.arrival_s;
+    if (rep->pend_head == rep->pend_tail) rep->pend_head = rep->pend_tail = 0;
+    if (rep->pend_tail == rep->pend_cap) {
+        if (rep->pend_head > 0) {   /* slide the live part down before growing */
+            size_t n = rep->pend_tail - rep->pend_head;
+            memmove(rep->pend, rep->pend + rep->pend_head, n * sizeof *rep->pend);
+            memmove(rep->pend_sent, rep->pend_sent + rep->pend_head, n * sizeof *rep->pend_sent);
+            memmove(rep->pend_ready, rep->pend_ready + rep->pend_head, n * sizeof *rep->pend_ready);
+            rep->pend_head = 0;
+            rep->pend_tail = n;
+        }
+        if (rep->pend_tail == rep->pend_cap) {
+            size_t cap = rep->pend_cap ? rep->pend_cap * 2 : 256;
+            uint32_t *p = realloc(rep->pend, cap * sizeof *p);
+            if (p) rep->pend = p;
+            double *a = realloc(rep->pend_sent, cap * sizeof *a);
+            if (a) rep->pend_sent = a;
+            double *b = realloc(rep->pend_ready, cap * sizeof *b);
+            if (b) rep->pend_ready = b;
+            if (!p || !a || !b) return -1;
+            rep->pend_cap = cap;
+        }
+    }
+    rep->pend[rep->pend_tail] = i;
+    rep->pend_sent[rep->pend_tail] = sent;
+    rep->pend_ready[rep->pend_tail++] = ready;
+    return 0;
+}
+
+/* When the first request waiting in front of the replica is ready (INFINITY: none). */
+static double pend_next(const replica *rep)
+{
+    return rep->pend_head < rep->pend_tail ? rep->pend_ready[rep->pend_head] : INFINITY;
+}
+
+/* The replica for request i: the router's pick over what every replica
+ * holds now (one replica: always it). */
+static int route(run *r, uint32_t i)
+{
+    if (!r->router) return 0;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        r->view[k] = (router_replica){.healthy = true, .outstanding = r->reps[k].outstanding};
+        if (r->cfg->router.policy == ROUTER_LEAST_KV) {   /* SGLang's token_usage: pages held by requests */
+            core_stats st;
+            core_get_stats(r->reps[k].c, &st);
+            r->view[k].kv_use = st.pages_total ? (double)st.pages_used / (double)st.pages_total : 0;
+        }
+    }
+    const tr_request *q = &r->trace->requests[i];
+    return router_pick(r->router, r->view, q->hashes, q->n_hashes);
+}
+
+/* Sends everything due by `now`, each to the replica the router picks;
+ * sets r->next_send. A request reaches its replica after the network delay,
+ * then waits for that replica's tokenizer (both keep the sending order, so
+ * each queue stays sorted by readiness) and for its next step boundary, as
+ * on a real server; its latencies count from the send. */
+static void send_due(run *r, double now)
+{
+    double request_s = r->cost->over.request_s, arrival_s = r->cost->over.arrival_s + r->cfg->network_delay_s;
     uint32_t i;
     double sent, next;
     while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) {
-        if (!(request_s > 0) && !(arrival_s > 0)) {
-            send_request(r, i, sent, now);
-            continue;
+        int k = route(r, i);
+        if (k < 0) {
+            fail(r, "the router found no replica");
+            break;
         }
-        /* Every request crosses the network at once; the tokenizer takes
-         * them one at a time. Both keep the sending order, so the queue
-         * stays sorted by readiness. */
-        double ready = fmax(sent + arrival_s, r->tok_free) + request_s;
-        r->tok_free = ready;
-        r->pend[r->pend_tail] = i;
-        r->pend_sent[r->pend_tail] = sent;
-        r->pend_ready[r->pend_tail++] = ready;
+        replica *rep = &r->reps[k];
+        r->rs[i].replica = (uint32_t)k;
+        r->outstanding++;
+        rep->outstanding++;
+        rep->routed++;
+        double ready = sent;
+        if (request_s > 0 || arrival_s > 0) {
+            ready = fmax(sent + arrival_s, rep->tok_free) + request_s;
+            rep->tok_free = ready;
+        }
+        if (pend_push(rep, i, sent, ready) < 0) fail(r, "out of memory");
     }
-    while (!r->failed && r->pend_head < r->pend_tail && r->pend_ready[r->pend_head] <= now) {
-        uint64_t h = r->pend_head++;
-        send_request(r, r->pend[h], r->pend_sent[h], now);
-    }
-    if (r->failed) return INFINITY;
-    if (r->pend_head < r->pend_tail && r->pend_ready[r->pend_head] < next) next = r->pend_ready[r->pend_head];
-    return next;
+    r->next_send = r->failed ? INFINITY : next;
 }
 
 /* Output tokens a batch commits (drafts accepted included): the
  * detokenizer's work for the step. */
-static uint64_t committed_tokens(const run *r, const core_batch *b)
+static uint64_t committed_tokens(const replica *rep, const core_batch *b)
 {
-    bool spec = r->cfg->core.spec_steps > 0;
+    bool spec = rep->run->cfg->core.spec_steps > 0;
     uint64_t n = 0;
     for (uint32_t i = 0; i < b->n; i++)
-        if (b->seqs[i].samples) n += 1 + (spec ? r->results[i].accepted : 0);
+        if (b->seqs[i].samples) n += 1 + (spec ? rep->results[i].accepted : 0);
     return n;
 }
 
@@ -283,11 +386,11 @@ static uint32_t draw_accepted(run *r, uint32_t k)
     return j;
 }
 
-static void bin_series(run *r, double end, sim_series *s)
+static void bin_series(const step_row *rows, size_t n_rows, uint32_t points, double end, sim_series *s)
 {
-    uint32_t n = r->cfg->series_points ? r->cfg->series_points : 2000;
-    if (r->n_rows == 0) n = 0;
-    if (r->n_rows < n) n = (uint32_t)r->n_rows;
+    uint32_t n = points ? points : 2000;
+    if (n_rows == 0) n = 0;
+    if (n_rows < n) n = (uint32_t)n_rows;
     memset(s, 0, sizeof *s);
     if (n == 0) return;
     double *cols[7];
@@ -297,8 +400,8 @@ static void bin_series(run *r, double end, sim_series *s)
         if (!cols[k]) goto out;
     if (!cnt) goto out;
     double width = end > 0 ? end / n : 1;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const step_row *x = &r->rows[i];
+    for (size_t i = 0; i < n_rows; i++) {
+        const step_row *x = &rows[i];
         uint32_t b = (uint32_t)(x->t / width);
         if (b >= n) b = n - 1;
         cnt[b]++;
@@ -316,10 +419,10 @@ static void bin_series(run *r, double end, sim_series *s)
         cols[0][b] = b * width;
         if (cnt[b]) {
             for (int k = 1; k < 7; k++) cols[k][b] /= cnt[b];
-            while (last + 1 < r->n_rows && r->rows[last + 1].t < (b + 1) * width) last++;
+            while (last + 1 < n_rows && rows[last + 1].t < (b + 1) * width) last++;
             continue;
         }
-        const step_row *x = &r->rows[last];
+        const step_row *x = &rows[last];
         if (x->t <= b * width && x->t + x->dur > b * width) {
             cols[1][b] = x->batch;
             cols[2][b] = x->prefill;
@@ -379,7 +482,7 @@ static double guard_clock(void *ctx)
 }
 
 /* Step 1: the run's state — records per request, metrics, the sender, the
- * core, and the output file when one is asked for. */
+ * replicas' cores, the router, and the output file when one is asked for. */
 static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -387,57 +490,66 @@ static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const 
     r->trace = trace;
     r->cost = cost;
     r->rng = cfg->seed ^ 0x5157A11ull;
+    r->next_send = INFINITY;
     uint64_t n = trace->n_requests;
+    r->n_reps = cfg->replicas ? cfg->replicas : 1;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
+    r->reps = calloc(r->n_reps, sizeof *r->reps);
+    r->view = calloc(r->n_reps, sizeof *r->view);
     r->m = metrics_new(&cfg->slo);
-    if (!r->rs || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
-    if (cost->over.request_s > 0 || cost->over.arrival_s > 0) {
-        r->pend = malloc((n ? n : 1) * sizeof *r->pend);
-        r->pend_sent = malloc((n ? n : 1) * sizeof *r->pend_sent);
-        r->pend_ready = malloc((n ? n : 1) * sizeof *r->pend_ready);
-        if (!r->pend || !r->pend_sent || !r->pend_ready)
-            return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
-    }
+    if (!r->rs || !r->reps || !r->view || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
-    core_hooks hooks = {.ctx = r, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
-    if (!(r->c = core_new(&cfg->core, &hooks, e))) return -1;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        replica *rep = &r->reps[k];
+        rep->run = r;
+        rep->index = k;
+        core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
+        if (!(rep->c = core_new(&cfg->core, &hooks, e))) return -1;
+        if (r->n_reps > 1 && !(rep->m = metrics_new(&cfg->slo))) return rh_fail(e, "out of memory");
+    }
+    if (r->n_reps > 1) {
+        router_config rc = cfg->router;
+        rc.n_replicas = r->n_reps;
+        if (!(r->router = router_new(&rc, e))) return -1;
+    }
     if (cfg->out_path && !(r->w = open_output(cfg, trace, cost, e))) return -1;
     return 0;
 }
 
 /* Room for a batch of k sequences in the pricing and result buffers. */
-static int reserve(run *r, uint32_t k, rh_err *e)
+static int reserve(replica *rep, uint32_t k, rh_err *e)
 {
-    if (k <= r->cap_seqs) return 0;
+    if (k <= rep->cap_seqs) return 0;
     uint32_t cap = k * 2;
-    core_seq_result *a = realloc(r->results, cap * sizeof *a);
-    if (a) r->results = a;
-    cost_seq *c = realloc(r->cseqs, cap * sizeof *c);
-    if (c) r->cseqs = c;
+    core_seq_result *a = realloc(rep->results, cap * sizeof *a);
+    if (a) rep->results = a;
+    cost_seq *c = realloc(rep->cseqs, cap * sizeof *c);
+    if (c) rep->cseqs = c;
     if (!a || !c) return rh_fail(e, "out of memory");
-    r->cap_seqs = cap;
+    rep->cap_seqs = cap;
     return 0;
 }
 
 /* Step 2a: the price of one batch, its draft acceptances drawn on the way
  * (results, when speculating). */
-static int price_batch(run *r, const core_batch *b, double *dt, rh_err *e)
+static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
 {
+    run *r = rep->run;
     const sim_config *cfg = r->cfg;
-    if (reserve(r, b->n, e) < 0) return -1;
+    if (reserve(rep, b->n, e) < 0) return -1;
     uint32_t draft_seqs = 0;
     bool spec = cfg->core.spec_steps > 0;
     for (uint32_t i = 0; i < b->n; i++) {
         const core_seq *q = &b->seqs[i];
-        r->cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
-        if (spec) r->results[i] = (core_seq_result){0};
+        rep->cseqs[i] = (cost_seq){.n_new = q->n_new, .context = q->start, .prefill = q->prefill};
+        if (spec) rep->results[i] = (core_seq_result){0};
         if (q->n_spec) {
-            r->results[i].proposed = q->n_spec;
-            r->results[i].accepted = draw_accepted(r, q->n_spec);
+            rep->results[i].proposed = q->n_spec;
+            rep->results[i].accepted = draw_accepted(r, q->n_spec);
             draft_seqs++;
         }
     }
-    cost_batch cb = {.seqs = r->cseqs, .n = b->n, .tp = cfg->tp};
+    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = cfg->tp};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
@@ -451,8 +563,57 @@ static int price_batch(run *r, const core_batch *b, double *dt, rh_err *e)
     return 0;
 }
 
-/* Step 2: the event loop, until every request is done. The clock is
- * r->now. */
+/* A replica's step boundary at `now`: the requests that have reached it
+ * enter its core, which forms the next batch; the batch is priced and runs
+ * until rep->end. Nothing to run leaves the replica idle (its core is then
+ * empty: core_schedule's contract). 0, or -1 with e. */
+static int boundary(replica *rep, double now, rh_err *e)
+{
+    run *r = rep->run;
+    const sim_config *cfg = r->cfg;
+    while (!r->failed && rep->pend_head < rep->pend_tail && rep->pend_ready[rep->pend_head] <= now) {
+        size_t h = rep->pend_head++;
+        admit_request(rep, rep->pend[h], rep->pend_sent[h], now);
+    }
+    if (r->failed) return 0;
+    uint32_t k = core_schedule(rep->c, now, &rep->batch);
+    const char *policy_err = cfg->policy_fallback ? NULL : core_policy_error(rep->c);
+    if (policy_err)   /* a study must never report fcfs numbers under a policy's name */
+        return rh_fail(e, "policy error at t=%.3f s: %s (--policy-fallback makes such a step fcfs and counts it)", now,
+                       policy_err);
+    if (k == 0) return 0;
+    double dt;
+    if (price_batch(rep, &rep->batch, &dt, e) < 0) return -1;
+    rep->busy = true;
+    rep->end = now + dt;
+    return 0;
+}
+
+/* The step in flight ends at rep->end: its tokens reach the clients when
+ * the detokenizer has them, and the core commits them. */
+static int commit(replica *rep, rh_err *e)
+{
+    run *r = rep->run;
+    const sim_config *cfg = r->cfg;
+    rep->busy = false;
+    rep->deliver = rep->end;
+    double per_token = r->cost->over.output_token_s;
+    if (per_token > 0) {
+        rep->deliver = fmax(rep->end, rep->detok_free) + (double)committed_tokens(rep, &rep->batch) * per_token;
+        rep->detok_free = rep->deliver;
+    }
+    /* Without drafts every sampling sequence commits one token: no results needed. */
+    return core_complete(rep->c, &rep->batch, cfg->core.spec_steps > 0 ? rep->results : NULL, rep->end, e);
+}
+
+/* When the replica next has something to do: its step's end, or the first
+ * request ready in front of it. */
+static double wake_time(const replica *rep)
+{
+    return rep->busy ? rep->end : pend_next(rep);
+}
+
+/* Step 2: the event loop, until every request is done. The clock is r->now. */
 static int run_loop(run *r, rh_err *e)
 {
     const sim_config *cfg = r->cfg;
@@ -460,53 +621,47 @@ static int run_loop(run *r, rh_err *e)
     if (cfg->progress) rh_progress_begin(&r->bar, "sim", r->trace->n_requests);
     else r->bar.enabled = 0;
     int rc = 0;
+    bool *woke = calloc(r->n_reps, sizeof *woke);
+    if (!woke) rc = rh_fail(e, "out of memory");
+    bool first = true;
     while (!r->failed && rc == 0) {
-        double next = send_due(r, r->now);
-        if (r->failed) break;
-        core_batch b;
-        uint32_t k = core_schedule(r->c, r->now, &b);
-        const char *policy_err = cfg->policy_fallback ? NULL : core_policy_error(r->c);
-        if (policy_err) {
-            /* A study must never report fcfs numbers under a policy's name. */
-            rc = rh_fail(e, "policy error at t=%.3f s: %s (--policy-fallback makes such a step fcfs and counts it)",
-                         r->now, policy_err);
-            break;
-        }
-        if (k == 0) {
-            if (next == INFINITY) {
-                /* Nothing to run and nothing left to send: done, unless
-                 * requests wait for room that never comes. */
-                if (!core_idle(r->c))
+        /* The earliest event: a step's end, a request ready at an idle
+         * replica, or the next send. */
+        double t = r->next_send;
+        for (uint32_t k = 0; k < r->n_reps; k++) t = fmin(t, wake_time(&r->reps[k]));
+        if (first) t = fmin(t, r->now);   /* the loop opens at time 0, as a server starts */
+        first = false;
+        if (t == INFINITY) {
+            /* Nothing runs and nothing is left to send: done, unless requests
+             * wait for room that never comes. */
+            for (uint32_t k = 0; k < r->n_reps && rc == 0; k++)
+                if (!core_idle(r->reps[k].c))
                     rc = rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
                                     "the KV pool is too small for them (raise --max-total-tokens)",
                                  r->now);
-                break;
+            break;
+        }
+        r->now = t;
+        for (uint32_t k = 0; k < r->n_reps && rc == 0; k++) {
+            replica *rep = &r->reps[k];
+            woke[k] = false;
+            if (!rep->busy || rep->end != t) continue;
+            if (commit(rep, e) < 0) rc = -1;
+            woke[k] = true;
+            if ((++steps & 1023) == 0) {
+                snprintf(r->bar.extra, sizeof r->bar.extra, "clock %.1f s", r->now);
+                rh_progress_update(&r->bar, r->done);
             }
-            r->now = next;
-            continue;
         }
-        double dt;
-        if (price_batch(r, &b, &dt, e) < 0) {
-            rc = -1;
-            break;
-        }
-        r->now += dt;
-        r->deliver = r->now;
-        double per_token = r->cost->over.output_token_s;
-        if (per_token > 0) {
-            r->deliver = fmax(r->now, r->detok_free) + (double)committed_tokens(r, &b) * per_token;
-            r->detok_free = r->deliver;
-        }
-        /* Without drafts every sampling sequence commits one token: no results needed. */
-        if (core_complete(r->c, &b, cfg->core.spec_steps > 0 ? r->results : NULL, r->now, e) < 0) {
-            rc = -1;
-            break;
-        }
-        if ((++steps & 1023) == 0) {
-            snprintf(r->bar.extra, sizeof r->bar.extra, "clock %.1f s", r->now);
-            rh_progress_update(&r->bar, r->done);
+        if (rc || r->failed) break;
+        send_due(r, t);
+        for (uint32_t k = 0; k < r->n_reps && rc == 0 && !r->failed; k++) {
+            replica *rep = &r->reps[k];
+            if (rep->busy || (!woke[k] && !(pend_next(rep) <= t))) continue;
+            rc = boundary(rep, t, e);
         }
     }
+    free(woke);
     if (rc == 0 && r->failed) {
         memcpy(e, &r->err, sizeof *e);
         rc = -1;
@@ -516,22 +671,84 @@ static int run_loop(run *r, rh_err *e)
     return rc;
 }
 
+static int by_start(const void *a, const void *b)
+{
+    float x = ((const step_row *)a)->t, y = ((const step_row *)b)->t;
+    return (x > y) - (x < y);
+}
+
+/* Every replica's steps in time order, for the whole cluster's series. */
+static step_row *all_rows(const run *r, size_t *n)
+{
+    if (r->n_reps == 1) {
+        *n = r->reps[0].n_rows;
+        return r->reps[0].rows;
+    }
+    size_t total = 0;
+    for (uint32_t k = 0; k < r->n_reps; k++) total += r->reps[k].n_rows;
+    step_row *v = malloc((total ? total : 1) * sizeof *v);
+    if (!v) return NULL;
+    size_t at = 0;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        memcpy(v + at, r->reps[k].rows, r->reps[k].n_rows * sizeof *v);
+        at += r->reps[k].n_rows;
+    }
+    qsort(v, total, sizeof *v, by_start);
+    *n = total;
+    return v;
+}
+
+/* Each replica's own summary and series, and how unevenly the work fell. */
+static int replica_results(run *r, sim_result *out, rh_err *e)
+{
+    if (r->n_reps == 1) return 0;
+    out->n_replicas = r->n_reps;
+    if (!(out->replicas = calloc(r->n_reps, sizeof *out->replicas))) return rh_fail(e, "out of memory");
+    double most = 0, sum = 0, busy_most = 0, busy_sum = 0;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        replica *rep = &r->reps[k];
+        sim_replica_result *o = &out->replicas[k];
+        if (rep->itl_count && metrics_add_itl(rep->m, rep->itl_gap, rep->itl_count) < 0) return rh_fail(e, "out of memory");
+        if (metrics_summarize(rep->m, &o->summary) < 0) return rh_fail(e, "out of memory");
+        o->routed = rep->routed;
+        o->steps = rep->steps;
+        o->busy_s = rep->busy_s;
+        bin_series(rep->rows, rep->n_rows, r->cfg->series_points, r->now, &o->series);
+        most = fmax(most, (double)rep->routed);
+        sum += (double)rep->routed;
+        busy_most = fmax(busy_most, rep->busy_s);
+        busy_sum += rep->busy_s;
+    }
+    /* max / mean: 1 is perfectly even, N is everything on one replica. */
+    out->imbalance_requests = sum > 0 ? most / (sum / r->n_reps) : 1;
+    out->imbalance_busy = busy_sum > 0 ? busy_most / (busy_sum / r->n_reps) : 1;
+    return 0;
+}
+
 /* Step 3: what the run returns — the summary, the binned series, one
- * outcome per request — and the output file, closed. */
+ * outcome per request, per replica when there are several — and the output
+ * file, closed. */
 static int run_finish(run *r, sim_result *out, rh_err *e)
 {
     const tr_trace *trace = r->trace;
     uint64_t n = trace->n_requests;
     if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) return rh_fail(e, "out of memory");
     if (metrics_summarize(r->m, &out->summary) < 0) return rh_fail(e, "out of memory");
-    core_stats st;
-    core_get_stats(r->c, &st);
-    out->summary.policy_errors = st.policy_errors;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        core_stats st;
+        core_get_stats(r->reps[k].c, &st);
+        out->summary.policy_errors += st.policy_errors;
+    }
     out->summary.failed_context_length = r->refused_context;
     out->summary.failed_kv_pool = r->refused_pool;
     snprintf(out->refusal, sizeof out->refusal, "%s", r->refusal);
-    out->pool_tokens = core_get_config(r->c)->max_total_tokens;
-    bin_series(r, r->now, &out->series);
+    out->pool_tokens = core_get_config(r->reps[0].c)->max_total_tokens;
+    size_t n_rows;
+    step_row *rows = all_rows(r, &n_rows);
+    if (!rows) return rh_fail(e, "out of memory");
+    bin_series(rows, n_rows, r->cfg->series_points, r->now, &out->series);
+    if (rows != r->reps[0].rows) free(rows);
+    if (replica_results(r, out, e) < 0) return -1;
     out->n_requests = n;
     if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");
     for (uint64_t i = 0; i < n; i++) {
@@ -543,6 +760,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
             .e2e = s->o.n_out ? s->o.last - s->o.send : -1,
             .input_len = q->input_len, .output_len = s->o.n_out,
             .cached_tokens = s->o.cached, .retractions = s->o.retractions, .itl_median = s->itl_median,
+            .replica = s->replica,
         };
     }
     if (r->w) {
@@ -556,18 +774,25 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
 static void run_close(run *r)
 {
     if (r->w) tr_writer_abort(r->w);
-    if (r->c) core_free(r->c);
+    for (uint32_t k = 0; r->reps && k < r->n_reps; k++) {
+        replica *rep = &r->reps[k];
+        if (rep->c) core_free(rep->c);
+        metrics_free(rep->m);
+        free(rep->rows);
+        free(rep->results);
+        free(rep->cseqs);
+        free(rep->pend);
+        free(rep->pend_sent);
+        free(rep->pend_ready);
+    }
+    free(r->reps);
+    free(r->view);
+    router_free(r->router);
     metrics_free(r->m);
     if (r->rs)
         for (uint64_t i = 0; i < r->trace->n_requests; i++) rh_dvec_free(&r->rs[i].times);
     free(r->rs);
     tr_sender_free(r->sender);
-    free(r->rows);
-    free(r->results);
-    free(r->cseqs);
-    free(r->pend);
-    free(r->pend_sent);
-    free(r->pend_ready);
 }
 
 /* Step 0: what the deployment the cost model prices holds. Unless the
@@ -635,15 +860,22 @@ int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *c
     return rc;
 }
 
+static void series_free(sim_series *s)
+{
+    free(s->t);
+    free(s->batch_size);
+    free(s->prefill_tokens);
+    free(s->decode_tokens);
+    free(s->kv_use);
+    free(s->waiting);
+    free(s->running);
+}
+
 void sim_result_free(sim_result *r)
 {
-    free(r->series.t);
-    free(r->series.batch_size);
-    free(r->series.prefill_tokens);
-    free(r->series.decode_tokens);
-    free(r->series.kv_use);
-    free(r->series.waiting);
-    free(r->series.running);
+    series_free(&r->series);
+    for (uint32_t k = 0; r->replicas && k < r->n_replicas; k++) series_free(&r->replicas[k].series);
+    free(r->replicas);
     free(r->requests);
     memset(r, 0, sizeof *r);
 }

@@ -7,6 +7,11 @@
  * its TTFT and token times, every step record — plus the metrics summary and
  * time series. Deterministic for a given seed.
  *
+ * A cluster (replicas > 1): identical replicas behind engine/router's core
+ * on the same virtual clock; each request is routed when it is sent and
+ * reaches its replica network_delay_s later. One replica is the single
+ * server, byte for byte.
+ *
  * Arrivals: open loop (the trace's timestamps divided by rate_scale), or
  * closed loop with max_concurrency clients (a request is sent at its arrival
  * time or when a client frees up, whichever is later; latencies count from
@@ -17,6 +22,7 @@
 #include <stdint.h>
 
 #include "engine/core/core.h"
+#include "engine/router/router.h"
 #include "engine/speculative/hist.h"
 #include "sim/cost/cost.h"
 #include "traces/metrics/metrics.h"
@@ -59,6 +65,12 @@ typedef struct sim_config {
      * the pool from memory (sim/pool.h); 0: the servers' defaults. Without
      * core.context_length, its model's context length holds. */
     double mem_fraction_static, gpu_memory_utilization;
+    /* A cluster: replicas identical servers (0 or 1: one server), the
+     * router's policy and thresholds between them, and the network delay a
+     * request takes to reach the replica it is routed to (s). */
+    uint32_t replicas;
+    router_config router;
+    double network_delay_s;
 } sim_config;
 
 void sim_config_default(sim_config *c);
@@ -104,7 +116,17 @@ typedef struct sim_request_result {
     double ttft, e2e;        /* s; -1 if it never produced a token */
     uint32_t input_len, output_len, cached_tokens, retractions;
     double itl_median;       /* s, with sim_config.request_itl and 2+ tokens; else 0 */
+    uint32_t replica;        /* which served it (0 with one server) */
 } sim_request_result;
+
+/* One replica of a cluster run: the metrics of the requests it served and
+ * the steps it ran, under the whole run's names. */
+typedef struct sim_replica_result {
+    metrics_summary summary;
+    sim_series series;
+    uint64_t routed, steps;  /* requests the router sent it; steps it ran */
+    double busy_s;           /* virtual seconds it spent in steps */
+} sim_replica_result;
 
 typedef struct sim_result {
     metrics_summary summary;
@@ -117,6 +139,11 @@ typedef struct sim_result {
     char pool_how[256];      /* how it was sized from GPU memory ("" when given or not known) */
     char refusal[256];       /* the first refused request's reason ("" when none was):
                                 summary.failed_context_length and failed_kv_pool count them */
+    /* A cluster run (sim_config.replicas > 1); else 0 and NULL. */
+    uint32_t n_replicas;
+    sim_replica_result *replicas;
+    double imbalance_requests;   /* most requests on one replica / the mean (1: even) */
+    double imbalance_busy;       /* most busy time on one replica / the mean */
 } sim_result;
 
 /* Runs one simulation. The trace is not modified. */

@@ -1,0 +1,190 @@
+/* test_sim_cluster.c — the simulated cluster against two computations of
+ * the same thing: one replica behind any router is the single server, byte
+ * for byte (the written run and every metric); N replicas fed by
+ * round-robin with each request sent N times at once are N copies of the
+ * single server, so every latency metric equals the single run's and every
+ * throughput is N times it (within 2%, the issue's bound; here exact); and
+ * cache-aware routing keeps prefix groups together, so its hit rate beats
+ * round-robin's on a trace of shared system prompts. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "testutil.h"
+#include "util/rng.h"
+
+static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
+
+/* A Poisson trace; with `copies` > 1 each request is sent that many times at
+ * once (ids differ). With groups > 0, prompts open with one of `groups`
+ * shared 4-block prefixes (block size 64), then a block of their own. */
+static void make_trace(tr_trace *t, uint32_t n, double rate, uint32_t copies, uint32_t groups)
+{
+    tr_trace_init(t);
+    t->header.block_size = groups ? 64 : 0;
+    uint64_t rng = 7;
+    double at = 0;
+    rh_err e;
+    for (uint32_t i = 0; i < n; i++) {
+        at += -log(1 - rh_splitmix_unit(&rng)) / rate;
+        uint32_t in = 100 + (uint32_t)(rh_splitmix_unit(&rng) * 900), out = 10 + (uint32_t)(rh_splitmix_unit(&rng) * 200);
+        uint64_t hashes[5];
+        uint32_t g = (uint32_t)(rh_splitmix_unit(&rng) * (groups ? groups : 1));
+        if (groups) {
+            in = 5 * 64;
+            for (int k = 0; k < 4; k++) hashes[k] = 1000003ull * (g + 1) + (uint64_t)k;
+            hashes[4] = 0x9e3779b97f4a7c15ull ^ i;
+        }
+        for (uint32_t c = 0; c < copies; c++) {
+            tr_request r = {.id = (uint64_t)i * copies + c + 1, .arrival = at, .input_len = in, .output_len = out,
+                            .hashes = groups ? hashes : NULL, .n_hashes = groups ? 5 : 0};
+            CU_ASSERT_EQUAL_FATAL(tr_trace_add_request(t, &r, &e), 0);
+        }
+    }
+}
+
+static void run(sim_config *c, const tr_trace *t, const cost_model *m, sim_result *res)
+{
+    rh_err e = {{0}};
+    int rc = sim_run(c, t, m, res, &e);
+    if (rc) printf("\n  sim_run: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+static void cfg_init(sim_config *c)
+{
+    sim_config_default(c);
+    c->core.max_total_tokens = 1 << 18;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y;
+    while (same) {
+        int p = fgetc(x), q = fgetc(y);
+        if (p != q) same = 0;
+        if (p == EOF || q == EOF) break;
+    }
+    if (x) fclose(x);
+    if (y) fclose(y);
+    return same;
+}
+
+static void test_one_replica_is_the_server(void)
+{
+    tr_trace t;
+    make_trace(&t, 800, 6, 1, 6);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    char plain[256], routed[256];
+    c.out_path = tu_tmp_path("cluster_plain.rhtr", plain, sizeof plain);
+    sim_result base;
+    run(&c, &t, m, &base);
+    CU_ASSERT_EQUAL(base.n_replicas, 0);
+    for (int p = 0; p < ROUTER_N_POLICIES; p++) {
+        sim_config one = c;
+        one.replicas = 1;
+        one.router.policy = (router_policy)p;
+        one.out_path = tu_tmp_path("cluster_one.rhtr", routed, sizeof routed);
+        sim_result r;
+        run(&one, &t, m, &r);
+        CU_ASSERT(same_file(plain, routed));
+        CU_ASSERT_EQUAL(r.summary.completed, base.summary.completed);
+        CU_ASSERT_EQUAL(r.summary.steps, base.summary.steps);
+        CU_ASSERT_DOUBLE_EQUAL(r.summary.ttft_ms.p99, base.summary.ttft_ms.p99, 0);
+        CU_ASSERT_DOUBLE_EQUAL(r.summary.cache_hit_rate, base.summary.cache_hit_rate, 0);
+        sim_result_free(&r);
+        remove(routed);
+    }
+    remove(plain);
+    sim_result_free(&base);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+static double rel(double got, double want)
+{
+    return want ? fabs(got - want) / fabs(want) : fabs(got);
+}
+
+static void test_round_robin_copies(void)
+{
+    const uint32_t N = 4;
+    tr_trace one, many;
+    make_trace(&one, 1500, 8, 1, 0);
+    make_trace(&many, 1500, 8, N, 0);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    sim_result base, cl;
+    run(&c, &one, m, &base);
+    c.replicas = N;
+    c.router.policy = ROUTER_ROUND_ROBIN;
+    run(&c, &many, m, &cl);
+    CU_ASSERT_EQUAL_FATAL(cl.n_replicas, N);
+    CU_ASSERT_EQUAL(cl.summary.completed, N * base.summary.completed);
+    const rh_summary *lat[][2] = {{&cl.summary.ttft_ms, &base.summary.ttft_ms}, {&cl.summary.tpot_ms, &base.summary.tpot_ms},
+                                  {&cl.summary.itl_ms, &base.summary.itl_ms}, {&cl.summary.e2el_ms, &base.summary.e2el_ms}};
+    double worst = 0;
+    for (int k = 0; k < 4; k++) {
+        worst = fmax(worst, rel(lat[k][0]->mean, lat[k][1]->mean));
+        worst = fmax(worst, rel(lat[k][0]->median, lat[k][1]->median));
+        worst = fmax(worst, rel(lat[k][0]->p99, lat[k][1]->p99));
+    }
+    worst = fmax(worst, rel(cl.summary.request_throughput, N * base.summary.request_throughput));
+    worst = fmax(worst, rel(cl.summary.output_throughput, N * base.summary.output_throughput));
+    printf("\n  %u replicas, each request sent %u times, round-robin: worst metric error %.2e ", N, N, worst);
+    CU_ASSERT(worst < 0.02);
+    CU_ASSERT_DOUBLE_EQUAL(cl.imbalance_requests, 1.0, 1e-12);
+    for (uint32_t k = 0; k < N; k++) {
+        CU_ASSERT_EQUAL(cl.replicas[k].routed, one.n_requests);
+        CU_ASSERT_EQUAL(cl.replicas[k].steps, base.summary.steps);
+        CU_ASSERT(rel(cl.replicas[k].summary.ttft_ms.p99, base.summary.ttft_ms.p99) < 1e-9);
+    }
+    sim_result_free(&base);
+    sim_result_free(&cl);
+    cost_free(m);
+    tr_trace_free(&one);
+    tr_trace_free(&many);
+}
+
+static void test_cache_aware_keeps_prefixes_together(void)
+{
+    tr_trace t;
+    make_trace(&t, 3000, 30, 1, 96);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    cfg_init(&c);
+    c.core.max_total_tokens = 12000;   /* a quarter of the groups' prefixes, and room to run */
+    c.replicas = 4;
+    sim_result rr, ca;
+    c.router.policy = ROUTER_ROUND_ROBIN;
+    run(&c, &t, m, &rr);
+    c.router.policy = ROUTER_CACHE_AWARE;
+    run(&c, &t, m, &ca);
+    printf("\n  96 prefix groups on 4 replicas: hit rate round-robin %.3f, cache-aware %.3f; TTFT p50 %.1f vs %.1f ms ",
+           rr.summary.cache_hit_rate, ca.summary.cache_hit_rate, rr.summary.ttft_ms.median, ca.summary.ttft_ms.median);
+    /* Four of five blocks are shared, and each pool holds about a quarter of
+     * the groups' prefixes: kept together a group stays cached on its
+     * replica; sent round the replicas, every group competes for every pool. */
+    CU_ASSERT(ca.summary.cache_hit_rate > rr.summary.cache_hit_rate + 0.3);
+    CU_ASSERT(ca.summary.cache_hit_rate > 0.7);
+    CU_ASSERT_EQUAL(ca.summary.completed, 3000);
+    sim_result_free(&rr);
+    sim_result_free(&ca);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+void register_test_sim_cluster(void)
+{
+    CU_pSuite s = CU_add_suite("sim_cluster", NULL, NULL);
+    CU_add_test(s, "one replica behind any router is the single server, byte for byte", test_one_replica_is_the_server);
+    CU_add_test(s, "round-robin over N replicas at N copies equals one replica", test_round_robin_copies);
+    CU_add_test(s, "cache-aware routing beats round-robin on shared prefixes", test_cache_aware_keeps_prefixes_together);
+}
