@@ -29,6 +29,10 @@ local sections = {
    text = "A closed loop of clients sending 1024-token prompts, as a benchmark client does."},
   {name = "prefix_cache", head = "Prefix cache: pool size and queue policy",
    text = "Multi-turn conversations re-send their history; the pool size decides how much of it is still cached."},
+  {name = "router_policy", head = "Replicas behind a router: cache-aware against load-only routing",
+   text = "The same trace over 2, 4 and 8 simulated replicas (the load grows with them), routed by each policy "
+       .. "of the router core. A conversation's turns share its earlier turns' blocks: sent where they are "
+       .. "cached, they skip that prefill."},
   {name = "head_of_line", head = "Head-of-line blocking",
    text = "One long prompt arrives among short ones, with and without chunked prefill."},
 }

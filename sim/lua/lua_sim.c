@@ -328,6 +328,41 @@ static rlua_cost *config_cost(lua_State *L, int cfg, const char *who)
     return c;
 }
 
+/* The knob k = the value on the stack's top (left there), set on the job. */
+static void set_knob(lua_State *L, rlua_job *j, const char *who, const char *k, int *concurrency_given)
+{
+    char buf[64];
+    const char *v;
+    switch (lua_type(L, -1)) {
+    case LUA_TBOOLEAN:
+        v = lua_toboolean(L, -1) ? "true" : "false";
+        break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, -1));
+        else snprintf(buf, sizeof buf, "%.17g", lua_tonumber(L, -1));
+        v = buf;
+        break;
+    case LUA_TSTRING:
+        v = lua_tostring(L, -1);
+        break;
+    default:
+        luaL_error(L, "%s: knob '%s' has a %s value", who, k, luaL_typename(L, -1));
+        return;
+    }
+    if (!strcmp(k, "output") || !strcmp(k, "o")) {
+        j->cfg.out_path = own(j, v);
+        return;
+    }
+    const char *kept = own(j, v);
+    rh_err e;
+    int rc = kept ? sim_config_set(&j->cfg, k, kept, &e) : -1;
+    if (!kept) snprintf(e.msg, sizeof e.msg, "too many knobs");
+    if (rc == 0) luaL_error(L, "%s: unknown key '%s'", who, k);
+    if (rc < 0) luaL_error(L, "%s: %s", who, e.msg);
+    if (!strcmp(k, "max_concurrency") || !strcmp(k, "max-concurrency")) *concurrency_given = 1;
+    if (add_arg(j, k, v) < 0) luaL_error(L, "%s: out of memory", who);
+}
+
 /* Fills `j` from the config table at `cfg`; raises a Lua error naming the
  * key on anything wrong. */
 static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
@@ -366,37 +401,20 @@ static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
             lua_pop(L, 1);
             continue;
         }
-        char buf[64];
-        const char *v;
-        switch (lua_type(L, -1)) {
-        case LUA_TBOOLEAN:
-            v = lua_toboolean(L, -1) ? "true" : "false";
-            break;
-        case LUA_TNUMBER:
-            if (lua_isinteger(L, -1)) snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, -1));
-            else snprintf(buf, sizeof buf, "%.17g", lua_tonumber(L, -1));
-            v = buf;
-            break;
-        case LUA_TSTRING:
-            v = lua_tostring(L, -1);
-            break;
-        default:
-            luaL_error(L, "%s: knob '%s' has a %s value", who, k, luaL_typename(L, -1));
-            return;
-        }
-        if (!strcmp(k, "output") || !strcmp(k, "o")) {
-            j->cfg.out_path = own(j, v);
+        if (!strcmp(k, "cluster")) {
+            /* sim.run{cluster = {replicas = 4, router = "cache-aware", ...}}:
+             * the cluster's knobs, the same names as flat keys. */
+            if (!lua_istable(L, -1)) luaL_error(L, "%s: 'cluster' must be a table of knobs (replicas, router, ...)", who);
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: cluster keys must be knob names", who);
+                set_knob(L, j, who, lua_tostring(L, -2), &concurrency_given);
+                lua_pop(L, 1);
+            }
             lua_pop(L, 1);
             continue;
         }
-        const char *kept = own(j, v);
-        rh_err e;
-        int rc = kept ? sim_config_set(&j->cfg, k, kept, &e) : -1;
-        if (!kept) snprintf(e.msg, sizeof e.msg, "too many knobs");
-        if (rc == 0) luaL_error(L, "%s: unknown key '%s'", who, k);
-        if (rc < 0) luaL_error(L, "%s: %s", who, e.msg);
-        if (!strcmp(k, "max_concurrency") || !strcmp(k, "max-concurrency")) concurrency_given = 1;
-        if (add_arg(j, k, v) < 0) luaL_error(L, "%s: out of memory", who);
+        set_knob(L, j, who, k, &concurrency_given);
         lua_pop(L, 1);
     }
     const char *clients = tr_header_get(&j->trace->t.header, "clients");
