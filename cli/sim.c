@@ -59,11 +59,17 @@ static void print_replicas(const sim_result *r)
            "TTFT p99 (ms)", "hit rate");
     for (uint32_t k = 0; k < r->n_replicas; k++) {
         const sim_replica_result *x = &r->replicas[k];
-        printf("%-8u %10llu %10llu %10.2f %14.2f %14.2f %10.3f\n", k, (unsigned long long)x->routed,
+        if (r->pd_prefill) printf("%s", k < r->pd_prefill ? "P" : "D");
+        printf("%-*u %10llu %10llu %10.2f %14.2f %14.2f %10.3f\n", r->pd_prefill ? 7 : 8, k, (unsigned long long)x->routed,
                (unsigned long long)x->steps, x->busy_s, x->summary.ttft_ms.median, x->summary.ttft_ms.p99,
                x->summary.cache_hit_rate);
     }
     printf("load imbalance (most / mean): requests %.3f, busy time %.3f\n", r->imbalance_requests, r->imbalance_busy);
+    if (r->pd_prefill)
+        printf("prefill-decode: %u prefill + %u decode replicas on %u GPUs; KV transfer mean %.3f ms; goodput per GPU "
+               "%.4f req/s\n",
+               r->pd_prefill, r->n_replicas - r->pd_prefill, r->gpus, 1e3 * r->kv_transfer_mean_s,
+               r->gpus ? r->summary.request_goodput / r->gpus : 0);
 }
 
 int sim_main(int argc, char **argv)
@@ -164,6 +170,13 @@ int sim_main(int argc, char **argv)
             json_object_set_new(o, "replicas", sim_replicas_to_json(&res));
             json_object_set_new(o, "imbalance_requests", json_real(res.imbalance_requests));
             json_object_set_new(o, "imbalance_busy", json_real(res.imbalance_busy));
+        }
+        json_object_set_new(o, "gpus", json_integer(res.gpus));
+        json_object_set_new(o, "request_goodput_per_gpu", json_real(res.gpus ? res.summary.request_goodput / res.gpus : 0));
+        if (res.pd_prefill) {
+            json_object_set_new(o, "prefill_replicas", json_integer(res.pd_prefill));
+            json_object_set_new(o, "decode_replicas", json_integer(res.n_replicas - res.pd_prefill));
+            json_object_set_new(o, "mean_kv_transfer_ms", json_real(1e3 * res.kv_transfer_mean_s));
         }
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);

@@ -158,6 +158,34 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (!(d >= 0) || d > 1e9) return rh_fail(e, "%s must be >= 0 (got %s)", flag, v);
         if (name[8] == 'a') c->router.balance_abs = d;
         else c->router.balance_rel = d;
+    } else if (!strcmp(name, "prefill-replicas") || !strcmp(name, "decode-replicas")) {
+        const char *flag = name[0] == 'p' ? "--prefill-replicas" : "--decode-replicas";
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        if (u > 4096 || (u < 1 && name[0] == 'd')) return rh_fail(e, "%s must be %s..4096 (got %s)", flag, name[0] == 'p' ? "0" : "1", v);
+        if (name[0] == 'p') c->pd_prefill = (uint32_t)u;
+        else c->replicas = (uint32_t)u;
+        if (c->pd_prefill && !(c->pd_link_Bps > 0)) sim_pd_link("ib", &c->pd_link_Bps, &c->pd_link_latency_s);
+    } else if (!strcmp(name, "prefill-tp") || !strcmp(name, "decode-tp")) {
+        const char *flag = name[0] == 'p' ? "--prefill-tp" : "--decode-tp";
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        if (u < 1 || u > 1024) return rh_fail(e, "%s must be 1..1024 (got %s)", flag, v);
+        if (name[0] == 'p') c->pd_prefill_tp = (uint32_t)u;
+        else c->pd_decode_tp = (uint32_t)u;
+    } else if (!strcmp(name, "pd-link")) {
+        if (sim_pd_link(v, &c->pd_link_Bps, &c->pd_link_latency_s) < 0)
+            return rh_fail(e, "--pd-link: '%s' is not nvlink, ib or rdma (or give --pd-link-gbps and --pd-link-latency-us)", v);
+    } else if (!strcmp(name, "pd-link-gbps")) {
+        if (rh_parse_double(v, "--pd-link-gbps", &d, e) < 0) return -1;
+        if (!(d > 0) || d > 1e6) return rh_fail(e, "--pd-link-gbps must be > 0 GB/s (got %s)", v);
+        c->pd_link_Bps = d * 1e9;
+    } else if (!strcmp(name, "pd-link-latency-us")) {
+        if (rh_parse_double(v, "--pd-link-latency-us", &d, e) < 0) return -1;
+        if (!(d >= 0) || d > 1e9) return rh_fail(e, "--pd-link-latency-us must be >= 0 (got %s)", v);
+        c->pd_link_latency_s = d * 1e-6;
+    } else if (!strcmp(name, "pd-kv-bytes-per-token")) {
+        if (rh_parse_double(v, "--pd-kv-bytes-per-token", &d, e) < 0) return -1;
+        if (!(d > 0) || d > 1e12) return rh_fail(e, "--pd-kv-bytes-per-token must be > 0 (got %s)", v);
+        c->pd_kv_bytes_per_token = d;
     } else if (!strcmp(name, "token-times")) {
         if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
         c->token_times = u != 0;
@@ -179,7 +207,9 @@ int sim_config_takes_value(const char *name_in)
                                         "sim-seed", "series-points", "token-times", "mem-fraction-static",
                                         "gpu-memory-utilization", "replicas", "router", "router-policy",
                                         "network-delay-ms", "cache-threshold", "balance-abs-threshold",
-                                        "balance-rel-threshold"};
+                                        "balance-rel-threshold", "prefill-replicas", "decode-replicas",
+                                        "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
+                                        "pd-kv-bytes-per-token"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback")) return 0;
@@ -219,6 +249,13 @@ const char *sim_config_help(void)
            "  --cache-threshold F, --balance-abs-threshold N, --balance-rel-threshold R\n"
            "                            cache-aware's thresholds, as SGLang's router names them\n"
            "                            (defaults 0.5, 32, 1.0001)\n"
+           "  --prefill-replicas P      prefill-decode disaggregation: P prefill replicas (the router's\n"
+           "                            policy picks among them) and --decode-replicas D (default 1,\n"
+           "                            least outstanding); a prompt's KV crosses --pd-link to decode\n"
+           "  --prefill-tp N, --decode-tp N  each pool's tensor-parallel size (default --tp-size)\n"
+           "  --pd-link L               nvlink, ib (default) or rdma: bandwidth and latency per GPU;\n"
+           "                            or --pd-link-gbps G --pd-link-latency-us U\n"
+           "  --pd-kv-bytes-per-token B KV bytes per token per GPU (default: the cost model's)\n"
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
            "                            (policy_errors); without it the run stops with the error\n";
 }

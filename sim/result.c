@@ -49,6 +49,12 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
         json_object_set_new(o, "imbalance_requests", json_real(r->imbalance_requests));
         json_object_set_new(o, "imbalance_busy", json_real(r->imbalance_busy));
     }
+    json_object_set_new(o, "gpus", json_integer(r->gpus));
+    json_object_set_new(o, "request_goodput_per_gpu", json_real(r->gpus ? r->summary.request_goodput / r->gpus : 0));
+    if (r->pd_prefill) {
+        json_object_set_new(o, "prefill_replicas", json_integer(r->pd_prefill));
+        json_object_set_new(o, "mean_kv_transfer_ms", json_real(1e3 * r->kv_transfer_mean_s));
+    }
     if (with_requests) {
         json_t *id = json_array(), *send = json_array(), *ttft = json_array(), *e2e = json_array();
         json_t *in = json_array(), *out = json_array(), *cached = json_array(), *retr = json_array();

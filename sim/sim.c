@@ -33,7 +33,9 @@
 /* Per trace request. */
 typedef struct req_state {
     uint32_t index;          /* into the trace */
-    uint32_t replica;        /* which served it */
+    uint32_t replica;        /* which serves it (under PD: the prefill one, then the decode one) */
+    bool decoding;           /* PD: handed to the decode pool */
+    double kv_transfer;      /* PD: s its KV took to move, queueing included */
     rec_outcome o;           /* on the virtual clock */
     rh_dvec times;           /* token times (absolute), only when writing them or cfg->request_itl */
     double itl_median;       /* cfg->request_itl: the median of its inter-token gaps, else 0 */
@@ -46,10 +48,15 @@ typedef struct step_row {
 
 struct run;
 
+enum { ROLE_BOTH = 0, ROLE_PREFILL, ROLE_DECODE };
+
 /* One server: its core, the queue in front of it and its step in flight. */
 typedef struct replica {
     struct run *run;
     uint32_t index;
+    int role;                /* ROLE_*: a whole server, or one side of a prefill-decode pair */
+    uint32_t tp;             /* its tensor-parallel size for the cost model (0: the cost file's) */
+    double link_free;        /* PD prefill side: when its KV link takes the next transfer */
     core *c;
     metrics *m;              /* its own requests and steps (cluster runs) */
     step_row *rows;
@@ -99,8 +106,12 @@ typedef struct run {
     double next_send;        /* the sender's next send (INFINITY: none due yet) */
     replica *reps;
     uint32_t n_reps;
-    router *router;          /* NULL with one replica */
+    router *router;          /* NULL with one replica; under PD, over the prefill pool */
+    router *router_decode;   /* PD: over the decode pool */
     router_replica *view;    /* what the router is told, per replica */
+    uint32_t n_prefill;      /* PD: replicas [0, n_prefill) prefill, the rest decode; 0: no PD */
+    sim_config pool_cfg[2];  /* PD: the prefill and the decode pool's configuration (TP, KV pool) */
+    double kv_bytes_per_token;   /* PD: on one GPU of the prefill side */
 } run;
 
 void sim_config_default(sim_config *c)
@@ -167,6 +178,22 @@ static void emit_request(run *r, req_state *s, double now)
     tr_sender_done(r->sender, now);
 }
 
+/* Tokens reach the client at `now`: the outcome, the ITL counts, the token times. */
+static void record_tokens(run *r, replica *rep, req_state *s, const core_event *ev)
+{
+    if (s->o.n_out) {
+        double gap = ev->now - s->o.last;
+        if (count_gap(r->m, &r->itl_gap, &r->itl_count, gap) < 0) fail(r, "out of memory");
+        if (rep->m && count_gap(rep->m, &rep->itl_gap, &rep->itl_count, gap) < 0) fail(r, "out of memory");
+    }
+    if ((r->w && r->cfg->token_times) || r->cfg->request_itl)
+        for (uint32_t k = 0; k < ev->n_tokens; k++)
+            if (rh_dvec_push(&s->times, ev->now) < 0) fail(r, "out of memory");
+    rec_outcome_event(&s->o, ev);
+}
+
+static void handoff(replica *rep, req_state *s, double now);
+
 static void on_event(void *ctx, const core_event *in)
 {
     replica *rep = ctx;
@@ -176,15 +203,15 @@ static void on_event(void *ctx, const core_event *in)
     core_event shifted = *in;
     if (in->kind == CORE_EV_TOKENS || in->kind == CORE_EV_FINISHED) shifted.now = rep->deliver;
     const core_event *ev = &shifted;
+    if (rep->role == ROLE_PREFILL && (ev->kind == CORE_EV_TOKENS || ev->kind == CORE_EV_FINISHED)) {
+        /* The prefill side's one token goes out with the KV. */
+        if (ev->kind == CORE_EV_FINISHED) handoff(rep, s, ev->now);
+        return;
+    }
+    if (rep->role == ROLE_DECODE && ev->kind == CORE_EV_ADMITTED) return;   /* the prefill side's hit counts */
     if (ev->kind == CORE_EV_TOKENS) {
-        if (s->o.n_out) {
-            double gap = ev->now - s->o.last;
-            if (count_gap(r->m, &r->itl_gap, &r->itl_count, gap) < 0) fail(r, "out of memory");
-            if (rep->m && count_gap(rep->m, &rep->itl_gap, &rep->itl_count, gap) < 0) fail(r, "out of memory");
-        }
-        if ((r->w && r->cfg->token_times) || r->cfg->request_itl)
-            for (uint32_t k = 0; k < ev->n_tokens; k++)
-                if (rh_dvec_push(&s->times, ev->now) < 0) fail(r, "out of memory");
+        record_tokens(r, rep, s, ev);
+        return;
     }
     rec_outcome_event(&s->o, ev);
     if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) emit_request(r, s, ev->now);
@@ -229,7 +256,7 @@ static void admit_request(replica *rep, uint32_t i, double sent, double now)
     const tr_request *q = &r->trace->requests[i];
     req_state *s = &r->rs[i];
     s->index = i;
-    s->o.send = sent;
+    if (!s->decoding) s->o.send = sent;
     core_req_desc d = {
         .id = q->id,
         .prompt_len = q->input_len ? q->input_len : 1,   /* a server always sees a BOS */
@@ -239,6 +266,16 @@ static void admit_request(replica *rep, uint32_t i, double sent, double now)
         .block_size = r->trace->header.block_size,
         .user = s,
     };
+    if (rep->role == ROLE_PREFILL) d.max_new_tokens = 1;   /* the prompt and its first token */
+    if (rep->role == ROLE_DECODE) {
+        /* The rest of the output, from the prompt's KV as it arrived; this
+         * pool's own cache holds only what it computes. */
+        d.prompt_len += 1;       /* the first output token, sampled on the prefill side */
+        d.max_new_tokens -= 1;
+        d.kv_ready = true;
+        d.block_hashes = NULL;
+        d.n_block_hashes = 0;
+    }
     rh_err why;
     core_fit fit = core_check_fit(rep->c, d.id, d.prompt_len, d.max_new_tokens, &why);
     if (fit == CORE_OVER_CONTEXT || fit == CORE_OVER_POOL) {
@@ -291,21 +328,60 @@ static double pend_next(const replica *rep)
     return rep->pend_head < rep->pend_tail ? rep->pend_ready[rep->pend_head] : INFINITY;
 }
 
-/* The replica for request i: the router's pick over what every replica
- * holds now (one replica: always it). */
-static int route(run *r, uint32_t i)
+/* The replica for request i among reps[first, first + n): the router's pick
+ * over what each holds now (one replica: always it). */
+static int route(run *r, router *rt, uint32_t first, uint32_t n, uint32_t i)
 {
-    if (!r->router) return 0;
-    for (uint32_t k = 0; k < r->n_reps; k++) {
-        r->view[k] = (router_replica){.healthy = true, .outstanding = r->reps[k].outstanding};
+    if (!rt) return (int)first;
+    for (uint32_t k = 0; k < n; k++) {
+        replica *rep = &r->reps[first + k];
+        r->view[k] = (router_replica){.healthy = true, .outstanding = rep->outstanding};
         if (r->cfg->router.policy == ROUTER_LEAST_KV) {   /* SGLang's token_usage: pages held by requests */
             core_stats st;
-            core_get_stats(r->reps[k].c, &st);
+            core_get_stats(rep->c, &st);
             r->view[k].kv_use = st.pages_total ? (double)st.pages_used / (double)st.pages_total : 0;
         }
     }
     const tr_request *q = &r->trace->requests[i];
-    return router_pick(r->router, r->view, q->hashes, q->n_hashes);
+    int k = router_pick(rt, r->view, q->hashes, q->n_hashes);
+    return k < 0 ? -1 : (int)first + k;
+}
+
+/* PD: the prefill side has the prompt's KV and first token at `now`. The
+ * KV crosses the link (after the transfers queued before it on this
+ * replica's link), the first token reaches the client when it has, and the
+ * request waits in front of a decode replica for pages. One output token
+ * only: done here. */
+static void handoff(replica *rep, req_state *s, double now)
+{
+    run *r = rep->run;
+    const tr_request *q = &r->trace->requests[s->index];
+    uint32_t prompt = q->input_len ? q->input_len : 1, out = q->output_len ? q->output_len : 1;
+    if (out <= 1) {
+        core_event tok = {.kind = CORE_EV_TOKENS, .now = now, .n_tokens = 1, .output_len = 1};
+        record_tokens(r, rep, s, &tok);
+        s->o.finish = TR_FINISH_LENGTH;
+        emit_request(r, s, now);
+        return;
+    }
+    double start = fmax(now, rep->link_free);
+    double end = start + r->cfg->pd_link_latency_s + (double)prompt * r->kv_bytes_per_token / r->cfg->pd_link_Bps;
+    rep->link_free = end;
+    s->kv_transfer = end - now;
+    core_event tok = {.kind = CORE_EV_TOKENS, .now = end, .n_tokens = 1, .output_len = 1};
+    record_tokens(r, rep, s, &tok);
+    int k = route(r, r->router_decode, r->n_prefill, r->n_reps - r->n_prefill, s->index);
+    if (k < 0) {
+        fail(r, "the router found no decode replica");
+        return;
+    }
+    rep->outstanding--;
+    replica *dec = &r->reps[k];
+    s->replica = (uint32_t)k;
+    s->decoding = true;
+    dec->outstanding++;
+    dec->routed++;
+    if (pend_push(dec, s->index, s->o.send, end) < 0) fail(r, "out of memory");
 }
 
 /* Sends everything due by `now`, each to the replica the router picks;
@@ -319,7 +395,7 @@ static void send_due(run *r, double now)
     uint32_t i;
     double sent, next;
     while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) {
-        int k = route(r, i);
+        int k = route(r, r->router, 0, r->n_prefill ? r->n_prefill : r->n_reps, i);
         if (k < 0) {
             fail(r, "the router found no replica");
             break;
@@ -483,16 +559,23 @@ static double guard_clock(void *ctx)
 
 /* Step 1: the run's state — records per request, metrics, the sender, the
  * replicas' cores, the router, and the output file when one is asked for. */
-static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
+static int run_open(run *r, const sim_config *cfg, const sim_config *pools, double kv_bytes, const tr_trace *trace,
+                    const cost_model *cost, rh_err *e)
 {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
+    if (pools) {
+        r->pool_cfg[0] = pools[0];
+        r->pool_cfg[1] = pools[1];
+        r->kv_bytes_per_token = kv_bytes;
+    }
     r->trace = trace;
     r->cost = cost;
     r->rng = cfg->seed ^ 0x5157A11ull;
     r->next_send = INFINITY;
     uint64_t n = trace->n_requests;
-    r->n_reps = cfg->replicas ? cfg->replicas : 1;
+    r->n_prefill = pools ? cfg->pd_prefill : 0;
+    r->n_reps = (cfg->replicas ? cfg->replicas : 1) + r->n_prefill;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
     r->reps = calloc(r->n_reps, sizeof *r->reps);
     r->view = calloc(r->n_reps, sizeof *r->view);
@@ -503,14 +586,25 @@ static int run_open(run *r, const sim_config *cfg, const tr_trace *trace, const 
         replica *rep = &r->reps[k];
         rep->run = r;
         rep->index = k;
+        rep->role = !r->n_prefill ? ROLE_BOTH : k < r->n_prefill ? ROLE_PREFILL : ROLE_DECODE;
+        const sim_config *own = rep->role == ROLE_BOTH ? cfg : &r->pool_cfg[rep->role == ROLE_DECODE];
+        rep->tp = own->tp;
         core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
-        if (!(rep->c = core_new(&cfg->core, &hooks, e))) return -1;
+        if (!(rep->c = core_new(&own->core, &hooks, e))) return -1;
         if (r->n_reps > 1 && !(rep->m = metrics_new(&cfg->slo))) return rh_fail(e, "out of memory");
     }
-    if (r->n_reps > 1) {
+    uint32_t front = r->n_prefill ? r->n_prefill : r->n_reps;
+    if (front > 1) {
         router_config rc = cfg->router;
-        rc.n_replicas = r->n_reps;
+        rc.n_replicas = front;
         if (!(r->router = router_new(&rc, e))) return -1;
+    }
+    if (r->n_prefill && r->n_reps - r->n_prefill > 1) {
+        /* Decode replicas differ only in load: the least outstanding. */
+        router_config rc = cfg->router;
+        rc.policy = ROUTER_LEAST_OUTSTANDING;
+        rc.n_replicas = r->n_reps - r->n_prefill;
+        if (!(r->router_decode = router_new(&rc, e))) return -1;
     }
     if (cfg->out_path && !(r->w = open_output(cfg, trace, cost, e))) return -1;
     return 0;
@@ -549,7 +643,7 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
             draft_seqs++;
         }
     }
-    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = cfg->tp};
+    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
@@ -701,6 +795,13 @@ static step_row *all_rows(const run *r, size_t *n)
 /* Each replica's own summary and series, and how unevenly the work fell. */
 static int replica_results(run *r, sim_result *out, rh_err *e)
 {
+    out->gpus = 0;
+    for (uint32_t k = 0; k < r->n_reps; k++) {
+        cost_memory mem;
+        uint32_t tp = r->reps[k].tp;
+        out->gpus += cost_memory_of(r->cost, tp, &mem) && mem.gpus ? mem.gpus : tp ? tp : 1;
+    }
+    out->pd_prefill = r->n_prefill;
     if (r->n_reps == 1) return 0;
     out->n_replicas = r->n_reps;
     if (!(out->replicas = calloc(r->n_reps, sizeof *out->replicas))) return rh_fail(e, "out of memory");
@@ -760,8 +861,9 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
             .e2e = s->o.n_out ? s->o.last - s->o.send : -1,
             .input_len = q->input_len, .output_len = s->o.n_out,
             .cached_tokens = s->o.cached, .retractions = s->o.retractions, .itl_median = s->itl_median,
-            .replica = s->replica,
+            .replica = s->replica, .kv_transfer_s = s->kv_transfer,
         };
+        out->kv_transfer_mean_s += s->kv_transfer / (double)n;
     }
     if (r->w) {
         tr_writer *w = r->w;
@@ -788,6 +890,7 @@ static void run_close(run *r)
     free(r->reps);
     free(r->view);
     router_free(r->router);
+    router_free(r->router_decode);
     metrics_free(r->m);
     if (r->rs)
         for (uint64_t i = 0; i < r->trace->n_requests; i++) rh_dvec_free(&r->rs[i].times);
@@ -843,6 +946,56 @@ static int size_deployment(sim_config *c, const cost_model *cost, sim_result *ou
     return 0;
 }
 
+int sim_pd_link(const char *name, double *Bps, double *latency_s)
+{
+    /* Achieved per-GPU bandwidths and per-call latencies of the h100-sxm
+     * preset's "collectives", fitted to NCCL send/recv on a DGX H100
+     * (sim/cost/presets/gpus/h100-sxm.json): NVLink inside a node, and a
+     * 400 Gb/s InfiniBand NIC per GPU between nodes. "rdma" is RoCE on a
+     * 200 Gb/s NIC per GPU: half of that bandwidth, the same latency. */
+    if (!strcmp(name, "nvlink")) {
+        *Bps = 361.8e9;
+        *latency_s = 7.52e-6;
+    } else if (!strcmp(name, "ib") || !strcmp(name, "infiniband")) {
+        *Bps = 36.22e9;
+        *latency_s = 7.52e-6 + 10.61e-6;
+    } else if (!strcmp(name, "rdma") || !strcmp(name, "roce")) {
+        *Bps = 18.11e9;
+        *latency_s = 7.52e-6 + 10.61e-6;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* PD: each pool's configuration (its TP and its KV pool, sized from its
+ * GPUs' memory as one server's is) and the KV bytes a prompt token moves
+ * per GPU of the prefill side. */
+static int pd_pools(const sim_config *in, const cost_model *cost, sim_config pools[2], double *kv_bytes,
+                    sim_result *out, rh_err *e)
+{
+    if (in->core.preset != CORE_PRESET_SGLANG)
+        return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler (drop --scheduler vllm)");
+    if (!(in->pd_link_Bps > 0)) return rh_fail(e, "prefill-decode disaggregation needs a link (--pd-link nvlink|ib|rdma)");
+    uint32_t tps[2] = {in->pd_prefill_tp ? in->pd_prefill_tp : in->tp, in->pd_decode_tp ? in->pd_decode_tp : in->tp};
+    for (int k = 0; k < 2; k++) {
+        pools[k] = *in;
+        pools[k].tp = tps[k];
+        if (cost_check_tp(cost, tps[k], e) < 0) return rh_prefix(e, k ? "--decode-tp" : "--prefill-tp");
+        if (spec_shape(&pools[k], out, e) < 0 || size_deployment(&pools[k], cost, out, e) < 0) return -1;
+    }
+    *kv_bytes = in->pd_kv_bytes_per_token;
+    cost_memory mem;
+    if (!(*kv_bytes > 0)) {
+        if (!cost_memory_of(cost, tps[0], &mem) || !(mem.kv_bytes_per_token > 0))
+            return rh_fail(e, "prefill-decode disaggregation: cost model %s does not know its model's KV bytes per "
+                              "token; give --pd-kv-bytes-per-token",
+                           cost->path ? cost->path : "");
+        *kv_bytes = mem.kv_bytes_per_token;
+    }
+    return 0;
+}
+
 int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
 {
     memset(out, 0, sizeof *out);
@@ -851,9 +1004,15 @@ int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *c
     sim_config cfg_sized = *cfg_in;
     const sim_config *cfg = &cfg_sized;
     if (spec_shape(&cfg_sized, out, e) < 0 || size_deployment(&cfg_sized, cost, out, e) < 0) return -1;
+    sim_config pools[2];
+    double kv_bytes = 0;
+    if (cfg_in->pd_prefill && pd_pools(cfg_in, cost, pools, &kv_bytes, out, e) < 0) return -1;
     double wall0 = rh_now();
     run r;
-    int rc = run_open(&r, cfg, trace, cost, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0 ? -1 : 0;
+    int rc = run_open(&r, cfg, cfg_in->pd_prefill ? pools : NULL, kv_bytes, trace, cost, e) < 0 ||
+                     run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0
+                 ? -1
+                 : 0;
     run_close(&r);
     if (rc < 0) sim_result_free(out);
     else out->wall_s = rh_now() - wall0;

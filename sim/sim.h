@@ -71,7 +71,23 @@ typedef struct sim_config {
     uint32_t replicas;
     router_config router;
     double network_delay_s;
+    /* Prefill-decode disaggregation (pd_prefill > 0): pd_prefill prefill
+     * replicas (the router's policy picks among them) and `replicas` decode
+     * replicas (least outstanding), each pool with its own tensor-parallel
+     * size (0: tp) and KV pool. A request prefills in the one, its KV moves
+     * over the link (latency + bytes / bandwidth per GPU, one transfer at a
+     * time per prefill replica), and it decodes in the other; its first
+     * token reaches the client when the transfer is done. KV bytes per token
+     * per GPU: the cost model's, unless pd_kv_bytes_per_token says. */
+    uint32_t pd_prefill;
+    uint32_t pd_prefill_tp, pd_decode_tp;
+    double pd_link_Bps, pd_link_latency_s;
+    double pd_kv_bytes_per_token;
 } sim_config;
+
+/* A KV link by name ("nvlink", "ib", "rdma"): bytes/s per GPU each way and
+ * the latency of one transfer; 0 when known, -1 for another name. */
+int sim_pd_link(const char *name, double *Bps, double *latency_s);
 
 void sim_config_default(sim_config *c);
 /* Sets a simulator or core knob by CLI name (1 set, 0 unknown, -1 bad value). */
@@ -116,7 +132,8 @@ typedef struct sim_request_result {
     double ttft, e2e;        /* s; -1 if it never produced a token */
     uint32_t input_len, output_len, cached_tokens, retractions;
     double itl_median;       /* s, with sim_config.request_itl and 2+ tokens; else 0 */
-    uint32_t replica;        /* which served it (0 with one server) */
+    uint32_t replica;        /* which served it (0 with one server; the decode replica under PD) */
+    double kv_transfer_s;    /* PD: its KV's trip from the prefill to the decode replica, queueing included */
 } sim_request_result;
 
 /* One replica of a cluster run: the metrics of the requests it served and
@@ -144,6 +161,9 @@ typedef struct sim_result {
     sim_replica_result *replicas;
     double imbalance_requests;   /* most requests on one replica / the mean (1: even) */
     double imbalance_busy;       /* most busy time on one replica / the mean */
+    uint32_t pd_prefill;         /* PD: replicas[0..pd_prefill) prefill, the rest decode; else 0 */
+    uint32_t gpus;               /* every replica's GPUs (tensor-parallel sizes summed) */
+    double kv_transfer_mean_s;   /* PD: mean KV transfer per request */
 } sim_result;
 
 /* Runs one simulation. The trace is not modified. */

@@ -5,7 +5,11 @@
  * single server, so every latency metric equals the single run's and every
  * throughput is N times it (within 2%, the issue's bound; here exact); and
  * cache-aware routing keeps prefix groups together, so its hit rate beats
- * round-robin's on a trace of shared system prompts. */
+ * round-robin's on a trace of shared system prompts; and under
+ * prefill-decode disaggregation one request's TTFT and E2E are the single
+ * server's plus its KV transfer worked out by hand (latency + tokens x
+ * bytes per token / bandwidth), transfers queue on a prefill replica's
+ * link, and a pool too small for a request refuses it alone. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stdio.h>
@@ -181,10 +185,114 @@ static void test_cache_aware_keeps_prefixes_together(void)
     tr_trace_free(&t);
 }
 
+static void add(tr_trace *t, uint64_t id, double at, uint32_t in, uint32_t out)
+{
+    tr_request r = {.id = id, .arrival = at, .input_len = in, .output_len = out};
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_add_request(t, &r, &e), 0);
+}
+
+static void pd_config(sim_config *c)
+{
+    cfg_init(c);
+    c->pd_prefill = 1;
+    c->replicas = 1;
+    c->pd_kv_bytes_per_token = 1e5;
+    c->pd_link_Bps = 10e9;
+    c->pd_link_latency_s = 50e-6;
+}
+
+static void test_pd_transfer_by_hand(void)
+{
+    cost_model *m = cost_linear_new(&K);
+    tr_trace t;
+    tr_trace_init(&t);
+    add(&t, 1, 0, 1000, 10);
+    sim_config c;
+    cfg_init(&c);
+    sim_result one, pd;
+    run(&c, &t, m, &one);
+    pd_config(&c);
+    run(&c, &t, m, &pd);
+    double xfer = 50e-6 + 1000 * 1e5 / 10e9;   /* 10.05 ms */
+    CU_ASSERT_EQUAL_FATAL(pd.summary.completed, 1);
+    CU_ASSERT_DOUBLE_EQUAL(pd.requests[0].kv_transfer_s, xfer, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(pd.requests[0].ttft, one.requests[0].ttft + xfer, 1e-9);
+    /* The decode side runs the same nine decodes at the same contexts. */
+    CU_ASSERT_DOUBLE_EQUAL(pd.requests[0].e2e, one.requests[0].e2e + xfer, 1e-9);
+    CU_ASSERT_EQUAL(pd.requests[0].output_len, 10);
+    CU_ASSERT_EQUAL(pd.requests[0].replica, 1);   /* the decode replica */
+    CU_ASSERT_EQUAL(pd.gpus, 2);
+    printf("\n  TTFT %.3f ms alone, %.3f ms with a %.3f ms transfer ", 1e3 * one.requests[0].ttft,
+           1e3 * pd.requests[0].ttft, 1e3 * xfer);
+    sim_result_free(&one);
+    sim_result_free(&pd);
+
+    /* Two prompts prefilled in one step leave together: the second's KV
+     * waits for the first's on the link. */
+    add(&t, 2, 0, 1000, 10);
+    run(&c, &t, m, &pd);
+    CU_ASSERT_EQUAL(pd.summary.completed, 2);
+    double a = pd.requests[0].kv_transfer_s, b = pd.requests[1].kv_transfer_s;
+    CU_ASSERT_DOUBLE_EQUAL(fmin(a, b), xfer, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fmax(a, b), 2 * xfer, 1e-12);
+    sim_result_free(&pd);
+
+    /* A decode pool too small for a request: that one fails, the rest run. */
+    tr_trace_free(&t);
+    tr_trace_init(&t);
+    add(&t, 1, 0, 3000, 10);
+    add(&t, 2, 0.1, 200, 10);
+    pd_config(&c);
+    sim_config small = c;
+    small.core.max_total_tokens = 4096;
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL(sim_run(&small, &t, m, &pd, &e), 0);
+    CU_ASSERT_EQUAL(pd.summary.completed, 2);   /* 3010 tokens fit 4096 */
+    sim_result_free(&pd);
+    small.core.max_total_tokens = 2048;
+    CU_ASSERT_EQUAL(sim_run(&small, &t, m, &pd, &e), 0);
+    CU_ASSERT_EQUAL(pd.summary.completed, 1);
+    CU_ASSERT_EQUAL(pd.summary.failed_kv_pool + pd.summary.failed_context_length, 1);
+    sim_result_free(&pd);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
+/* With every pool big enough, disaggregation moves work but loses none. */
+static void test_pd_serves_everything(void)
+{
+    tr_trace t;
+    make_trace(&t, 1200, 10, 1, 6);
+    cost_model *m = cost_linear_new(&K);
+    sim_config c;
+    pd_config(&c);
+    c.pd_prefill = 2;
+    c.replicas = 3;
+    c.router.policy = ROUTER_CACHE_AWARE;
+    sim_result r;
+    run(&c, &t, m, &r);
+    CU_ASSERT_EQUAL(r.summary.completed, 1200);
+    CU_ASSERT_EQUAL(r.n_replicas, 5);
+    CU_ASSERT_EQUAL(r.pd_prefill, 2);
+    uint64_t decoded = 0;
+    for (uint32_t k = 2; k < 5; k++) decoded += r.replicas[k].routed;
+    CU_ASSERT_EQUAL(decoded, 1200);   /* every request has output > 1 here */
+    CU_ASSERT_EQUAL(r.replicas[0].routed + r.replicas[1].routed, 1200);
+    CU_ASSERT(r.summary.cache_hit_rate > 0.5);   /* the prefill pool's cache */
+    CU_ASSERT(r.kv_transfer_mean_s > 50e-6);
+    sim_result_free(&r);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
 void register_test_sim_cluster(void)
 {
     CU_pSuite s = CU_add_suite("sim_cluster", NULL, NULL);
     CU_add_test(s, "one replica behind any router is the single server, byte for byte", test_one_replica_is_the_server);
     CU_add_test(s, "round-robin over N replicas at N copies equals one replica", test_round_robin_copies);
     CU_add_test(s, "cache-aware routing beats round-robin on shared prefixes", test_cache_aware_keeps_prefixes_together);
+    CU_add_test(s, "prefill-decode: one request's KV transfer by hand, transfers queue, pools refuse alone",
+                test_pd_transfer_by_hand);
+    CU_add_test(s, "prefill-decode: two prefill and three decode replicas serve every request", test_pd_serves_everything);
 }

@@ -270,6 +270,15 @@ int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
     return 0;
 }
 
+void core_admit_ready(core *c, core_req *r)
+{
+    r->kv = req_fill(r) - 1;   /* all but the last token, whose K and V its first decode computes */
+    r->kv_ready = false;
+    r->phase = PH_DECODE;
+    c->run[c->n_run++] = r;
+    r->in_run = true;
+}
+
 void core_retract(core *c, core_req *r, bool cache, bool front, double now)
 {
     /* Keep what the request will re-match when it recomputes: with `cache`
@@ -421,6 +430,7 @@ core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e)
     r->arrival = now;
     r->prompt_len = d->prompt_len;
     r->max_new = d->max_new_tokens;
+    r->kv_ready = d->kv_ready && c->cfg.preset == CORE_PRESET_SGLANG;
     if (keys_init_req(c, r, d, e) < 0 || map_put(c, r) < 0) {
         if (!e || !e->msg[0]) rh_fail(e, "request %llu: out of memory", id);
         free_req(r);

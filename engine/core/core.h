@@ -122,6 +122,14 @@ typedef struct core_req_desc {
     uint32_t n_block_hashes;
     uint32_t block_size;
     void *user;                       /* the caller's per-request data, handed back in batches and events */
+    /* The K and V of the prompt arrive with the request (the decode server
+     * of a prefill-decode pair; SGLang scheduler only). prompt_len then
+     * counts the first output token too, which the prefill side sampled:
+     * admission takes pages for the prompt_len - 1 tokens that arrived and
+     * computes nothing, and the request decodes from its first step (that
+     * decode computes the first output token's K and V, as after a local
+     * prefill) for max_new_tokens more. A retracted one recomputes as any. */
+    bool kv_ready;
 } core_req_desc;
 
 /* One sequence of a batch. Positions start..start+n_new-1 are computed; their

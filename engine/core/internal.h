@@ -45,6 +45,7 @@ struct core_req {
     bool in_batch;             /* a sequence of the batch in flight */
     bool admitted_once;        /* first admission counted in the stats */
     bool in_run;               /* listed in c->run */
+    bool kv_ready;             /* core_req_desc.kv_ready, until admitted or retracted */
     uint32_t retractions;
     uint32_t cached_tokens;    /* matched at the latest admission */
 
@@ -153,6 +154,9 @@ void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool pr
  * prefix held (m pages from c->match_pages) and pages covering `cover`
  * positions. -1 with nothing changed when the pool cannot cover them. */
 int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now);
+/* After core_admit of a kv_ready request: its prompt is in the pages, and
+ * it joins the running batch to decode. */
+void core_admit_ready(core *c, core_req *r);
 /* Frees r's pages (after caching its full pages when `cache`), sends it back
  * to the waiting queue (front or back) for recompute. */
 void core_retract(core *c, core_req *r, bool cache, bool front, double now);

@@ -169,6 +169,19 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         if (!r) continue;
         if (c->n_active >= cfg->max_running_requests) break;
         bool progress = c->n_active == 0;   /* nothing runs: start something */
+        if (r->kv_ready) {
+            /* Its prompt's K and V arrive with it: pages, no prefill budget,
+             * and it decodes in this very step (add_decodes follows when no
+             * prefill was added). */
+            uint64_t arrived = req_fill(r) - 1;
+            double room = (double)kv_available(&c->kv) * ps - offset;
+            if (!progress && (double)(arrived + clip_remaining(r)) >= room) break;
+            if (ceil_div(arrived, ps) > kv_available(&c->kv)) break;
+            if (core_admit(c, r, 0, arrived, now) < 0) break;
+            core_admit_ready(c, r);
+            offset += clip_remaining(r);
+            continue;
+        }
         uint32_t limit = (req_fill(r) - 1) / ps;
         if (core_match_room(c, limit + 1) < 0) break;
         uint32_t m_cached, m = keys_match(c, r, c->match_pages, &m_cached);
