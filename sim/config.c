@@ -271,7 +271,9 @@ int sim_knobs_take(sim_knobs *k, sim_config *c, const char *name, const char *va
 {
     if (sim_config_set(c, name, value, e) < 0) return -1;
     if (k->n == SIM_MAX_KNOBS) return rh_fail(e, "more than %d scheduler knobs", SIM_MAX_KNOBS);
-    k->kv[k->n][0] = name;
+    if (strlen(name) >= sizeof k->names[0]) return rh_fail(e, "--%.40s...: the knob name is too long", name);
+    snprintf(k->names[k->n], sizeof k->names[0], "%s", name);
+    k->kv[k->n][0] = k->names[k->n];
     k->kv[k->n++][1] = value;
     return 0;
 }

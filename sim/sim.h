@@ -104,7 +104,8 @@ void sim_config_from_header(sim_config *c, const tr_header *h);
  * knobs, then these (flags win). */
 #define SIM_MAX_KNOBS 64
 typedef struct sim_knobs {
-    const char *kv[SIM_MAX_KNOBS][2];   /* borrowed name, value */
+    const char *kv[SIM_MAX_KNOBS][2];   /* name (in names[]), borrowed value */
+    char names[SIM_MAX_KNOBS][64];      /* copied: argument parsers hand names out in one reused buffer */
     int n;
 } sim_knobs;
 /* Checks the knob against c (so a bad one is refused at once) and keeps it.
