@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int rh_mkdir_p(const char *path)
 {
@@ -21,5 +22,16 @@ int rh_mkdir_p(const char *path)
         if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
         buf[i] = c;
     }
+    return 0;
+}
+
+int rh_exe_dir(char *buf, size_t n)
+{
+    if (n < 2) return -1;
+    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+    if (len <= 0 || (size_t)len >= n - 1) return -1;
+    buf[len] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = '\0';   /* "/rehearse" gives "": paths built as DIR/x stay right */
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kernels/cuda/api.h"
+#include "util/fs.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Set once, by load(); read without loading by the calls that only matter
@@ -59,14 +60,10 @@ static void load(void)
         return;
     }
     char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) {
+    if (rh_exe_dir(exe, sizeof exe)) {
         snprintf(why, sizeof why, "the CUDA backend library cannot be found: /proc/self/exe is unreadable");
         return;
     }
-    exe[len] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
     static const char *const places[] = {"%s/" RH_CUDA_LIB, "%s/build/" RH_CUDA_LIB, "%s/../lib/rehearse/" RH_CUDA_LIB};
     for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
         char path[PATH_MAX + 64];

@@ -1,5 +1,6 @@
 /* cost_presets.c — the preset search path (see cost_presets.h). */
 #include "sim/cost/cost_presets.h"
+#include "util/fs.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -30,15 +31,9 @@ static int search_dirs(char dirs[MAX_DIRS][PATH_N])
     /* The binary's own directory: works from a checkout and after install,
      * wherever the current directory is. */
     char exe[PATH_N];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(dirs[n++], PATH_N, "%.3000s/sim/cost/presets", exe);
-            snprintf(dirs[n++], PATH_N, "%.3000s/../share/rehearse/presets", exe);
-        }
+    if (rh_exe_dir(exe, sizeof exe) == 0) {
+        snprintf(dirs[n++], PATH_N, "%.3000s/sim/cost/presets", exe);
+        snprintf(dirs[n++], PATH_N, "%.3000s/../share/rehearse/presets", exe);
     }
     return n;
 }

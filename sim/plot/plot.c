@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/csv.h"
+#include "util/fs.h"
 
 static const char *kind_names[] = {"lines", "timeseries", "scatter", "cdf", "heatmap", "bars"};
 
@@ -54,11 +55,7 @@ const char *plot_template_dir(void)
         if (is_dir(dir)) return dir;
     }
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
+    if (rh_exe_dir(exe, sizeof exe) == 0) {
         const char *tries[] = {"%s/scripts/plot", "%s/../scripts/plot", "%s/../share/rehearse/scripts/plot"};
         for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
             snprintf(dir, sizeof dir, tries[i], exe);
