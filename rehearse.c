@@ -20,6 +20,7 @@ static const cli_command commands[] = {
     {"model", model_main, "inspect a model, generate text with it, save seeded weights"},
     {"bench", bench_main, "load-test any OpenAI-compatible server; TTFT, TPOT, ITL, E2E; client-side trace"},
     {"probe", probe_main, "measure any OpenAI-compatible server with a designed campaign, for rehearse fit"},
+    {"router", router_main, "route OpenAI-compatible requests over running workers with the router core's policies"},
 };
 
 static void usage(FILE *f)

@@ -41,5 +41,6 @@ int calibrate_main(int argc, char **argv);        /* calibrate.c */
 int model_main(int argc, char **argv);            /* model.c */
 int bench_main(int argc, char **argv);            /* bench.c */
 int probe_main(int argc, char **argv);            /* probe.c */
+int router_main(int argc, char **argv);           /* router.c */
 
 #endif

@@ -111,22 +111,30 @@ static int keep_body(bench_xfer *x, const char *p, size_t n)
     return 0;
 }
 
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
+int bench_xfer_feed(bench_xfer *x, long status, const char *p, size_t n)
 {
-    bench_xfer *x = ctx;
-    size_t n = size * nmemb;
     x->now = rh_now();
-    if (x->status == 0) curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
-    if (x->status >= 300 || !x->cfg->stream) return keep_body(x, p, n) < 0 ? 0 : n;
+    if (x->status == 0) x->status = status;
+    if (x->status >= 300 || !x->cfg->stream) return keep_body(x, p, n);
     rh_err e;
     if (bench_sse_feed(&x->sse, p, n, on_event, x, &e) < 0) {
         if (!x->failed) {
             x->failed = 1;
             snprintf(x->msg, sizeof x->msg, "%s", e.msg);
         }
-        return 0;                   /* aborts the transfer: the stream is unusable */
+        return -1;
     }
-    return n;
+    return 0;
+}
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
+{
+    bench_xfer *x = ctx;
+    size_t n = size * nmemb;
+    long status = x->status;
+    if (status == 0) curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    /* a stream that cannot be read aborts the transfer */
+    return bench_xfer_feed(x, status, p, n) < 0 ? 0 : n;
 }
 
 static void fail(bench_result *r, int finish, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -295,6 +303,18 @@ bench_xfer *bench_xfer_new(const bench_config *c, const bench_dataset *d, size_t
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     if (c->request_timeout > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ceil(c->request_timeout * 1e3));
+    return x;
+}
+
+bench_xfer *bench_xfer_observer(const bench_config *c, uint32_t max_tokens, bench_result *res)
+{
+    bench_xfer *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->res = res;
+    x->cfg = c;
+    x->max_tokens = max_tokens;
+    x->finish = -1;
+    bench_sse_init(&x->sse);
     return x;
 }
 

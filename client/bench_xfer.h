@@ -47,6 +47,17 @@ struct curl_slist *bench_headers(const bench_config *c);
  * prompt ids) and its handle set up; NULL when out of memory. */
 bench_xfer *bench_xfer_new(const bench_config *c, const bench_dataset *d, size_t i, const char *url,
                            const char *model_json, int32_t *scratch, bench_result *res);
+/* A transfer whose bytes another moves (the router's proxy): no handle and
+ * no body of its own; the owner marks the send, feeds it what arrives and
+ * concludes it, and the result is timed and judged as bench's own are.
+ * max_tokens is what the request asked for (the output length when the
+ * response says none). NULL when out of memory. */
+bench_xfer *bench_xfer_observer(const bench_config *c, uint32_t max_tokens, bench_result *res);
+/* Response bytes as they arrive (status: the response's HTTP status):
+ * stamped now, split into events and parsed (a stream), else kept whole.
+ * -1 once the stream cannot be read (a malformed event, an error event, out
+ * of memory): the verdict is kept, and later bytes need not be fed. */
+int bench_xfer_feed(bench_xfer *x, long status, const char *p, size_t n);
 /* Marks the send, s from t0; call right before handing the handle to curl. */
 void bench_xfer_sent(bench_xfer *x, double t0);
 /* The verdict once curl is done with it (rc), or when a stop took it down

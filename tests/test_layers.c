@@ -19,7 +19,7 @@ static int copy_tree(void)
     tu_tmp_path("layers", scratch, sizeof scratch);
     snprintf(cmd, sizeof cmd,
              "rm -rf %s && mkdir -p %s && tar -cf - README.md rehearse.c scripts/check_layers.sh util traces kernels "
-             "engine client sim cli | tar -xf - -C %s",
+             "engine client router sim cli | tar -xf - -C %s",
              scratch, scratch, scratch);
     return tu_run(cmd, out, sizeof out);
 }

@@ -97,6 +97,11 @@ int tu_file_exists(const char *path)
 
 int tu_server_start(tu_server *s, const char *name, char *const args[])
 {
+    return tu_command_start(s, name, "serve", args);
+}
+
+int tu_command_start(tu_server *s, const char *name, const char *command, char *const args[])
+{
     char n1[96], n2[96];
     snprintf(n1, sizeof n1, "%s.out", name);
     snprintf(n2, sizeof n2, "%s.err", name);
@@ -105,7 +110,7 @@ int tu_server_start(tu_server *s, const char *name, char *const args[])
     char *argv[64];
     int n = 0;
     argv[n++] = (char *)tu_bin();
-    argv[n++] = "serve";
+    argv[n++] = (char *)command;
     for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
     argv[n] = NULL;
     posix_spawn_file_actions_t fa;

@@ -32,6 +32,9 @@ typedef struct tu_server {
 } tu_server;
 /* 0 once it listens (within 30 s), else -1 (the process is killed). */
 int tu_server_start(tu_server *s, const char *name, char *const args[]);
+/* The same for any subcommand that prints "listening on URL" as its first
+ * line on stdout (`rehearse router ARGS`). */
+int tu_command_start(tu_server *s, const char *name, const char *command, char *const args[]);
 /* SIGTERM, then waits; the exit status (128 + signal when killed). */
 int tu_server_stop(tu_server *s);
 
