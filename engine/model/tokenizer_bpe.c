@@ -566,6 +566,7 @@ tokenizer *tok_load(const char *path, rh_err *e)
     if (load_merges(t, json_object_get(model, "merges"), file, e) || load_added(t, added, e)) goto fail;
     lookup(t, str_field(model, "unk_token"), &t->unk);
     find_bos_eos(t, root);
+    if (tok_load_config(t, file, e)) goto fail;
     json_decref(root);
     return t;
 fail:

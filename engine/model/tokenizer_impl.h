@@ -24,6 +24,7 @@ enum tok_split {
     TOK_SPLIT_DEEPSEEK,   /* DeepSeek-V3's third stage (tokenizer_split.c) */
 };
 #define TOK_MAX_STAGES 4
+#define TOK_N_SPECIAL_TEXT 4
 
 typedef struct tok_added {
     char *text;
@@ -52,7 +53,15 @@ struct tokenizer {
 
     tok_added *added;         /* added tokens, longest first */
     size_t n_added;
+
+    /* From tokenizer_config.json (tokenizer_chat.c); NULL when absent. */
+    char *special_text[TOK_N_SPECIAL_TEXT];   /* bos_token, eos_token, unk_token, pad_token */
+    struct chat_template *chat;
 };
+
+/* Reads tokenizer_config.json beside tokenizer_file when there is one. */
+int tok_load_config(tokenizer *t, const char *tokenizer_file, rh_err *e);
+void tok_free_config(tokenizer *t);
 
 /* Pre-tokenization: calls emit(ctx, start, len) for each piece of text[0..len);
  * stops at and returns the first non-zero value emit returns. */

@@ -27,10 +27,16 @@
  * (openai_params.c): suffix, tools, tool_choice, functions, response_format
  * other than text, guided and structured outputs, allowed_token_ids,
  * bad_words, prompt_logprobs, truncate_prompt_tokens, chat's echo and
- * template options, stream_options.continuous_usage_stats, and the like.
- * Chat template (models here carry no Jinja template): the tokenizer's BOS,
- * then "ROLE: CONTENT\n" per message, then "assistant:" for the model to
- * continue. Text prompts are encoded with the BOS prepended.
+ * continue_final_message, stream_options.continuous_usage_stats, and the like.
+ * Chat: with a tokenizer whose tokenizer_config.json carries a Jinja
+ * chat_template, that template rendered as Hugging Face's
+ * apply_chat_template does (text parts of a content joined by newlines),
+ * with add_generation_prompt (default true), chat_template_kwargs as extra
+ * variables and a request's own chat_template, then encoded without an added
+ * BOS (the template writes it), as vLLM does. Without one: the tokenizer's
+ * BOS, then "ROLE: CONTENT\n" per message, then "assistant:", and those
+ * three options are refused. Text prompts are encoded with the BOS
+ * prepended when the tokenizer has one.
  * Every refusal is an oa_error: HTTP status, message, the parameter at
  * fault and a code, written as {"error": {message, type, param, code}}. */
 #ifndef RH_OPENAI_H

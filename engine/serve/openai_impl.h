@@ -18,7 +18,7 @@ int oa_get_int(json_t *root, const char *name, long long *out, int *given, oa_er
 int oa_bad_type(oa_error *e, const char *param, const char *want);
 
 /* openai_params.c */
-int oa_parse_refused(oa_kind kind, json_t *root, oa_error *e);
+int oa_parse_refused(oa_kind kind, json_t *root, bool templated, oa_error *e);
 int oa_parse_sampling(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e);
 /* After the prompts and max_tokens: min_tokens against max_tokens, and n
  * copies of each prompt. */

@@ -21,7 +21,7 @@ typedef enum refuse_when {
 typedef struct refused_param {
     const char *name;
     refuse_when when;
-    unsigned kinds;     /* 1 completions, 2 chat */
+    unsigned kinds;     /* 1 completions, 2 chat; 4: only where the tokenizer has no chat template */
     const char *why;
 } refused_param;
 
@@ -44,9 +44,9 @@ static const refused_param REFUSED[] = {
     {"top_logprobs", GIVEN, 1, "completions take logprobs=N for the top N"},
     {"echo", IS_TRUE, 2, "echo is a completions parameter"},
     {"continue_final_message", IS_TRUE, 2, "the chat template always opens a new assistant turn"},
-    {"add_generation_prompt", IS_FALSE, 2, "the chat template always opens a new assistant turn"},
-    {"chat_template", NONEMPTY, 2, "this server's chat template is fixed"},
-    {"chat_template_kwargs", NONEMPTY, 2, "this server's chat template takes no arguments"},
+    {"add_generation_prompt", IS_FALSE, 2 | 4, "without a Jinja chat template a new assistant turn always opens"},
+    {"chat_template", NONEMPTY, 2 | 4, "the tokenizer has no Jinja chat template, so none is rendered"},
+    {"chat_template_kwargs", NONEMPTY, 2 | 4, "the tokenizer has no Jinja chat template to take them"},
 };
 
 static bool nonempty(json_t *v)
@@ -73,11 +73,12 @@ static int refuse(oa_error *e, const char *name, const char *why)
     return oa_fail(e, 400, name, "unsupported_parameter", "'%s' is not supported by this server: %s", name, why);
 }
 
-int oa_parse_refused(oa_kind kind, json_t *root, oa_error *e)
+int oa_parse_refused(oa_kind kind, json_t *root, bool templated, oa_error *e)
 {
     unsigned bit = kind == OA_CHAT ? 2 : 1;
     for (size_t i = 0; i < sizeof REFUSED / sizeof *REFUSED; i++) {
         const refused_param *p = &REFUSED[i];
+        if ((p->kinds & 4) && templated) continue;
         if ((p->kinds & bit) && refused_value(oa_field(root, p->name), p->when)) return refuse(e, p->name, p->why);
     }
     json_t *tc = oa_field(root, "tool_choice");

@@ -98,14 +98,16 @@ static int add_prompt(oa_request *r, int32_t *ids, uint32_t n)
     return 0;
 }
 
-static int text_prompt(oa_request *r, const char *s, size_t len, const char *param, const oa_limits *lim,
-                       oa_error *e)
+/* add_bos: 1 for a raw prompt; 0 for a rendered chat template, which
+ * writes its own BOS (vLLM's add_special_tokens=False for chat). */
+static int encode_prompt(oa_request *r, const char *s, size_t len, int add_bos, const char *param, const oa_limits *lim,
+                         oa_error *e)
 {
     if (!lim->tok) return oa_fail(e, 400, param, "invalid_value", "this server has no tokenizer: send '%s' as token ids", param);
     int32_t *ids;
     size_t n;
     rh_err err;
-    if (tok_encode(lim->tok, s, len, 1, &ids, &n, &err) < 0) return oa_fail(e, 400, param, "invalid_value", "%s", err.msg);
+    if (tok_encode(lim->tok, s, len, add_bos, &ids, &n, &err) < 0) return oa_fail(e, 400, param, "invalid_value", "%s", err.msg);
     if (n == 0) {
         free(ids);
         return oa_fail(e, 400, param, "invalid_value", "'%s' is empty", param);
@@ -115,6 +117,11 @@ static int text_prompt(oa_request *r, const char *s, size_t len, const char *par
         return oa_fail(e, 500, NULL, NULL, "out of memory");
     }
     return 0;
+}
+
+static int text_prompt(oa_request *r, const char *s, size_t len, const char *param, const oa_limits *lim, oa_error *e)
+{
+    return encode_prompt(r, s, len, 1, param, lim, e);
 }
 
 /* An array of token ids; `where` names it in messages ("prompt", "prompt[2]"). */
@@ -252,12 +259,82 @@ char *oa_chat_text(const void *messages, size_t *len, oa_error *e)
     return b.p;
 }
 
+/* The messages as a chat template reads them: each content a string (text
+ * parts joined by newlines, as vLLM joins them), every other field as sent. */
+static json_t *template_messages(json_t *m, oa_error *e)
+{
+    json_t *out = json_array();
+    if (!out) goto oom;
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        json_t *msg = json_array_get(m, i), *c = json_object_get(msg, "content");
+        json_t *copy = json_copy(msg);
+        if (!copy || json_array_append_new(out, copy)) goto oom;
+        if (!json_is_array(c)) continue;
+        sbuf b = {0};
+        int rc = 0;
+        for (size_t k = 0; k < json_array_size(c) && !rc; k++) {
+            json_t *one = json_array(), *part = json_array_get(c, k);
+            if (!one || json_array_append(one, part)) rc = -2;
+            if (!rc && k && sb_put(&b, "\n", 1) < 0) rc = -2;
+            if (!rc) rc = put_content(&b, one, i, e);
+            json_decref(one);
+        }
+        if (!rc && json_object_set_new(copy, "content", json_stringn(b.p ? b.p : "", b.n))) rc = -2;
+        free(b.p);
+        if (rc == -1) {
+            json_decref(out);
+            return NULL;
+        }
+        if (rc) goto oom;
+    }
+    return out;
+oom:
+    json_decref(out);
+    oa_fail(e, 500, NULL, NULL, "out of memory");
+    return NULL;
+}
+
+/* The tokenizer's Jinja chat template (or the request's chat_template),
+ * with add_generation_prompt (default true) and chat_template_kwargs. */
+static char *render_template(const oa_limits *lim, json_t *root, size_t *len, oa_error *e)
+{
+    json_t *agp = oa_field(root, "add_generation_prompt"), *kw = oa_field(root, "chat_template_kwargs");
+    json_t *tpl = oa_field(root, "chat_template");
+    if (agp && !json_is_boolean(agp)) {
+        oa_bad_type(e, "add_generation_prompt", "a boolean");
+        return NULL;
+    }
+    if (kw && !json_is_object(kw)) {
+        oa_bad_type(e, "chat_template_kwargs", "an object");
+        return NULL;
+    }
+    if (tpl && !json_is_string(tpl)) {
+        oa_bad_type(e, "chat_template", "a string");
+        return NULL;
+    }
+    json_t *msgs = template_messages(oa_field(root, "messages"), e);
+    if (!msgs) return NULL;
+    rh_err err;
+    char *text = tok_apply_chat_template(lim->tok, msgs, !agp || json_is_true(agp), kw,
+                                         tpl && json_string_length(tpl) ? json_string_value(tpl) : NULL, len, &err);
+    json_decref(msgs);
+    if (!text) oa_fail(e, 400, tpl ? "chat_template" : "messages", "invalid_value", "the chat template failed: %s", err.msg);
+    return text;
+}
+
 static int parse_messages(oa_request *r, json_t *root, const oa_limits *lim, oa_error *e)
 {
     size_t len;
+    /* The plain rendering checks every message's shape, template or not. */
     char *text = oa_chat_text(oa_field(root, "messages"), &len, e);
     if (!text) return -1;
-    int rc = text_prompt(r, text, len, "messages", lim, e);
+    int add_bos = 1;
+    if (lim->tok && tok_has_chat_template(lim->tok)) {
+        free(text);
+        if (!(text = render_template(lim, root, &len, e))) return -1;
+        add_bos = 0;
+    }
+    int rc = encode_prompt(r, text, len, add_bos, "messages", lim, e);
     free(text);
     return rc;
 }
@@ -395,7 +472,7 @@ int oa_parse(oa_kind kind, const char *body, size_t n, const oa_limits *lim, oa_
             goto done;
         }
     }
-    if (oa_parse_refused(kind, root, e) < 0 || oa_parse_sampling(out, root, lim, e) < 0) goto done;
+    if (oa_parse_refused(kind, root, lim->tok && tok_has_chat_template(lim->tok), e) < 0 || oa_parse_sampling(out, root, lim, e) < 0) goto done;
     if ((kind == OA_CHAT ? parse_messages(out, root, lim, e) : parse_prompt(out, root, lim, e)) < 0) goto done;
     if (parse_max_tokens(out, root, lim, e) < 0 || parse_stop(out, root, lim, e) < 0) goto done;
     if (oa_parse_choices(out, root, e) < 0) goto done;

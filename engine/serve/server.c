@@ -46,8 +46,9 @@ static void sleep_s(double s)
 /* ---- life cycle ---- */
 static int open_tokenizer(server *s, rh_err *e)
 {
-    const char *path = tok_path_of(s->cfg.engine.model, s->cfg.tokenizer);
+    char installed[4400];
     uint32_t vocab = engine_model(s->g)->vocab_size;
+    const char *path = tok_path_for(s->cfg.engine.model, s->cfg.tokenizer, vocab, installed, sizeof installed);
     if (path) {
         if (!(s->tok = tok_load(path, e))) return -1;
         snprintf(s->tok_kind, sizeof s->tok_kind, "%s", path);
