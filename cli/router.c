@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/serving.h"
 #include "router/proxy.h"
 #include "util/args.h"
 #include "util/progress.h"
@@ -59,17 +60,6 @@ static int bad(const char *msg)
 {
     fprintf(stderr, "rehearse router: %s\n", msg);
     return 1;
-}
-
-static int wait_signal(const sigset_t *set, double seconds)
-{
-    if (seconds < 0) {
-        int sig = 0;
-        return sigwait(set, &sig) == 0 ? sig : 0;
-    }
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    int sig = sigtimedwait(set, NULL, &ts);
-    return sig > 0 ? sig : 0;
 }
 
 static int seconds(const char *v, const char *flag, double lo_excl, double *out, rh_err *e)
@@ -145,14 +135,8 @@ static int flag(rp_config *c, const char *name, const char *v, const char ***wor
     return 0;
 }
 
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
+static uint64_t live(void *p) { return rp_live_requests(p); }
+static void drain(void *p) { rp_drain(p); }
 
 int router_main(int argc, char **argv)
 {
@@ -200,12 +184,7 @@ int router_main(int argc, char **argv)
     cfg.n_workers = nw;
 
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);   /* before any thread starts: they inherit it */
-    signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit();
+    serving_prepare(&set);
 
     rproxy *p = rp_start(&cfg, &e);
     if (!p) {
@@ -218,16 +197,7 @@ int router_main(int argc, char **argv)
     printf("listening on %s\n", rp_url(p));
     fflush(stdout);
 
-    int sig = wait_signal(&set, -1);
-    fprintf(stderr, "rehearse router: %s: no longer admitting; %llu requests in flight get up to %g s to finish "
-                    "(signal again to cut them off)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)rp_live_requests(p), grace);
-    rp_drain(p);
-    double end = rh_now() + grace;
-    while (rp_live_requests(p) && rh_now() < end)
-        if (wait_signal(&set, 0.05)) break;
-    if (rp_live_requests(p))
-        fprintf(stderr, "rehearse router: cutting off %llu requests\n", (unsigned long long)rp_live_requests(p));
+    serving_wait("router", &set, grace, &(serving_ops){p, live, drain}, "cutting off");
     int rc = rp_stop(p, &e);
     free(workers);
     if (rc < 0) return bad(e.msg);

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/serve_sim.h"
+#include "cli/serving.h"
 #include "engine/serve/server.h"
 #include "util/args.h"
 #include "util/progress.h"
@@ -141,37 +142,13 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     return 1;
 }
 
-/* Many concurrent clients need many descriptors: take what the hard limit allows. */
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
-/* Waits for a signal for up to `seconds` (< 0: forever); its number or 0. */
-static int wait_signal(const sigset_t *set, double seconds)
-{
-    if (seconds < 0) {
-        int sig = 0;
-        return sigwait(set, &sig) == 0 ? sig : 0;
-    }
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    int sig = sigtimedwait(set, NULL, &ts);
-    return sig > 0 ? sig : 0;
-}
+static uint64_t live(void *s) { return server_live_requests(s); }
+static void drain(void *s) { server_drain(s); }
 
 static int run(server_config *cfg, double grace)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);   /* before any thread starts: they inherit it */
-    signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit();
+    serving_prepare(&set);
 
     rh_err e = {{0}};
     server *s = server_start(cfg, &e);
@@ -182,16 +159,7 @@ static int run(server_config *cfg, double grace)
     printf("listening on %s\n", server_url(s));
     fflush(stdout);
 
-    int sig = wait_signal(&set, -1);
-    fprintf(stderr, "rehearse serve: %s: no longer admitting; %llu requests in flight get up to %g s to finish "
-                    "(signal again to abort them)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)server_live_requests(s), grace);
-    server_drain(s);
-    double end = rh_now() + grace;
-    while (server_live_requests(s) && rh_now() < end)
-        if (wait_signal(&set, 0.05)) break;
-    if (server_live_requests(s))
-        fprintf(stderr, "rehearse serve: aborting %llu requests\n", (unsigned long long)server_live_requests(s));
+    serving_wait("serve", &set, grace, &(serving_ops){s, live, drain}, "aborting");
     if (server_stop(s, &e) < 0) return bad(e.msg);
     fprintf(stderr, "rehearse serve: stopped%s%s\n", cfg->record_path ? "; recorded " : "",
             cfg->record_path ? cfg->record_path : "");

@@ -24,6 +24,7 @@
 
 #include "router/proxy_impl.h"
 #include "util/progress.h"
+#include "util/upload.h"
 
 #define STREAM_BLOCK (16u << 10)
 #define RESPONSE_LIMIT (256u << 20)   /* a whole (non-stream) answer, or one event */
@@ -76,9 +77,7 @@ typedef struct fwd {
 typedef struct hreq {
     int kind;
     int api;
-    char *body;
-    size_t n, cap;
-    bool too_big;
+    rh_upload up;       /* the body */
     fwd *f;
 } hreq;
 
@@ -505,9 +504,9 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
     f->worker = -1;
     f->id = atomic_fetch_add(&p->next_id, 1);
     f->arrival = rh_now();
-    f->body = h->body;
-    f->n_body = h->n;
-    h->body = NULL;
+    f->body = h->up.body;
+    f->n_body = h->up.n;
+    h->up.body = NULL;
     h->f = f;
     atomic_fetch_add(&p->live, 1);
     snprintf(f->path, sizeof f->path, "%s", url);
@@ -664,28 +663,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*size) {
-        if (!h->too_big && h->n + *size > p->cfg.max_body_bytes) {
-            h->too_big = true;   /* read on and drop, then answer 413 */
-            free(h->body);
-            h->body = NULL;
-        }
-        if (!h->too_big) {
-            if (h->n + *size + 1 > h->cap) {
-                size_t cap = h->cap ? h->cap : 4096;
-                while (cap < h->n + *size + 1) cap *= 2;
-                char *b = realloc(h->body, cap);
-                if (!b) return MHD_NO;
-                h->body = b;
-                h->cap = cap;
-            }
-            memcpy(h->body + h->n, data, *size);
-            h->n += *size;
-            h->body[h->n] = '\0';
-        }
+        if (rh_upload_feed(&h->up, data, *size, p->cfg.max_body_bytes) < 0) return MHD_NO;
         *size = 0;
         return MHD_YES;
     }
-    if (h->too_big)
+    if (h->up.too_big)
         return send_error(c, 413, "invalid_request_error", "body_too_large",
                           "the body is larger than the %zu bytes the router accepts (--max-body-bytes)",
                           p->cfg.max_body_bytes);
@@ -710,7 +692,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
         fwd_unref(h->f);
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, IDLE_TIMEOUT_S);
     }
-    free(h->body);
+    free(h->up.body);
     free(h);
     *con_cls = NULL;
 }

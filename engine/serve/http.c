@@ -19,6 +19,7 @@
 
 #include "engine/serve/server_impl.h"
 #include "engine/serve/sglang_api.h"
+#include "util/upload.h"
 
 #define STREAM_BLOCK (16u << 10)
 
@@ -27,9 +28,7 @@ enum route { R_COMPLETIONS = 1, R_CHAT, R_GENERATE, R_SERVER_INFO, R_MODEL_INFO,
 /* One HTTP request, from its first call to its completion. */
 typedef struct hreq {
     int route;
-    char *body;
-    size_t n, cap;
-    bool too_big;
+    rh_upload up;       /* the body */
     sv_job *job;
 } hreq;
 
@@ -201,11 +200,11 @@ static enum MHD_Result start_completion(server *s, struct MHD_Connection *c, hre
     double arrival = sv_clock(s);
     oa_request req;
     oa_error err = {0};
-    const char *body = h->body ? h->body : "";
-    int rc = h->route == R_GENERATE ? sg_parse_generate(body, h->n, &s->lim, &req, &err)
-                                    : oa_parse(h->route == R_CHAT ? OA_CHAT : OA_COMPLETIONS, body, h->n, &s->lim, &req, &err);
-    free(h->body);
-    h->body = NULL;
+    const char *body = h->up.body ? h->up.body : "";
+    int rc = h->route == R_GENERATE ? sg_parse_generate(body, h->up.n, &s->lim, &req, &err)
+                                    : oa_parse(h->route == R_CHAT ? OA_CHAT : OA_COMPLETIONS, body, h->up.n, &s->lim, &req, &err);
+    free(h->up.body);
+    h->up.body = NULL;
     if (rc < 0) return send_error(c, &err);
     for (uint32_t i = 0; i < req.n_prompts; i++)
         if ((uint64_t)req.prompts[i].n + req.max_tokens > s->pool_tokens) {
@@ -533,29 +532,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (h->job) return resumed(c, h);
     if (*size) {
-        if (!h->too_big && h->n + *size > s->cfg.max_body_bytes) {
-            h->too_big = true;   /* read on and drop, then answer 413 */
-            free(h->body);
-            h->body = NULL;
-        }
-        if (!h->too_big) {
-            if (h->n + *size + 1 > h->cap) {
-                size_t cap = h->cap ? h->cap : 4096;
-                while (cap < h->n + *size + 1) cap *= 2;
-                char *b = realloc(h->body, cap);
-                if (!b) return MHD_NO;
-                h->body = b;
-                h->cap = cap;
-            }
-            memcpy(h->body + h->n, data, *size);
-            h->n += *size;
-            h->body[h->n] = '\0';
-        }
+        if (rh_upload_feed(&h->up, data, *size, s->cfg.max_body_bytes) < 0) return MHD_NO;
         *size = 0;
         return MHD_YES;
     }
     /* The body is complete: answer (a response queued now is the last call). */
-    if (h->too_big) {
+    if (h->up.too_big) {
         oa_error e;
         oa_fail(&e, 413, NULL, "body_too_large", "the body is larger than the %zu bytes this server accepts",
                 s->cfg.max_body_bytes);
@@ -593,7 +575,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     hreq *h = *con_cls;
     if (!h) return;
     if (h->job) sv_release(h->job);
-    free(h->body);
+    free(h->up.body);
     free(h);
     *con_cls = NULL;
 }

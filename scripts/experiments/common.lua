@@ -48,6 +48,25 @@ function M.shared(name)
   return path
 end
 
+-- Multi-turn chats whose turns extend each other (4 new 512-token blocks a
+-- turn, 5 turns), one turn every `gap` s: the stand-in for the Mooncake
+-- conversation trace when ../shared/traces is absent.
+function M.multiturn_trace(sessions, gap)
+  local trace = rehearse.trace.new{block_size = 512}
+  local next_block, at = 1, 0
+  for s = 1, sessions do
+    local hashes = {}
+    for turn = 1, 5 do
+      for b = 1, 4 do hashes[#hashes + 1] = next_block; next_block = next_block + 1 end
+      local h = {}
+      for i, v in ipairs(hashes) do h[i] = v end
+      at = at + gap
+      trace:add{arrival = at, input_len = #hashes * 512 + 100, output_len = 300, session_id = s, hashes = h}
+    end
+  end
+  return trace
+end
+
 -- Rows {k=v} from a config list and its results, picking metrics by name.
 function M.rows(configs, results, keys, metrics)
   local rows = {}

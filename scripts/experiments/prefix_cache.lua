@@ -14,18 +14,7 @@ if path then
   source = path:match("[^/]+$")
 else
   -- Without the shared trace: multi-turn chats whose turns extend each other.
-  trace = rehearse.trace.new{block_size = 512}
-  local next_block, at = 1, 0
-  for s = 1, 600 do
-    local hashes = {}
-    for turn = 1, 5 do
-      for b = 1, 4 do hashes[#hashes + 1] = next_block; next_block = next_block + 1 end
-      local h = {}
-      for i, v in ipairs(hashes) do h[i] = v end
-      at = at + 0.25
-      trace:add{arrival = at, input_len = #hashes * 512 + 100, output_len = 300, session_id = s, hashes = h}
-    end
-  end
+  trace = C.multiturn_trace(600, 0.25)
   source = "synthesized multi-turn chats (shared traces absent)"
   rehearse.log("prefix_cache: ../shared/traces is absent; using synthesized multi-turn chats")
 end
