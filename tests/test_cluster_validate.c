@@ -3,7 +3,8 @@
  * (round-robin), loaded by `rehearse bench` with a slice of the Azure conv
  * trace; `validate --measured` on the router's recording with the same
  * cluster (`--replicas 4 --router round-robin`) must predict every latency
- * median within 10% and the throughput within 5%, and the same recording
+ * median within 10% and the throughput within 5% (three times that under
+ * the sanitizers), and the same recording
  * simulated as one server must miss by far more (the cluster knobs reach the
  * simulation: a knob given before another once lost its name). Skips with a
  * line without the shared traces. */
@@ -92,6 +93,12 @@ static void test_four_workers_behind_the_router(void)
         double err = metric(cl, names[i], 3), err1 = metric(one, names[i], 3);
         printf(" %s %+.1f%% (%+.0f%%)", names[i], err, err1);
         double bound = i == 6 ? 5 : i < 4 ? 10 : 20;
+#if defined(__SANITIZE_ADDRESS__)
+        /* The instrumented router and servers add their own CPU time to every
+         * latency (TTFT median -9.4% in one CI run against the plain build's
+         * -6.7%): looser there, still far inside what a lost knob costs. */
+        bound *= 3;
+#endif
         CU_ASSERT(fabs(err) < bound);
     }
     CU_ASSERT(fabs(metric(one, "median_ttft_ms", 3)) > 100);   /* one server cannot keep up with four's load */
