@@ -67,6 +67,7 @@ static json_t *reference(json_t *job)
     CU_ASSERT_FATAL(r != NULL);
     remove(in);
     remove(out);
+    json_decref(job);
     return r;
 }
 
