@@ -164,7 +164,6 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (u > 4096 || (u < 1 && name[0] == 'd')) return rh_fail(e, "%s must be %s..4096 (got %s)", flag, name[0] == 'p' ? "0" : "1", v);
         if (name[0] == 'p') c->pd_prefill = (uint32_t)u;
         else c->replicas = (uint32_t)u;
-        if (c->pd_prefill && !(c->pd_link_Bps > 0)) sim_pd_link("ib", &c->pd_link_Bps, &c->pd_link_latency_s);
     } else if (!strcmp(name, "prefill-tp") || !strcmp(name, "decode-tp")) {
         const char *flag = name[0] == 'p' ? "--prefill-tp" : "--decode-tp";
         if (rh_parse_u64(v, flag, &u, e) < 0) return -1;

@@ -126,6 +126,7 @@ void sim_config_default(sim_config *c)
     c->token_times = 1;
     c->replicas = 1;
     router_config_default(&c->router);
+    sim_pd_link("ib", &c->pd_link_Bps, &c->pd_link_latency_s);   /* --pd-link's default, whatever the flag order */
 }
 
 static void fail(run *r, const char *what)
@@ -976,7 +977,6 @@ static int pd_pools(const sim_config *in, const cost_model *cost, sim_config poo
 {
     if (in->core.preset != CORE_PRESET_SGLANG)
         return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler (drop --scheduler vllm)");
-    if (!(in->pd_link_Bps > 0)) return rh_fail(e, "prefill-decode disaggregation needs a link (--pd-link nvlink|ib|rdma)");
     uint32_t tps[2] = {in->pd_prefill_tp ? in->pd_prefill_tp : in->tp, in->pd_decode_tp ? in->pd_decode_tp : in->tp};
     for (int k = 0; k < 2; k++) {
         pools[k] = *in;
