@@ -2,15 +2,16 @@
  * servers (`serve --backend sim` on a roofline) behind `rehearse router`
  * (round-robin), loaded by `rehearse bench` with a slice of the Azure conv
  * trace; `validate --measured` on the router's recording with the same
- * cluster (`--replicas 4 --router round-robin`) must predict every latency
- * median within 10% and the throughput within 5% (three times that under
- * the sanitizers), and the same recording
+ * cluster (`--replicas 4 --router round-robin`) must predict TPOT and ITL
+ * medians within 10%, E2E latency within 15%, TTFT within 30% and the throughput within
+ * 5% (looser under the sanitizers), and the same recording
  * simulated as one server must miss by far more (the cluster knobs reach the
  * simulation: a knob given before another once lost its name). Skips with a
  * line without the shared traces. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,12 +93,20 @@ static void test_four_workers_behind_the_router(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         double err = metric(cl, names[i], 3), err1 = metric(one, names[i], 3);
         printf(" %s %+.1f%% (%+.0f%%)", names[i], err, err1);
-        double bound = i == 6 ? 5 : i < 4 ? 10 : 20;
+        /* TTFT is the hand-offs' metric: bench -> router -> worker's HTTP
+         * thread -> engine loop -> delivery -> router, each a thread wake-up
+         * that six processes on two cores delay by a few ms. On a 40 ms
+         * median that moved the error from -1.3% to -19.1% over six runs of
+         * one build (TPOT within 4.3%, E2E median within 9.4% on the same
+         * runs), so TTFT gets 30% and E2E 15%; a lost cluster knob costs
+         * TTFT +280% to +530% and E2E +70% to +90%. */
+        bool ttft = strstr(names[i], "ttft") != NULL;
+        double bound = i == 6 ? 5 : ttft ? 30 : i == 3 ? 15 : i < 4 ? 10 : 20;
 #if defined(__SANITIZE_ADDRESS__)
         /* The instrumented router and servers add their own CPU time to every
-         * latency (TTFT median -9.4% in one CI run against the plain build's
-         * -6.7%): looser there, still far inside what a lost knob costs. */
-        bound *= 3;
+         * latency (TTFT median -29.2% in one CI run): looser there, still far
+         * inside what a lost knob costs. */
+        bound *= ttft ? 2 : 3;
 #endif
         CU_ASSERT(fabs(err) < bound);
     }
