@@ -1,4 +1,5 @@
-/* sim.c — `rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]`. */
+/* sim.c — `rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]`,
+ * or `--cluster CLUSTER.json` for replicas that differ (sim/cluster.h). */
 #include "cli/cli.h"
 
 #include <jansson.h>
@@ -9,6 +10,7 @@
 
 #include "engine/speculative/hist.h"
 #include "sim/lua/lua_api.h"
+#include "sim/cluster.h"
 #include "sim/result.h"
 #include "sim/sim.h"
 #include "util/progress.h"
@@ -18,11 +20,14 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]\n\n"
+    fprintf(f, "usage: rehearse sim TRACE --cost COST [knobs] [-o RESULT] [--json]\n"
+               "       rehearse sim TRACE --cluster CLUSTER.json [--cost COST] [knobs] ...\n\n"
                "Replays TRACE through the scheduler on a virtual clock, pricing each step with\n"
                "the cost model COST (a JSON file: linear, table, fit or roofline), and prints the\n"
                "serving metrics (vLLM's definitions). -o writes the simulated run as a trace.\n\n"
-               "  --cost FILE               cost model (required)\n"
+               "  --cost FILE               cost model (required, unless every group of --cluster names one)\n"
+               "  --cluster FILE            replicas that differ: groups with their own cost model and\n"
+               "                            knobs, the router and the network (JSON; see sim/cluster.h)\n"
                "  -o, --output FILE         write the simulated run (requests with times, steps)\n"
                "  --json                    print the summary as JSON (vLLM field names)\n"
                "  --result FILE             write the whole result as JSON (metrics, time series)\n"
@@ -60,9 +65,11 @@ static void print_replicas(const sim_result *r)
     for (uint32_t k = 0; k < r->n_replicas; k++) {
         const sim_replica_result *x = &r->replicas[k];
         if (r->pd_prefill) printf("%s", k < r->pd_prefill ? "P" : "D");
-        printf("%-*u %10llu %10llu %10.2f %14.2f %14.2f %10.3f\n", r->pd_prefill ? 7 : 8, k, (unsigned long long)x->routed,
+        printf("%-*u %10llu %10llu %10.2f %14.2f %14.2f %10.3f", r->pd_prefill ? 7 : 8, k, (unsigned long long)x->routed,
                (unsigned long long)x->steps, x->busy_s, x->summary.ttft_ms.median, x->summary.ttft_ms.p99,
                x->summary.cache_hit_rate);
+        if (x->group_name && *x->group_name) printf("  %s (%u GPU%s)", x->group_name, x->gpus, x->gpus == 1 ? "" : "s");
+        printf("\n");
     }
     printf("load imbalance (most / mean): requests %.3f, busy time %.3f\n", r->imbalance_requests, r->imbalance_busy);
     if (r->pd_prefill)
@@ -84,7 +91,7 @@ int sim_main(int argc, char **argv)
     rh_args_init(&a, argc, argv);
     a.i = 1;
     rh_err e = {{0}};
-    const char *cost_path = NULL, *result_path = NULL, *name;
+    const char *cost_path = NULL, *result_path = NULL, *cluster_path = NULL, *name;
     int json = 0, concurrency_given = 0, per_request = 0, accept_given = 0;
     while ((name = rh_args_next(&a))) {
         const char *v;
@@ -98,6 +105,8 @@ int sim_main(int argc, char **argv)
             if (!(result_path = rh_args_value(&a, &e))) goto bad;
         } else if (!strcmp(name, "cost")) {
             if (!(cost_path = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "cluster")) {
+            if (!(cluster_path = rh_args_value(&a, &e))) goto bad;
         } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
             if (!(cfg.out_path = rh_args_value(&a, &e))) goto bad;
         } else {
@@ -120,30 +129,39 @@ int sim_main(int argc, char **argv)
         rh_fail(&e, "sim takes one TRACE file (got %d); see rehearse sim --help", a.npos);
         goto bad;
     }
-    if (!cost_path) {
+    if (!cost_path && !cluster_path) {
         rh_fail(&e, "sim needs --cost FILE (a cost model); see rehearse sim --help");
+        goto bad;
+    }
+    if (cluster_path && (cfg.replicas > 1 || cfg.pd_prefill)) {
+        rh_fail(&e, "--cluster %s gives the replicas: drop --replicas and --prefill-replicas", cluster_path);
         goto bad;
     }
     cfg.progress = 1;   /* a bar on a terminal or with --progress, else a heartbeat in a long run (progress.h) */
     if (core_config_validate(&cfg.core, &e) < 0) goto bad;
 
-    cost_model *cost = cost_load(cost_path, &e);
-    if (!cost) goto bad;
+    cost_model *cost = NULL;
+    if (cost_path && !(cost = cost_load(cost_path, &e))) goto bad;
     tr_trace t;
     if (tr_trace_load(a.pos[0], &t, &e) < 0) {
         cost_free(cost);
         goto bad;
     }
-    if (apply_trace_defaults(&cfg, &t, concurrency_given, accept_given, &e) < 0) {
-        tr_trace_free(&t);
+    sim_cluster cl = {0};
+    sim_result res;
+    int rc = apply_trace_defaults(&cfg, &t, concurrency_given, accept_given, &e);
+    if (rc == 0 && cluster_path) {
+        rc = sim_cluster_load(cluster_path, &cfg, cost, &cl, &e);
+        if (rc == 0) rc = sim_cluster_run(&cl, &t, &res, &e);
+    } else if (rc == 0) {
+        rc = sim_run(&cfg, &t, cost, &res, &e);
+    }
+    tr_trace_free(&t);
+    if (rc < 0) {
+        sim_cluster_free(&cl);
         cost_free(cost);
         goto bad;
     }
-    sim_result res;
-    int rc = sim_run(&cfg, &t, cost, &res, &e);
-    tr_trace_free(&t);
-    cost_free(cost);
-    if (rc < 0) goto bad;
     if (res.pool_how[0] && !json) fprintf(stderr, "rehearse sim: %s\n", res.pool_how);
     if (res.spec_note[0]) fprintf(stderr, "rehearse sim: note: %s\n", res.spec_note);
     uint64_t refused = res.summary.failed_context_length + res.summary.failed_kv_pool;
@@ -158,6 +176,8 @@ int sim_main(int argc, char **argv)
             if (!text) rh_fail(&e, "out of memory");
             free(text);
             sim_result_free(&res);
+            sim_cluster_free(&cl);
+            cost_free(cost);
             goto bad;
         }
         free(text);
@@ -186,6 +206,8 @@ int sim_main(int argc, char **argv)
         print_replicas(&res);
     }
     sim_result_free(&res);
+    sim_cluster_free(&cl);   /* after the result: its replicas borrow the groups' names */
+    cost_free(cost);
     return 0;
 bad:
     fprintf(stderr, "rehearse sim: %s\n", e.msg);

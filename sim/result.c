@@ -31,6 +31,8 @@ json_t *sim_replicas_to_json(const sim_result *r)
         json_object_set_new(m, "routed", json_integer((json_int_t)x->routed));
         json_object_set_new(m, "steps", json_integer((json_int_t)x->steps));
         json_object_set_new(m, "busy_s", json_real(x->busy_s));
+        json_object_set_new(m, "gpus", json_integer(x->gpus));
+        if (x->group_name && *x->group_name) json_object_set_new(m, "group", json_string(x->group_name));
         json_array_append_new(a, m);
     }
     return a;

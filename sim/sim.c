@@ -48,15 +48,20 @@ typedef struct step_row {
 
 struct run;
 
-enum { ROLE_BOTH = 0, ROLE_PREFILL, ROLE_DECODE };
+enum { ROLE_BOTH = SIM_ROLE_BOTH, ROLE_PREFILL = SIM_ROLE_PREFILL, ROLE_DECODE = SIM_ROLE_DECODE };
 
 /* One server: its core, the queue in front of it and its step in flight. */
 typedef struct replica {
     struct run *run;
     uint32_t index;
     int role;                /* ROLE_*: a whole server, or one side of a prefill-decode pair */
+    uint32_t group;          /* which of the run's groups it is one of */
+    const sim_config *cfg;   /* its group's knobs (sized): core, tp, speculation */
+    const cost_model *cost;  /* its group's cost model */
     uint32_t tp;             /* its tensor-parallel size for the cost model (0: the cost file's) */
     double link_free;        /* PD prefill side: when its KV link takes the next transfer */
+    double kv_bytes_per_token;   /* PD prefill side: what a prompt token's KV moves, per GPU */
+    uint32_t gpus;           /* what its cost model prices it on (set at the end) */
     core *c;
     metrics *m;              /* its own requests and steps (cluster runs) */
     step_row *rows;
@@ -101,7 +106,6 @@ typedef struct run {
     int failed;              /* an error inside a hook */
     rh_err err;
     rh_progress bar;
-    const cost_model *cost;
     double now;              /* the virtual clock */
     double next_send;        /* the sender's next send (INFINITY: none due yet) */
     replica *reps;
@@ -110,8 +114,9 @@ typedef struct run {
     router *router_decode;   /* PD: over the decode pool */
     router_replica *view;    /* what the router is told, per replica */
     uint32_t n_prefill;      /* PD: replicas [0, n_prefill) prefill, the rest decode; 0: no PD */
-    sim_config pool_cfg[2];  /* PD: the prefill and the decode pool's configuration (TP, KV pool) */
-    double kv_bytes_per_token;   /* PD: on one GPU of the prefill side */
+    const sim_group *groups; /* sized, prefill groups first; the replicas point into them */
+    const double *group_kv_bytes;   /* per group: PD's KV bytes per token per GPU (0 off the prefill side) */
+    uint32_t n_groups;
 } run;
 
 void sim_config_default(sim_config *c)
@@ -366,7 +371,7 @@ static void handoff(replica *rep, req_state *s, double now)
         return;
     }
     double start = fmax(now, rep->link_free);
-    double end = start + r->cfg->pd_link_latency_s + (double)prompt * r->kv_bytes_per_token / r->cfg->pd_link_Bps;
+    double end = start + r->cfg->pd_link_latency_s + (double)prompt * rep->kv_bytes_per_token / r->cfg->pd_link_Bps;
     rep->link_free = end;
     s->kv_transfer = end - now;
     core_event tok = {.kind = CORE_EV_TOKENS, .now = end, .n_tokens = 1, .output_len = 1};
@@ -392,7 +397,6 @@ static void handoff(replica *rep, req_state *s, double now)
  * on a real server; its latencies count from the send. */
 static void send_due(run *r, double now)
 {
-    double request_s = r->cost->over.request_s, arrival_s = r->cost->over.arrival_s + r->cfg->network_delay_s;
     uint32_t i;
     double sent, next;
     while (!r->failed && tr_sender_next(r->sender, now, &i, &sent, &next)) {
@@ -402,6 +406,8 @@ static void send_due(run *r, double now)
             break;
         }
         replica *rep = &r->reps[k];
+        double request_s = rep->cost->over.request_s;
+        double arrival_s = rep->cost->over.arrival_s + r->cfg->network_delay_s;
         r->rs[i].replica = (uint32_t)k;
         r->outstanding++;
         rep->outstanding++;
@@ -420,7 +426,7 @@ static void send_due(run *r, double now)
  * detokenizer's work for the step. */
 static uint64_t committed_tokens(const replica *rep, const core_batch *b)
 {
-    bool spec = rep->run->cfg->core.spec_steps > 0;
+    bool spec = rep->cfg->core.spec_steps > 0;
     uint64_t n = 0;
     for (uint32_t i = 0; i < b->n; i++)
         if (b->seqs[i].samples) n += 1 + (spec ? rep->results[i].accepted : 0);
@@ -430,9 +436,8 @@ static uint64_t committed_tokens(const replica *rep, const core_batch *b)
 /* Accepted draft tokens for one verify of `k` drafts (sim_accept_model).
  * A model's drafts stop at its depth (--speculative-num-steps); n-gram
  * proposals do not. */
-static uint32_t draw_accepted(run *r, uint32_t k)
+static uint32_t draw_accepted(run *r, const sim_config *c, uint32_t k)
 {
-    const sim_config *c = r->cfg;
     const sim_accept_model *a = &c->accept;
     uint32_t depth = c->spec_draft_model && c->core.spec_steps < k ? c->core.spec_steps : k;
     if (a->hist_n) {
@@ -529,8 +534,11 @@ static void put_knob(void *ctx, const char *name, const char *value)
     tr_header_set(ctx, name, value);
 }
 
-static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, rh_err *e)
+/* The recording's header: the first group's server knobs and cost model
+ * (a cluster's others are in its CLUSTER.json), the run's arrivals. */
+static tr_writer *open_output(const sim_config *cfg, const sim_group *g, const tr_trace *trace, rh_err *e)
 {
+    const cost_model *cost = g->cost;
     tr_header h;
     if (tr_header_copy(&h, &trace->header) < 0) {
         rh_fail(e, "out of memory");
@@ -539,8 +547,8 @@ static tr_writer *open_output(const sim_config *cfg, const tr_trace *trace, cons
     char buf[64];
     tr_header_set(&h, "source", "rehearse sim");
     tr_header_set(&h, "cost", cost->path ? cost->path : "");
-    core_config_foreach(&cfg->core, put_knob, &h);
-    snprintf(buf, sizeof buf, "%u", cfg->tp);
+    core_config_foreach(&g->cfg.core, put_knob, &h);
+    snprintf(buf, sizeof buf, "%u", g->cfg.tp);
     tr_header_set(&h, "tp-size", buf);
     snprintf(buf, sizeof buf, "%g", cfg->rate_scale);
     tr_header_set(&h, "rate-scale", buf);
@@ -560,35 +568,39 @@ static double guard_clock(void *ctx)
 
 /* Step 1: the run's state — records per request, metrics, the sender, the
  * replicas' cores, the router, and the output file when one is asked for. */
-static int run_open(run *r, const sim_config *cfg, const sim_config *pools, double kv_bytes, const tr_trace *trace,
-                    const cost_model *cost, rh_err *e)
+static int run_open(run *r, const sim_config *cfg, const sim_group *groups, const double *kv_bytes, uint32_t n_groups,
+                    const tr_trace *trace, rh_err *e)
 {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
-    if (pools) {
-        r->pool_cfg[0] = pools[0];
-        r->pool_cfg[1] = pools[1];
-        r->kv_bytes_per_token = kv_bytes;
-    }
+    r->groups = groups;
+    r->group_kv_bytes = kv_bytes;
+    r->n_groups = n_groups;
     r->trace = trace;
-    r->cost = cost;
     r->rng = cfg->seed ^ 0x5157A11ull;
     r->next_send = INFINITY;
     uint64_t n = trace->n_requests;
-    r->n_prefill = pools ? cfg->pd_prefill : 0;
-    r->n_reps = (cfg->replicas ? cfg->replicas : 1) + r->n_prefill;
+    for (uint32_t g = 0; g < n_groups; g++) {
+        r->n_reps += groups[g].count;
+        if (groups[g].role == SIM_ROLE_PREFILL) r->n_prefill += groups[g].count;
+    }
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
     r->reps = calloc(r->n_reps, sizeof *r->reps);
     r->view = calloc(r->n_reps, sizeof *r->view);
     r->m = metrics_new(&cfg->slo);
     if (!r->rs || !r->reps || !r->view || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
-    for (uint32_t k = 0; k < r->n_reps; k++) {
+    for (uint32_t k = 0, g = 0, left = groups[0].count; k < r->n_reps; k++, left--) {
+        while (!left) left = groups[++g].count;
         replica *rep = &r->reps[k];
         rep->run = r;
         rep->index = k;
-        rep->role = !r->n_prefill ? ROLE_BOTH : k < r->n_prefill ? ROLE_PREFILL : ROLE_DECODE;
-        const sim_config *own = rep->role == ROLE_BOTH ? cfg : &r->pool_cfg[rep->role == ROLE_DECODE];
+        rep->group = g;
+        rep->role = (int)groups[g].role;
+        rep->cfg = &groups[g].cfg;
+        rep->cost = groups[g].cost;
+        rep->kv_bytes_per_token = kv_bytes[g];
+        const sim_config *own = rep->cfg;
         rep->tp = own->tp;
         core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
         if (!(rep->c = core_new(&own->core, &hooks, e))) return -1;
@@ -607,7 +619,7 @@ static int run_open(run *r, const sim_config *cfg, const sim_config *pools, doub
         rc.n_replicas = r->n_reps - r->n_prefill;
         if (!(r->router_decode = router_new(&rc, e))) return -1;
     }
-    if (cfg->out_path && !(r->w = open_output(cfg, trace, cost, e))) return -1;
+    if (cfg->out_path && !(r->w = open_output(cfg, &groups[0], trace, e))) return -1;
     return 0;
 }
 
@@ -630,7 +642,7 @@ static int reserve(replica *rep, uint32_t k, rh_err *e)
 static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
 {
     run *r = rep->run;
-    const sim_config *cfg = r->cfg;
+    const sim_config *cfg = rep->cfg;
     if (reserve(rep, b->n, e) < 0) return -1;
     uint32_t draft_seqs = 0;
     bool spec = cfg->core.spec_steps > 0;
@@ -640,7 +652,7 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
         if (spec) rep->results[i] = (core_seq_result){0};
         if (q->n_spec) {
             rep->results[i].proposed = q->n_spec;
-            rep->results[i].accepted = draw_accepted(r, q->n_spec);
+            rep->results[i].accepted = draw_accepted(r, cfg, q->n_spec);
             draft_seqs++;
         }
     }
@@ -651,10 +663,10 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
         cb.draft_width = cfg->spec_topk;   /* tokens per request in each pass */
     }
     cost_batch_summarize(&cb);
-    *dt = cost_step_time(r->cost, &cb);
+    *dt = cost_step_time(rep->cost, &cb);
     if (!(*dt > 0) || !isfinite(*dt))
-        return rh_fail(e, "cost model %s returned %g s for a step of %u sequences", r->cost->path ? r->cost->path : "",
-                       *dt, b->n);
+        return rh_fail(e, "cost model %s returned %g s for a step of %u sequences",
+                       rep->cost->path ? rep->cost->path : "", *dt, b->n);
     return 0;
 }
 
@@ -688,11 +700,10 @@ static int boundary(replica *rep, double now, rh_err *e)
  * the detokenizer has them, and the core commits them. */
 static int commit(replica *rep, rh_err *e)
 {
-    run *r = rep->run;
-    const sim_config *cfg = r->cfg;
+    const sim_config *cfg = rep->cfg;
     rep->busy = false;
     rep->deliver = rep->end;
-    double per_token = r->cost->over.output_token_s;
+    double per_token = rep->cost->over.output_token_s;
     if (per_token > 0) {
         rep->deliver = fmax(rep->end, rep->detok_free) + (double)committed_tokens(rep, &rep->batch) * per_token;
         rep->detok_free = rep->deliver;
@@ -799,8 +810,9 @@ static int replica_results(run *r, sim_result *out, rh_err *e)
     out->gpus = 0;
     for (uint32_t k = 0; k < r->n_reps; k++) {
         cost_memory mem;
-        uint32_t tp = r->reps[k].tp;
-        out->gpus += cost_memory_of(r->cost, tp, &mem) && mem.gpus ? mem.gpus : tp ? tp : 1;
+        replica *rep = &r->reps[k];
+        rep->gpus = cost_memory_of(rep->cost, rep->tp, &mem) && mem.gpus ? mem.gpus : rep->tp ? rep->tp : 1;
+        out->gpus += rep->gpus;
     }
     out->pd_prefill = r->n_prefill;
     if (r->n_reps == 1) return 0;
@@ -815,6 +827,9 @@ static int replica_results(run *r, sim_result *out, rh_err *e)
         o->routed = rep->routed;
         o->steps = rep->steps;
         o->busy_s = rep->busy_s;
+        o->group = rep->group;
+        o->group_name = r->groups[rep->group].name ? r->groups[rep->group].name : "";
+        o->gpus = rep->gpus;
         bin_series(rep->rows, rep->n_rows, r->cfg->series_points, r->now, &o->series);
         most = fmax(most, (double)rep->routed);
         sum += (double)rep->routed;
@@ -969,54 +984,102 @@ int sim_pd_link(const char *name, double *Bps, double *latency_s)
     return 0;
 }
 
-/* PD: each pool's configuration (its TP and its KV pool, sized from its
- * GPUs' memory as one server's is) and the KV bytes a prompt token moves
- * per GPU of the prefill side. */
-static int pd_pools(const sim_config *in, const cost_model *cost, sim_config pools[2], double *kv_bytes,
-                    sim_result *out, rh_err *e)
+/* A group's name in a message: its own, or the flag that made it. */
+static const char *group_label(const sim_group *g, char *buf, size_t n)
 {
-    if (in->core.preset != CORE_PRESET_SGLANG)
-        return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler (drop --scheduler vllm)");
-    uint32_t tps[2] = {in->pd_prefill_tp ? in->pd_prefill_tp : in->tp, in->pd_decode_tp ? in->pd_decode_tp : in->tp};
-    for (int k = 0; k < 2; k++) {
-        pools[k] = *in;
-        pools[k].tp = tps[k];
-        if (cost_check_tp(cost, tps[k], e) < 0) return rh_prefix(e, k ? "--decode-tp" : "--prefill-tp");
-        if (spec_shape(&pools[k], out, e) < 0 || size_deployment(&pools[k], cost, out, e) < 0) return -1;
+    if (g->name && *g->name) snprintf(buf, n, "group %s", g->name);
+    else if (g->role == SIM_ROLE_PREFILL) snprintf(buf, n, "--prefill-tp");
+    else if (g->role == SIM_ROLE_DECODE) snprintf(buf, n, "--decode-tp");
+    else buf[0] = 0;
+    return buf;
+}
+
+/* Step 0 for every group: its knobs sized for its own cost model (its TP,
+ * its KV pool from its GPUs' memory, as one server's is), the prefill
+ * groups moved first (stable), and under PD the KV bytes a prompt token
+ * moves per GPU of each prefill group. */
+static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv_bytes, sim_result *out, rh_err *e)
+{
+    if (!n) return rh_fail(e, "a cluster needs at least one group of replicas");
+    uint32_t at = 0, whole = 0, prefill = 0, decode = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < n; i++)
+            if ((in[i].role == SIM_ROLE_PREFILL) == (pass == 0)) g[at++] = in[i];
+    for (uint32_t i = 0; i < n; i++) {
+        whole += g[i].role == SIM_ROLE_BOTH;
+        prefill += g[i].role == SIM_ROLE_PREFILL;
+        decode += g[i].role == SIM_ROLE_DECODE;
     }
-    *kv_bytes = in->pd_kv_bytes_per_token;
-    cost_memory mem;
-    if (!(*kv_bytes > 0)) {
-        if (!cost_memory_of(cost, tps[0], &mem) || !(mem.kv_bytes_per_token > 0))
-            return rh_fail(e, "prefill-decode disaggregation: cost model %s does not know its model's KV bytes per "
-                              "token; give --pd-kv-bytes-per-token",
-                           cost->path ? cost->path : "");
-        *kv_bytes = mem.kv_bytes_per_token;
+    if (whole && (prefill || decode))
+        return rh_fail(e, "a cluster is whole servers or prefill and decode pools, not both");
+    if (!whole && (!prefill || !decode))
+        return rh_fail(e, "prefill-decode disaggregation needs a prefill and a decode group (has %u and %u)", prefill,
+                       decode);
+    for (uint32_t i = 0; i < n; i++) {
+        sim_group *x = &g[i];
+        char label[96];
+        group_label(x, label, sizeof label);
+        if (!x->count) return rh_fail(e, "%s%sa group needs at least one replica", label, *label ? ": " : "");
+        if (!x->cost) return rh_fail(e, "%s%sno cost model", label, *label ? ": " : "");
+        if (x->role != SIM_ROLE_BOTH && x->cfg.core.preset != CORE_PRESET_SGLANG)
+            return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler (drop --scheduler vllm)");
+        if (cost_check_tp(x->cost, x->cfg.tp, e) < 0) return *label ? rh_prefix(e, label) : -1;
+        if (spec_shape(&x->cfg, out, e) < 0 || size_deployment(&x->cfg, x->cost, out, e) < 0)
+            return *label && x->name ? rh_prefix(e, label) : -1;
+        kv_bytes[i] = 0;
+        if (x->role != SIM_ROLE_PREFILL) continue;
+        kv_bytes[i] = x->cfg.pd_kv_bytes_per_token;
+        cost_memory mem;
+        if (!(kv_bytes[i] > 0)) {
+            if (!cost_memory_of(x->cost, x->cfg.tp, &mem) || !(mem.kv_bytes_per_token > 0))
+                return rh_fail(e, "prefill-decode disaggregation: cost model %s does not know its model's KV bytes per "
+                                  "token; give --pd-kv-bytes-per-token",
+                               x->cost->path ? x->cost->path : "");
+            kv_bytes[i] = mem.kv_bytes_per_token;
+        }
     }
     return 0;
 }
 
-int sim_run(const sim_config *cfg_in, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+int sim_run_groups(const sim_config *cfg, const sim_group *groups, uint32_t n_groups, const tr_trace *trace,
+                   sim_result *out, rh_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (cfg_in->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg_in->rate_scale);
-    if (cost_check_tp(cost, cfg_in->tp, e) < 0) return -1;
-    sim_config cfg_sized = *cfg_in;
-    const sim_config *cfg = &cfg_sized;
-    if (spec_shape(&cfg_sized, out, e) < 0 || size_deployment(&cfg_sized, cost, out, e) < 0) return -1;
-    sim_config pools[2];
-    double kv_bytes = 0;
-    if (cfg_in->pd_prefill && pd_pools(cfg_in, cost, pools, &kv_bytes, out, e) < 0) return -1;
-    double wall0 = rh_now();
-    run r;
-    int rc = run_open(&r, cfg, cfg_in->pd_prefill ? pools : NULL, kv_bytes, trace, cost, e) < 0 ||
-                     run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0
+    if (cfg->rate_scale <= 0) return rh_fail(e, "--rate-scale must be > 0 (got %g)", cfg->rate_scale);
+    sim_group *g = malloc((n_groups ? n_groups : 1) * sizeof *g);
+    double *kv_bytes = calloc(n_groups ? n_groups : 1, sizeof *kv_bytes);
+    int rc = -1;
+    if (!g || !kv_bytes) {
+        rh_fail(e, "out of memory");
+    } else if (size_groups(groups, n_groups, g, kv_bytes, out, e) == 0) {
+        double wall0 = rh_now();
+        run r;
+        rc = run_open(&r, cfg, g, kv_bytes, n_groups, trace, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0
                  ? -1
                  : 0;
-    run_close(&r);
+        run_close(&r);
+        if (rc == 0) out->wall_s = rh_now() - wall0;
+    }
+    free(g);
+    free(kv_bytes);
     if (rc < 0) sim_result_free(out);
-    else out->wall_s = rh_now() - wall0;
     return rc;
+}
+
+int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e)
+{
+    sim_group g[2] = {{.count = cfg->replicas ? cfg->replicas : 1, .role = SIM_ROLE_BOTH, .cfg = *cfg, .cost = cost}};
+    uint32_t n = 1;
+    if (cfg->pd_prefill) {
+        g[1] = g[0];
+        g[0].count = cfg->pd_prefill;
+        g[0].role = SIM_ROLE_PREFILL;
+        g[0].cfg.tp = cfg->pd_prefill_tp ? cfg->pd_prefill_tp : cfg->tp;
+        g[1].role = SIM_ROLE_DECODE;
+        g[1].cfg.tp = cfg->pd_decode_tp ? cfg->pd_decode_tp : cfg->tp;
+        n = 2;
+    }
+    return sim_run_groups(cfg, g, n, trace, out, e);
 }
 
 static void series_free(sim_series *s)

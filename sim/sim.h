@@ -144,6 +144,9 @@ typedef struct sim_replica_result {
     sim_series series;
     uint64_t routed, steps;  /* requests the router sent it; steps it ran */
     double busy_s;           /* virtual seconds it spent in steps */
+    uint32_t group;          /* its group (sim_run_groups; 0 for sim_run's identical replicas) */
+    const char *group_name;  /* borrowed from the group; "" when it has none */
+    uint32_t gpus;           /* the GPUs its cost model prices it on */
 } sim_replica_result;
 
 typedef struct sim_result {
@@ -167,8 +170,36 @@ typedef struct sim_result {
     double kv_transfer_mean_s;   /* PD: mean KV transfer per request */
 } sim_result;
 
-/* Runs one simulation. The trace is not modified. */
+/* Runs one simulation. The trace is not modified. cfg's replicas and PD
+ * knobs make the groups sim_run_groups runs: `replicas` like servers, or a
+ * prefill pool and a decode pool. */
 int sim_run(const sim_config *cfg, const tr_trace *trace, const cost_model *cost, sim_result *out, rh_err *e);
+
+/* A cluster of unlike replicas (a CLUSTER.json, sim/cluster.h): groups of
+ * `count` like replicas, each group with its own knobs and cost model (its
+ * GPU, model, TP size, scheduler, speculation, KV pool). A group is whole
+ * servers, or one side of prefill-decode disaggregation; a cluster that has
+ * one side has both and nothing else. */
+typedef enum sim_role { SIM_ROLE_BOTH = 0, SIM_ROLE_PREFILL, SIM_ROLE_DECODE } sim_role;
+
+typedef struct sim_group {
+    uint32_t count;          /* >= 1 */
+    sim_role role;
+    /* The group's knobs. Only the server's are read from here (core, tp,
+     * speculation, memory fractions, pd_kv_bytes_per_token); the run's own
+     * (arrivals, seed, router, network, link, SLOs, output, series) come
+     * from sim_run_groups' run_cfg. */
+    sim_config cfg;
+    const cost_model *cost;
+    const char *name;        /* for reports ("h100-tp2"); NULL: none */
+} sim_group;
+
+/* Runs the cluster: replicas numbered group by group in order, the prefill
+ * groups first under PD. The router (run_cfg->router) picks among the
+ * whole servers, or among the prefill replicas; decode replicas are the
+ * least outstanding. */
+int sim_run_groups(const sim_config *run_cfg, const sim_group *groups, uint32_t n_groups, const tr_trace *trace,
+                   sim_result *out, rh_err *e);
 void sim_result_free(sim_result *r);
 
 #endif
