@@ -34,8 +34,16 @@ static void usage(FILE *f)
             "is taken out of routing until its /health answers again; its requests in flight get\n"
             "an OpenAI error (502, or a final error event and [DONE] in a stream).\n\n"
             "  --worker URL                a worker's base URL (http://HOST:PORT); once per worker\n"
-            "  --policy P                  round-robin, least-outstanding, least-kv, power-of-two or\n"
-            "                              cache-aware (round-robin)\n"
+            "  --policy P                  round-robin, least-outstanding, least-kv, power-of-two,\n"
+            "                              cache-aware or lua (round-robin)\n"
+            "  --policy-script FILE        lua: a Lua file defining route(request, replicas) -> a worker's\n"
+            "                              1-based index (engine/router/router.h), in the sandbox of the\n"
+            "                              scheduler's Lua policies; implies --policy lua. An error makes\n"
+            "                              that request least-outstanding's, counted in /metrics\n"
+            "                              (rehearse_router_policy_errors_total), the first on stderr\n"
+            "  --policy-max-instructions N Lua instructions one route() call may run (10000000)\n"
+            "  --policy-max-memory BYTES   memory the script's Lua state may hold (67108864)\n"
+            "  --policy-max-seconds S      wall time one route() call may take (1)\n"
             "  --host ADDR                 IPv4 address to bind (127.0.0.1; 0.0.0.0 for every interface)\n"
             "  --port N                    port (30000; 0: any free port, printed at start)\n"
             "  --record-trace FILE         a client-side trace of every request routed, the worker in\n"
@@ -91,9 +99,25 @@ static int flag(rp_config *c, const char *name, const char *v, const char ***wor
     if (!strcmp(name, "policy")) {
         int pol = router_policy_parse(v);
         if (pol < 0)
-            return rh_fail(e, "--policy: '%s' is not round-robin, least-outstanding, least-kv, power-of-two or "
-                              "cache-aware", v);
+            return rh_fail(e, "--policy: '%s' is not round-robin, least-outstanding, least-kv, power-of-two, "
+                              "cache-aware or lua", v);
         c->core.policy = (router_policy)pol;
+    } else if (!strcmp(name, "policy-script")) {
+        c->core.lua_script = v;
+        c->core.policy = ROUTER_LUA;
+    } else if (!strcmp(name, "policy-max-instructions")) {
+        if (rh_parse_u64(v, fl, &ull, e) < 0) return -1;
+        if (ull < 1000 || ull > (1ull << 50)) return rh_fail(e, "--policy-max-instructions must be 1000..2^50 (got %s)", v);
+        c->core.lua_max_instructions = ull;
+    } else if (!strcmp(name, "policy-max-memory")) {
+        if (rh_parse_u64(v, fl, &ull, e) < 0) return -1;
+        if (ull < (1u << 20) || ull > (1ull << 40))
+            return rh_fail(e, "--policy-max-memory must be 1048576..1099511627776 bytes (got %s)", v);
+        c->core.lua_max_memory = ull;
+    } else if (!strcmp(name, "policy-max-seconds")) {
+        if (rh_parse_double(v, fl, &d, e) < 0) return -1;
+        if (!(d >= 0.001 && d <= 3600)) return rh_fail(e, "--policy-max-seconds must be 0.001..3600 (got %s)", v);
+        c->core.lua_max_seconds = d;
     } else if (!strcmp(name, "host")) c->host = v;
     else if (!strcmp(name, "port")) {
         if (rh_parse_u32(v, fl, 0, 65535, &u, e) < 0) return -1;
@@ -155,7 +179,8 @@ int router_main(int argc, char **argv)
     rh_err e = {{0}};
     const char *name;
     while ((name = rh_args_next(&a))) {
-        static const char *const known[] = {"worker", "policy", "host", "port", "record-trace", "seed",
+        static const char *const known[] = {"worker", "policy", "policy-script", "policy-max-instructions",
+                                            "policy-max-memory", "policy-max-seconds", "host", "port", "record-trace", "seed",
                                             "cache-threshold", "balance-abs-threshold", "balance-rel-threshold",
                                             "max-tree-blocks", "prefix-block", "health-interval", "health-timeout",
                                             "connect-timeout", "request-timeout", "shutdown-timeout",

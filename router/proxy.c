@@ -104,7 +104,11 @@ int rp_pick(rproxy *p, const uint64_t *hashes, uint32_t n_hashes, uint64_t *epoc
     for (uint32_t i = 0; i < p->n; i++)
         p->view[i] = (router_replica){.healthy = p->w[i].healthy, .outstanding = p->w[i].outstanding,
                                       .kv_use = p->w[i].kv_use};
+    uint64_t errors = router_errors(p->core);
     int k = router_pick(p->core, p->view, hashes, n_hashes);
+    if (!errors && router_errors(p->core))   /* the first only: a broken script would flood the log */
+        fprintf(stderr, "rehearse router: Lua policy error, routing by least outstanding instead: %s\n",
+                router_error(p->core));
     if (k >= 0) {
         p->w[k].outstanding++;
         p->w[k].requests++;
@@ -224,10 +228,15 @@ char *rp_metrics_text(rproxy *p, size_t *len)
             }
         }
     }
+    uint64_t policy_errors = router_errors(p->core);
     pthread_mutex_unlock(&p->mu);
     fprintf(f, "# HELP rehearse_router_live_requests Requests routed and not finished.\n"
                "# TYPE rehearse_router_live_requests gauge\nrehearse_router_live_requests %llu\n",
             (unsigned long long)atomic_load(&p->live));
+    fprintf(f, "# HELP rehearse_router_policy_errors_total Lua policy calls that failed; each of those requests "
+               "went to the least outstanding worker.\n"
+               "# TYPE rehearse_router_policy_errors_total counter\nrehearse_router_policy_errors_total %llu\n",
+            (unsigned long long)policy_errors);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -420,6 +429,13 @@ static void proxy_free(rproxy *p)
     free(p);
 }
 
+/* The Lua policy's time limit: the wall clock, the router's own. */
+static double wall_clock(void *ctx)
+{
+    (void)ctx;
+    return rh_now();
+}
+
 rproxy *rp_start(const rp_config *c, rh_err *e)
 {
     if (!c->n_workers) return rh_fail(e, "no --worker given: the router needs at least one worker URL"), NULL;
@@ -475,6 +491,7 @@ rproxy *rp_start(const rp_config *c, rh_err *e)
     p->cfg.workers = p->urls;
     router_config rc = c->core;
     rc.n_replicas = p->n;
+    rc.guard_clock = wall_clock;
     if (!(p->core = router_new(&rc, e))) {
         proxy_free(p);
         return NULL;

@@ -14,7 +14,8 @@
  * passed through), GET /health (200 while any worker is healthy, else 503),
  * GET /metrics (Prometheus text, per worker: rehearse_router_requests_total,
  * rehearse_router_outstanding, _errors_total, _worker_healthy,
- * _worker_kv_use; and rehearse_router_live_requests).
+ * _worker_kv_use; and rehearse_router_live_requests and
+ * rehearse_router_policy_errors_total, the Lua policy's failed calls).
  *
  * The state the core is given, per worker:
  *   healthy      the health poller's verdict, and the requests': a worker
@@ -66,7 +67,8 @@
 typedef struct rp_config {
     const char *const *workers; /* base URLs, n_workers of them */
     uint32_t n_workers;
-    router_config core;         /* policy, seed, cache-aware thresholds; n_replicas is set from n_workers */
+    router_config core;         /* policy, seed, cache-aware thresholds, Lua script and limits; n_replicas
+                                   is set from n_workers, guard_clock to the wall clock */
     const char *host;           /* IPv4 address to bind (127.0.0.1) */
     uint16_t port;              /* 0: any free port */
     const char *record_path;    /* NULL: no recording */

@@ -141,9 +141,25 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
     } else if (!strcmp(name, "router") || !strcmp(name, "router-policy")) {
         int p = router_policy_parse(v);
         if (p < 0)
-            return rh_fail(e, "--router: '%s' is not round-robin, least-outstanding, least-kv, power-of-two or "
-                              "cache-aware", v);
+            return rh_fail(e, "--router: '%s' is not round-robin, least-outstanding, least-kv, power-of-two, "
+                              "cache-aware or lua", v);
         c->router.policy = (router_policy)p;
+    } else if (!strcmp(name, "router-script")) {
+        c->router.lua_script = v;
+        c->router.policy = ROUTER_LUA;
+    } else if (!strcmp(name, "router-max-instructions") || !strcmp(name, "router-max-memory")) {
+        const char *flag = name[11] == 'i' ? "--router-max-instructions" : "--router-max-memory";
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        if (name[11] == 'i' && (u < 1000 || u > (1ull << 50)))
+            return rh_fail(e, "--router-max-instructions must be 1000..2^50 (got %s)", v);
+        if (name[11] == 'm' && (u < (1u << 20) || u > (1ull << 40)))
+            return rh_fail(e, "--router-max-memory must be 1048576..1099511627776 bytes (got %s)", v);
+        if (name[11] == 'i') c->router.lua_max_instructions = u;
+        else c->router.lua_max_memory = u;
+    } else if (!strcmp(name, "router-max-seconds")) {
+        if (rh_parse_double(v, "--router-max-seconds", &d, e) < 0) return -1;
+        if (!(d >= 0.001 && d <= 3600)) return rh_fail(e, "--router-max-seconds must be 0.001..3600 (got %s)", v);
+        c->router.lua_max_seconds = d;
     } else if (!strcmp(name, "network-delay-ms")) {
         if (rh_parse_double(v, "--network-delay-ms", &d, e) < 0) return -1;
         if (!(d >= 0) || d > 1e6) return rh_fail(e, "--network-delay-ms must be >= 0 (got %s)", v);
@@ -205,6 +221,8 @@ int sim_config_takes_value(const char *name_in)
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
                                         "sim-seed", "series-points", "token-times", "mem-fraction-static",
                                         "gpu-memory-utilization", "replicas", "router", "router-policy",
+                                        "router-script", "router-max-instructions", "router-max-memory",
+                                        "router-max-seconds",
                                         "network-delay-ms", "cache-threshold", "balance-abs-threshold",
                                         "balance-rel-threshold", "prefill-replicas", "decode-replicas",
                                         "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
@@ -243,7 +261,14 @@ const char *sim_config_help(void)
            "  --replicas N              N identical replicas behind a router, on one virtual clock\n"
            "                            (default 1: a single server, the same run byte for byte)\n"
            "  --router P                round-robin (default), least-outstanding, least-kv,\n"
-           "                            power-of-two, cache-aware (SGLang's router)\n"
+           "                            power-of-two, cache-aware (SGLang's router), lua\n"
+           "  --router-script FILE      Lua file defining route(request, replicas) -> a replica's\n"
+           "                            1-based index (engine/router/router.h); implies --router lua.\n"
+           "                            It runs in the Lua policies' sandbox; an error makes that\n"
+           "                            request least-outstanding's\n"
+           "  --router-max-instructions N, --router-max-memory BYTES, --router-max-seconds S\n"
+           "                            the script's limits, as --policy-max-* (defaults 10000000,\n"
+           "                            67108864, 1)\n"
            "  --network-delay-ms MS     a request's trip from the router to its replica (default 0)\n"
            "  --cache-threshold F, --balance-abs-threshold N, --balance-rel-threshold R\n"
            "                            cache-aware's thresholds, as SGLang's router names them\n"

@@ -10,7 +10,9 @@
  *   - a worker SIGKILLed mid-stream: the client gets an error event naming
  *     it and [DONE], the worker leaves routing (its counter stops, /health
  *     stays 200, /metrics says unhealthy) and comes back once it answers;
- *   - bad flags and URLs: one clear message, exit 1. */
+ *   - bad flags and URLs: one clear message, exit 1;
+ *   - --policy-script: the script's picks; a failed call goes to the least
+ *     outstanding worker, counted in /metrics, the first on stderr. */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -545,6 +547,75 @@ static void test_bad_input(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cache-aware"));
 }
 
+/* --policy lua: a script sending everything to the second worker but each
+ * third request, which it fails, so that one goes to the least outstanding
+ * (the first, all being idle between sequential requests). */
+static void test_lua_policy(void)
+{
+    char path[256];
+    tu_tmp_path("router-second.lua", path, sizeof path);
+    const char *lua = "function route(request, replicas)\n"
+                      "  if request.seq % 3 == 0 then error('every third') end\n"
+                      "  return 2\n"
+                      "end\n";
+    CU_ASSERT_FATAL(tu_write_file(path, lua, strlen(lua)) == 0);
+    tu_server w[2], r;
+    CU_ASSERT_FATAL(start_workers(w, 2, fast_cost, "lua") == 0);
+    char *extra[] = {"--policy-script", path, NULL};
+    if (start_router(&r, w, 2, "lua", extra) < 0) {
+        stop_workers(w, 2);
+        CU_FAIL_FATAL("router");
+    }
+    for (int k = 0; k < 6; k++) {
+        ts_resp a = ts_request_at(r.url, "POST", "/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 2}", NULL);
+        CU_ASSERT_EQUAL(a.status, 200);
+        ts_resp_free(&a);
+    }
+    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[0].url), 2);
+    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[1].url), 4);
+    ts_resp m = ts_request_at(r.url, "GET", "/metrics", NULL, NULL);
+    CU_ASSERT_EQUAL(m.status == 200 ? ts_metric(m.body, "rehearse_router_policy_errors_total") : -1, 2);
+    ts_resp_free(&m);
+    CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
+    stop_workers(w, 2);
+    char cmd[1536], out[4096];
+    snprintf(cmd, sizeof cmd, "grep -c 'Lua policy error' %s; grep -o 'router-second.lua:2: every third' %s", r.err,
+             r.err);
+    tu_run(cmd, out, sizeof out);
+    CU_ASSERT_STRING_EQUAL(out, "1\nrouter-second.lua:2: every third\n");   /* the first error only, file:line */
+
+    /* a script that does not load, or limits out of range: one message, exit 1 */
+    char broken[256];
+    tu_tmp_path("router-broken.lua", broken, sizeof broken);
+    CU_ASSERT_FATAL(tu_write_file(broken, "function route(\n", 16) == 0);
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"--policy lua", "needs a script"},
+        {"--policy-script build/tmp/router-no-such.lua", "router-no-such.lua"},
+        {"--policy-script BROKEN", "router-broken.lua:2:"},
+        {"--policy-script BROKEN --policy-max-instructions 5", "--policy-max-instructions"},
+        {"--policy-script BROKEN --policy-max-memory 1000", "--policy-max-memory"},
+        {"--policy-script BROKEN --policy-max-seconds 0", "--policy-max-seconds"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        const char *at = strstr(bad[i].args, "BROKEN");
+        if (at) snprintf(args, sizeof args, "%.*s%s%s", (int)(at - bad[i].args), bad[i].args, broken, at + 6);
+        else snprintf(args, sizeof args, "%s", bad[i].args);
+        snprintf(cmd, sizeof cmd, "timeout 20 %s router --worker http://127.0.0.1:1 --health-timeout 0.2 %s",
+                 tu_bin(), args);
+        int rc = tu_run(cmd, out, sizeof out);
+        int lines = 0;
+        for (const char *p = out; *p; p++) lines += *p == '\n';
+        if (rc != 1 || !strstr(out, bad[i].says) || lines != 1)
+            printf("\n    router %s: exit %d, %d lines: %s\n", args, rc, lines, out);
+        CU_ASSERT_EQUAL(rc, 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].says));
+        CU_ASSERT_EQUAL(lines, 1);
+    }
+}
+
 /* A worker that never answers: the router starts, says so, and answers 503. */
 static void test_no_healthy_worker(void)
 {
@@ -604,4 +675,5 @@ void register_test_router_proxy(void)
                 test_worker_killed);
     CU_add_test(s, "bad flags and URLs: one message, exit 1", test_bad_input);
     CU_add_test(s, "no healthy worker: 503 naming it", test_no_healthy_worker);
+    CU_add_test(s, "lua: the script's picks, its errors least-outstanding's and counted", test_lua_policy);
 }

@@ -1,14 +1,18 @@
-/* router.c — the router core; see router.h for each policy. */
+/* router.c — the router core; see router.h for each policy (lua's call in
+ * router_lua.c). */
 #include "engine/router/router.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/core.h"
+#include "engine/router/router_lua.h"
 #include "util/hashmap.h"
 #include "util/rng.h"
 
 static const char *const NAMES[ROUTER_N_POLICIES] = {"round-robin", "least-outstanding", "least-kv", "power-of-two",
-                                                     "cache-aware"};
+                                                     "cache-aware", "lua"};
 
 int router_policy_parse(const char *name)
 {
@@ -31,6 +35,11 @@ void router_config_default(router_config *c)
     c->balance_rel = 1.0001;
     c->cache_threshold = 0.5;
     c->max_tree_blocks = 65536;
+    core_config core;   /* one set of defaults for every Lua hook */
+    core_config_default(&core);
+    c->lua_max_instructions = core.policy_max_instructions;
+    c->lua_max_memory = core.policy_max_memory;
+    c->lua_max_seconds = core.policy_max_seconds;
 }
 
 /* A replica's approximate prefix tree: block hash -> when last routed. */
@@ -43,8 +52,33 @@ struct router {
     uint32_t next;              /* round-robin's cursor */
     rh_rng rng;
     uint64_t tick;
-    tree *trees;                /* [n_replicas], cache-aware only */
+    tree *trees;                /* [n_replicas], cache-aware and lua only */
+    router_lua *lua;
+    uint32_t *match;            /* lua: scratch, [n_replicas] */
+    uint64_t *sizes;
+    uint64_t seq, errors;
+    char error[512];            /* the first failed call's message */
 };
+
+static bool keeps_trees(router_policy p)
+{
+    return p == ROUTER_CACHE_AWARE || p == ROUTER_LUA;
+}
+
+/* The same ranges as the scheduler's --policy-max-* (engine/core/config.c). */
+static int check_lua(const router_config *c, rh_err *e)
+{
+    if (!c->lua_script) return rh_fail(e, "router: the lua policy needs a script (route(request, replicas))");
+    if (c->lua_max_instructions < 1000 || c->lua_max_instructions > (1ull << 50))
+        return rh_fail(e, "router: lua_max_instructions %llu must be 1000..2^50",
+                       (unsigned long long)c->lua_max_instructions);
+    if (c->lua_max_memory < (1u << 20) || c->lua_max_memory > (1ull << 40))
+        return rh_fail(e, "router: lua_max_memory %llu must be 1 MiB..1 TiB (1048576..1099511627776 bytes)",
+                       (unsigned long long)c->lua_max_memory);
+    if (!(c->lua_max_seconds >= 0.001 && c->lua_max_seconds <= 3600))
+        return rh_fail(e, "router: lua_max_seconds %g must be 0.001..3600", c->lua_max_seconds);
+    return 0;
+}
 
 router *router_new(const router_config *c, rh_err *e)
 {
@@ -54,17 +88,28 @@ router *router_new(const router_config *c, rh_err *e)
     if (!(c->balance_abs >= 0)) return rh_fail(e, "router: balance_abs %g must be at least 0", c->balance_abs), NULL;
     if (!(c->cache_threshold >= 0 && c->cache_threshold <= 1))
         return rh_fail(e, "router: cache_threshold %g must be in [0, 1]", c->cache_threshold), NULL;
-    if (c->policy == ROUTER_CACHE_AWARE && c->max_tree_blocks < 2)
+    if (keeps_trees(c->policy) && c->max_tree_blocks < 2)
         return rh_fail(e, "router: max_tree_blocks must be at least 2"), NULL;
+    if (c->policy == ROUTER_LUA && check_lua(c, e) < 0) return NULL;
     router *r = calloc(1, sizeof *r);
     if (!r) return rh_fail(e, "router: out of memory"), NULL;
     r->cfg = *c;
+    r->cfg.lua_script = NULL;   /* read once, here; the caller's string may go */
     rh_rng_seed(&r->rng, c->seed);
-    if (c->policy == ROUTER_CACHE_AWARE && !(r->trees = calloc(c->n_replicas, sizeof *r->trees))) {
-        free(r);
-        return rh_fail(e, "router: out of memory"), NULL;
+    if (keeps_trees(c->policy) && !(r->trees = calloc(c->n_replicas, sizeof *r->trees))) goto oom;
+    if (c->policy == ROUTER_LUA) {
+        if (!(r->match = calloc(c->n_replicas, sizeof *r->match)) ||
+            !(r->sizes = calloc(c->n_replicas, sizeof *r->sizes)))
+            goto oom;
+        if (!(r->lua = rtlua_open(c, e))) {
+            router_free(r);
+            return NULL;
+        }
     }
     return r;
+oom:
+    router_free(r);
+    return rh_fail(e, "router: out of memory"), NULL;
 }
 
 void router_free(router *r)
@@ -72,7 +117,20 @@ void router_free(router *r)
     if (!r) return;
     for (uint32_t i = 0; r->trees && i < r->cfg.n_replicas; i++) rh_map64_free(&r->trees[i].blocks);
     free(r->trees);
+    rtlua_close(r->lua);
+    free(r->match);
+    free(r->sizes);
     free(r);
+}
+
+uint64_t router_errors(const router *r)
+{
+    return r->errors;
+}
+
+const char *router_error(const router *r)
+{
+    return r->error[0] ? r->error : NULL;
 }
 
 uint32_t router_tree_match(const router *r, uint32_t replica, const uint64_t *hashes, uint32_t n_hashes)
@@ -170,6 +228,30 @@ static int cache_aware(router *r, const router_replica *st, const uint64_t *hash
     return pick;
 }
 
+/* The script's pick; on any error least-outstanding's, counted. Either is
+ * remembered in the trees, so match means what cache-aware's does. */
+static int lua_pick(router *r, const router_replica *st, const uint64_t *hashes, uint32_t n_hashes)
+{
+    uint32_t n = r->cfg.n_replicas;
+    int lo = least(st, n, 0);
+    if (lo < 0) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        r->match[i] = router_tree_match(r, i, hashes, n_hashes);
+        r->sizes[i] = r->trees[i].blocks.n;
+    }
+    rtlua_ask a = {.st = st, .match = r->match, .tree_size = r->sizes, .n_replicas = n, .blocks = n_hashes,
+                   .seq = ++r->seq};
+    char err[512];
+    int pick = rtlua_route(r->lua, &a, err, sizeof err);
+    if (pick < 0) {
+        r->errors++;
+        if (!r->error[0]) snprintf(r->error, sizeof r->error, "%s", err);
+        pick = lo;
+    }
+    remember(r, (uint32_t)pick, hashes, n_hashes);
+    return pick;
+}
+
 int router_pick(router *r, const router_replica *st, const uint64_t *hashes, uint32_t n_hashes)
 {
     uint32_t n = r->cfg.n_replicas;
@@ -204,6 +286,7 @@ int router_pick(router *r, const router_replica *st, const uint64_t *hashes, uin
         return st[ib].outstanding < st[ia].outstanding ? ib : ia;
     }
     case ROUTER_CACHE_AWARE: return cache_aware(r, st, hashes, n_hashes);
+    case ROUTER_LUA: return lua_pick(r, st, hashes, n_hashes);
     default: return -1;
     }
 }

@@ -21,6 +21,27 @@
  *                      outstanding. Each replica's tree is approximate: the
  *                      chained block hashes routed to it, the least
  *                      recently routed dropped past max_tree_blocks.
+ *   lua                a script's route(request, replicas) returns the
+ *                      1-based index of a healthy replica. request:
+ *                      {blocks (the prompt's block hashes), seq (1 for
+ *                      the first request asked about, then 2, ...)};
+ *                      replicas: a list, one table per replica in index
+ *                      order, {index (1-based), healthy, outstanding,
+ *                      kv_use, match (prompt blocks its prefix tree
+ *                      matches), tree_size (blocks in it)}. The trees are
+ *                      kept as cache-aware keeps them, the pick remembered
+ *                      whoever made it. The script runs in the scheduler's
+ *                      Lua sandbox (engine/core/lua_box.h: a state capped
+ *                      at lua_max_memory bytes, only base, table, string,
+ *                      math and utf8, math.random seeded with seed), each
+ *                      call under lua_max_instructions and, with a
+ *                      guard_clock, lua_max_seconds. Any error — raised, a
+ *                      limit run past, a result that is not an integer,
+ *                      out of range or an unhealthy replica — makes that
+ *                      request least-outstanding's, is counted
+ *                      (router_errors) and the first message, naming the
+ *                      script's file and line, kept (router_error). With
+ *                      no healthy replica the script is not called.
  * A request's prefix is its chained block hashes (equal hashes imply equal
  * prefixes, traces/FORMAT.md). */
 #ifndef RH_ROUTER_H
@@ -37,6 +58,7 @@ typedef enum router_policy {
     ROUTER_LEAST_KV,
     ROUTER_POWER_OF_TWO,
     ROUTER_CACHE_AWARE,
+    ROUTER_LUA,
     ROUTER_N_POLICIES
 } router_policy;
 
@@ -52,9 +74,19 @@ typedef struct router_config {
     double balance_rel;         /* --balance-rel-threshold (1.0001) */
     double cache_threshold;     /* --cache-threshold (0.5) */
     uint64_t max_tree_blocks;   /* per replica (65536) */
+    /* lua: the script, read by router_new (the path is not kept), and its
+     * limits; the defaults are the scheduler's Lua policy's
+     * (core_config_default's policy_max_*). Ignored under other policies. */
+    const char *lua_script;
+    uint64_t lua_max_instructions;  /* per route() call (10000000) */
+    uint64_t lua_max_memory;        /* bytes the script's state may hold (64 MiB) */
+    double lua_max_seconds;         /* wall time per call, measured with guard_clock (1) */
+    double (*guard_clock)(void *ctx);   /* seconds; NULL: no time limit (the core itself has no clock) */
+    void *guard_ctx;
 } router_config;
 
-/* SGLang's defaults for the thresholds; round-robin over one replica. */
+/* SGLang's defaults for the thresholds, the scheduler's for the Lua
+ * limits; round-robin over one replica. */
 void router_config_default(router_config *c);
 
 /* What the caller knows of a replica now. */
@@ -66,6 +98,9 @@ typedef struct router_replica {
 
 typedef struct router router;
 
+/* NULL with e filled on a bad configuration; under lua also when the
+ * script cannot be read or run, or defines no route (naming its file and,
+ * for a syntax or runtime error, the line). */
 router *router_new(const router_config *c, rh_err *e);
 void router_free(router *r);
 
@@ -78,5 +113,10 @@ int router_pick(router *r, const router_replica *replicas, const uint64_t *hashe
 /* The prompt blocks a replica's tree matches: for tests and reports. */
 uint32_t router_tree_match(const router *r, uint32_t replica, const uint64_t *hashes, uint32_t n_hashes);
 uint64_t router_tree_size(const router *r, uint32_t replica);
+
+/* lua: the calls that failed and fell back to least-outstanding, and the
+ * first one's message ("file:line: ...", NULL while none has failed). */
+uint64_t router_errors(const router *r);
+const char *router_error(const router *r);
 
 #endif
