@@ -468,7 +468,31 @@ static uint32_t draw_accepted(run *r, const sim_config *c, uint32_t k)
     return j;
 }
 
-static void bin_series(const step_row *rows, size_t n_rows, uint32_t points, double end, sim_series *s)
+/* Steps in start order over sorted runs (each replica's own steps are in
+ * order): a merge, ties to the lower replica, so a cluster's series needs no
+ * sorted copy of every step (11M steps of 16 replicas: 360 MB saved). */
+typedef struct row_seq {
+    const step_row *const *runs;
+    const size_t *lens;
+    uint32_t n_runs;
+    size_t *at;              /* per run: its next row */
+} row_seq;
+
+static void seq_reset(row_seq *q)
+{
+    for (uint32_t k = 0; k < q->n_runs; k++) q->at[k] = 0;
+}
+
+/* The next step in start order; NULL after the last. */
+static const step_row *seq_next(row_seq *q)
+{
+    int best = -1;
+    for (uint32_t k = 0; k < q->n_runs; k++)
+        if (q->at[k] < q->lens[k] && (best < 0 || q->runs[k][q->at[k]].t < q->runs[best][q->at[best]].t)) best = (int)k;
+    return best < 0 ? NULL : &q->runs[best][q->at[best]++];
+}
+
+static void bin_series(row_seq *q, size_t n_rows, uint32_t points, double end, sim_series *s)
 {
     uint32_t n = points ? points : 2000;
     if (n_rows == 0) n = 0;
@@ -482,8 +506,8 @@ static void bin_series(const step_row *rows, size_t n_rows, uint32_t points, dou
         if (!cols[k]) goto out;
     if (!cnt) goto out;
     double width = end > 0 ? end / n : 1;
-    for (size_t i = 0; i < n_rows; i++) {
-        const step_row *x = &rows[i];
+    seq_reset(q);
+    for (const step_row *x; (x = seq_next(q));) {
         uint32_t b = (uint32_t)(x->t / width);
         if (b >= n) b = n - 1;
         cnt[b]++;
@@ -496,15 +520,18 @@ static void bin_series(const step_row *rows, size_t n_rows, uint32_t points, dou
     }
     /* A bin in which no step starts is either inside a long step (it shows
      * that step) or idle (zeros, which is what happened). */
-    size_t last = 0;    /* the latest step started before the bin */
+    seq_reset(q);
+    const step_row *x = seq_next(q), *after = seq_next(q);   /* the latest step started before the bin, the next */
     for (uint32_t b = 0; b < n; b++) {
         cols[0][b] = b * width;
         if (cnt[b]) {
             for (int k = 1; k < 7; k++) cols[k][b] /= cnt[b];
-            while (last + 1 < n_rows && rows[last + 1].t < (b + 1) * width) last++;
+            while (after && after->t < (b + 1) * width) {
+                x = after;
+                after = seq_next(q);
+            }
             continue;
         }
-        const step_row *x = &rows[last];
         if (x->t <= b * width && x->t + x->dur > b * width) {
             cols[1][b] = x->batch;
             cols[2][b] = x->prefill;
@@ -777,31 +804,28 @@ static int run_loop(run *r, rh_err *e)
     return rc;
 }
 
-static int by_start(const void *a, const void *b)
+/* The series of replicas [first, first + n) together (one: its own). */
+static int series_of(const run *r, uint32_t first, uint32_t n, sim_series *out)
 {
-    float x = ((const step_row *)a)->t, y = ((const step_row *)b)->t;
-    return (x > y) - (x < y);
-}
-
-/* Every replica's steps in time order, for the whole cluster's series. */
-static step_row *all_rows(const run *r, size_t *n)
-{
-    if (r->n_reps == 1) {
-        *n = r->reps[0].n_rows;
-        return r->reps[0].rows;
+    const step_row **runs = malloc(n * sizeof *runs);
+    size_t *lens = malloc(n * sizeof *lens), *at = malloc(n * sizeof *at), total = 0;
+    if (!runs || !lens || !at) {
+        free(runs);
+        free(lens);
+        free(at);
+        return -1;
     }
-    size_t total = 0;
-    for (uint32_t k = 0; k < r->n_reps; k++) total += r->reps[k].n_rows;
-    step_row *v = malloc((total ? total : 1) * sizeof *v);
-    if (!v) return NULL;
-    size_t at = 0;
-    for (uint32_t k = 0; k < r->n_reps; k++) {
-        memcpy(v + at, r->reps[k].rows, r->reps[k].n_rows * sizeof *v);
-        at += r->reps[k].n_rows;
+    for (uint32_t k = 0; k < n; k++) {
+        runs[k] = r->reps[first + k].rows;
+        lens[k] = r->reps[first + k].n_rows;
+        total += lens[k];
     }
-    qsort(v, total, sizeof *v, by_start);
-    *n = total;
-    return v;
+    row_seq q = {.runs = runs, .lens = lens, .n_runs = n, .at = at};
+    bin_series(&q, total, r->cfg->series_points, r->now, out);
+    free(runs);
+    free(lens);
+    free(at);
+    return 0;
 }
 
 /* Each replica's own summary and series, and how unevenly the work fell. */
@@ -830,7 +854,7 @@ static int replica_results(run *r, sim_result *out, rh_err *e)
         o->group = rep->group;
         o->group_name = r->groups[rep->group].name ? r->groups[rep->group].name : "";
         o->gpus = rep->gpus;
-        bin_series(rep->rows, rep->n_rows, r->cfg->series_points, r->now, &o->series);
+        if (series_of(r, k, 1, &o->series) < 0) return rh_fail(e, "out of memory");
         most = fmax(most, (double)rep->routed);
         sum += (double)rep->routed;
         busy_most = fmax(busy_most, rep->busy_s);
@@ -860,11 +884,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
     out->summary.failed_kv_pool = r->refused_pool;
     snprintf(out->refusal, sizeof out->refusal, "%s", r->refusal);
     out->pool_tokens = core_get_config(r->reps[0].c)->max_total_tokens;
-    size_t n_rows;
-    step_row *rows = all_rows(r, &n_rows);
-    if (!rows) return rh_fail(e, "out of memory");
-    bin_series(rows, n_rows, r->cfg->series_points, r->now, &out->series);
-    if (rows != r->reps[0].rows) free(rows);
+    if (series_of(r, 0, r->n_reps, &out->series) < 0) return rh_fail(e, "out of memory");
     if (replica_results(r, out, e) < 0) return -1;
     out->n_requests = n;
     if (!(out->requests = calloc(n ? n : 1, sizeof *out->requests))) return rh_fail(e, "out of memory");
