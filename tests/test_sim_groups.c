@@ -263,6 +263,23 @@ static void test_cli_mixed_gpus(void)
     CU_ASSERT(ttft[2] > 1.3 * ttft[0] && ttft[3] > 1.3 * ttft[1]);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "gpus")), 4);
     json_decref(o);
+    /* The same cluster from Lua: sim.run{cluster = FILE} gives the CLI's numbers. */
+    char script[256], body[2048];
+    tu_tmp_path("groups_mixed.lua", script, sizeof script);
+    snprintf(body, sizeof body,
+             "local r = rehearse.sim.run{trace = '%s', cost = {kind = 'roofline', version = 1, model = 'llama-3-8b', "
+             "gpu = 'h100-sxm'}, cluster = '%s'}\n"
+             "assert(#r.replicas == 4 and r.replicas[3].group == 'a100', 'replicas')\n"
+             "print(string.format('lua %%.6f %%.6f', r.replicas[1].median_ttft_ms, r.replicas[4].median_ttft_ms))\n",
+             trace, path);
+    CU_ASSERT_FATAL(tu_write_file(script, body, strlen(body)) == 0);
+    snprintf(cmd, sizeof cmd, "%s run %s", tu_bin(), script);
+    rc = tu_run(cmd, out, sizeof out);
+    char want[128];
+    snprintf(want, sizeof want, "lua %.6f %.6f", ttft[0], ttft[3]);
+    if (rc || !strstr(out, want)) printf("\n  want %s, got: %s\n", want, out);
+    CU_ASSERT(rc == 0 && strstr(out, want) != NULL);
+    remove(script);
     snprintf(cmd, sizeof cmd, "%s sim %s --cluster %s --replicas 4", tu_bin(), trace, path);
     CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
     CU_ASSERT(strstr(out, "--cluster") != NULL);
@@ -277,5 +294,6 @@ void register_test_sim_groups(void)
     CU_add_test(s, "a CLUSTER.json equals the flags that say the same, byte for byte", test_file_equals_flags);
     CU_add_test(s, "bad CLUSTER.json files refused with the file, group and knob", test_bad_files_refused);
     CU_add_test(s, "whole servers with a PD side, a side alone, PD under vLLM: refused", test_bad_mixes_refused);
-    CU_add_test(s, "rehearse sim --cluster: H100s and A100s, cost models inline", test_cli_mixed_gpus);
+    CU_add_test(s, "rehearse sim --cluster and sim.run{cluster = FILE}: H100s and A100s, cost models inline",
+                test_cli_mixed_gpus);
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sim/lua/lua_api.h"
+#include "sim/cluster.h"
 #include "sim/result.h"
 #include "sim/sim.h"
 #include "traces/import/import.h"
@@ -178,6 +179,7 @@ typedef struct rlua_job {
     rlua_cost *cost;
     int per_request;
     int policy_ref;         /* LUA_NOREF when none */
+    const char *cluster;    /* a CLUSTER.json (owned[]), read over the job's knobs when it runs; NULL: none */
     char *args;             /* knobs as CLI flags, for emitted jobs (malloc'd, "" when none) */
     size_t args_len;
     char *owned[64];        /* strings the config points into */
@@ -401,10 +403,18 @@ static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
             lua_pop(L, 1);
             continue;
         }
+        if (!strcmp(k, "cluster") && lua_type(L, -1) == LUA_TSTRING) {
+            /* sim.run{cluster = "cluster.json"}: replicas that differ (sim/cluster.h). */
+            const char *path = lua_tostring(L, -1);
+            if (!(j->cluster = own(j, path)) || add_arg(j, "cluster", path) < 0) luaL_error(L, "%s: out of memory", who);
+            lua_pop(L, 1);
+            continue;
+        }
         if (!strcmp(k, "cluster")) {
             /* sim.run{cluster = {replicas = 4, router = "cache-aware", ...}}:
              * the cluster's knobs, the same names as flat keys. */
-            if (!lua_istable(L, -1)) luaL_error(L, "%s: 'cluster' must be a table of knobs (replicas, router, ...)", who);
+            if (!lua_istable(L, -1))
+                luaL_error(L, "%s: 'cluster' must be a CLUSTER.json path or a table of knobs (replicas, router, ...)", who);
             lua_pushnil(L);
             while (lua_next(L, -2)) {
                 if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: cluster keys must be knob names", who);
@@ -427,9 +437,18 @@ static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
 static json_t *run_job(rlua_job *j, rh_err *e)
 {
     sim_result res;
-    if (sim_run(&j->cfg, &j->trace->t, j->cost->m, &res, e) < 0) return NULL;
+    sim_cluster cl = {0};
+    int rc = j->cluster ? sim_cluster_load(j->cluster, &j->cfg, j->cost->m, &cl, e) : 0;
+    if (rc == 0)
+        rc = j->cluster ? sim_cluster_run(&cl, &j->trace->t, &res, e)
+                        : sim_run(&j->cfg, &j->trace->t, j->cost->m, &res, e);
+    if (rc < 0) {
+        sim_cluster_free(&cl);
+        return NULL;
+    }
     json_t *o = sim_result_to_json(&res, j->per_request);
     sim_result_free(&res);
+    sim_cluster_free(&cl);
     return o;
 }
 
