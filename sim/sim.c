@@ -342,7 +342,8 @@ static int route(run *r, router *rt, uint32_t first, uint32_t n, uint32_t i)
     for (uint32_t k = 0; k < n; k++) {
         replica *rep = &r->reps[first + k];
         r->view[k] = (router_replica){.healthy = true, .outstanding = rep->outstanding};
-        if (r->cfg->router.policy == ROUTER_LEAST_KV) {   /* SGLang's token_usage: pages held by requests */
+        router_policy pol = r->cfg->router.policy;
+        if (pol == ROUTER_LEAST_KV || pol == ROUTER_LUA) {   /* SGLang's token_usage: pages held by requests */
             core_stats st;
             core_get_stats(rep->c, &st);
             r->view[k].kv_use = st.pages_total ? (double)st.pages_used / (double)st.pages_total : 0;
@@ -350,6 +351,16 @@ static int route(run *r, router *rt, uint32_t first, uint32_t n, uint32_t i)
     }
     const tr_request *q = &r->trace->requests[i];
     int k = router_pick(rt, r->view, q->hashes, q->n_hashes);
+    if (router_errors(rt) && !r->cfg->policy_fallback) {
+        /* a study must never report least-outstanding's numbers under a script's name */
+        char msg[sizeof r->err.msg];
+        snprintf(msg, sizeof msg,
+                 "router script error at t=%.3f s: %s (--policy-fallback makes such a pick least-outstanding's and "
+                 "counts it)",
+                 r->now, router_error(rt));
+        fail(r, msg);
+        return -1;
+    }
     return k < 0 ? -1 : (int)first + k;
 }
 
@@ -637,6 +648,7 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
     if (front > 1) {
         router_config rc = cfg->router;
         rc.n_replicas = front;
+        rc.guard_clock = guard_clock;   /* a script's time limit runs on real time */
         if (!(r->router = router_new(&rc, e))) return -1;
     }
     if (r->n_prefill && r->n_reps - r->n_prefill > 1) {
@@ -880,6 +892,9 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
         core_get_stats(r->reps[k].c, &st);
         out->summary.policy_errors += st.policy_errors;
     }
+    out->router_errors = r->router ? router_errors(r->router) : 0;
+    if (out->router_errors)
+        snprintf(out->router_error, sizeof out->router_error, "%s", router_error(r->router));
     out->summary.failed_context_length = r->refused_context;
     out->summary.failed_kv_pool = r->refused_pool;
     snprintf(out->refusal, sizeof out->refusal, "%s", r->refusal);

@@ -168,6 +168,9 @@ typedef struct sim_result {
     uint32_t pd_prefill;         /* PD: replicas[0..pd_prefill) prefill, the rest decode; else 0 */
     uint32_t gpus;               /* every replica's GPUs (tensor-parallel sizes summed) */
     double kv_transfer_mean_s;   /* PD: mean KV transfer per request */
+    uint64_t router_errors;      /* --router lua with --policy-fallback: picks a script error left to
+                                    least-outstanding (without the flag the first stops the run) */
+    char router_error[300];      /* the first one's message ("" when none) */
 } sim_result;
 
 /* Runs one simulation. The trace is not modified. cfg's replicas and PD

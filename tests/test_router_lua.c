@@ -11,7 +11,10 @@
  *     run again; a syntax error, a failing chunk or no route() fail
  *     router_new naming the file;
  *   - `rehearse sim --replicas 4 --router-script rr.lua` (round-robin in
- *     Lua) prints exactly what `--router round-robin` prints. */
+ *     Lua) prints exactly what `--router round-robin` prints, and a Lua
+ *     least-kv what `--router least-kv` prints (the replicas' KV use reaches
+ *     the script); a script error mid-run stops the run naming its line,
+ *     or with --policy-fallback is counted (router_errors). */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +334,41 @@ static void test_sim_round_robin(void)
         free(x);
         free(y);
     }
+
+    /* least-kv in Lua: the replicas' KV use reaches the script as least-kv sees it */
+    char kv[256];
+    script("rl-kv.lua",
+           "function route(q, replicas)\n  local best = 1\n"
+           "  for i, r in ipairs(replicas) do if r.kv_use < replicas[best].kv_use then best = i end end\n"
+           "  return best\nend\n",
+           kv, sizeof kv);
+    const char *kv_how[2] = {"--router least-kv", "--router-script"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s sim %s --cost %s --replicas 4 --rate-scale 3 %s %s --json > %s", tu_bin(), trace,
+                 cost, kv_how[k], k ? kv : "", res[k]);
+        CU_ASSERT_EQUAL_FATAL(tu_run(cmd, out, sizeof out), 0);
+    }
+    char *x = without_wall_time(a), *y = without_wall_time(b);
+    CU_ASSERT_FATAL(x && y);
+    if (strcmp(x, y)) printf("\n  least-kv: %s and %s differ\n", a, b);
+    CU_ASSERT_STRING_EQUAL(x, y);
+    free(x);
+    free(y);
+
+    /* a script error mid-run stops it, naming the line, unless --policy-fallback counts it */
+    char flaky[256];
+    script("rl-flaky.lua",
+           "local n = 0\nfunction route(q, replicas)\n  n = n + 1\n"
+           "  if n % 50 == 0 then error('fiftieth') end\n  return 1 + n % #replicas\nend\n",
+           flaky, sizeof flaky);
+    snprintf(cmd, sizeof cmd, "%s sim %s --cost %s --replicas 4 --router-script %s --json", tu_bin(), trace, cost, flaky);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "rl-flaky.lua:4: fiftieth"));
+    snprintf(cmd, sizeof cmd,
+             "%s sim %s --cost %s --replicas 4 --router-script %s --policy-fallback --json | grep -v '^      '", tu_bin(),
+             trace, cost, flaky);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"router_errors\": 6"));   /* 300 requests, every 50th */
 
     /* a broken script: the run stops before it starts, naming the file and line */
     char broken[256];
