@@ -64,20 +64,6 @@ static void cfg_init(sim_config *c)
     c->core.max_total_tokens = 1 << 18;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
-    int same = x && y;
-    while (same) {
-        int p = fgetc(x), q = fgetc(y);
-        if (p != q) same = 0;
-        if (p == EOF || q == EOF) break;
-    }
-    if (x) fclose(x);
-    if (y) fclose(y);
-    return same;
-}
-
 static void test_one_replica_is_the_server(void)
 {
     tr_trace t;
@@ -97,7 +83,7 @@ static void test_one_replica_is_the_server(void)
         one.out_path = tu_tmp_path("cluster_one.rhtr", routed, sizeof routed);
         sim_result r;
         run(&one, &t, m, &r);
-        CU_ASSERT(same_file(plain, routed));
+        CU_ASSERT(tu_same_file(plain, routed));
         CU_ASSERT_EQUAL(r.summary.completed, base.summary.completed);
         CU_ASSERT_EQUAL(r.summary.steps, base.summary.steps);
         CU_ASSERT_DOUBLE_EQUAL(r.summary.ttft_ms.p99, base.summary.ttft_ms.p99, 0);

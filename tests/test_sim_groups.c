@@ -100,20 +100,6 @@ static void test_each_replica_is_its_own_server(void)
     tr_trace_free(&odd);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
-    int same = x && y;
-    while (same) {
-        int p = fgetc(x), q = fgetc(y);
-        if (p != q) same = 0;
-        if (p == EOF || q == EOF) break;
-    }
-    if (x) fclose(x);
-    if (y) fclose(y);
-    return same;
-}
-
 /* The file `json` against the flags `flags` (name, value pairs), both written. */
 static void file_equals_flags(const char *json, const char *const *flags, const cost_model *m, const tr_trace *t)
 {
@@ -134,7 +120,7 @@ static void file_equals_flags(const char *json, const char *const *flags, const 
     sim_result a, b;
     CU_ASSERT_EQUAL_FATAL(sim_cluster_run(&cl, t, &a, &e), 0);
     CU_ASSERT_EQUAL_FATAL(sim_run(&f, t, m, &b, &e), 0);
-    CU_ASSERT(same_file(out_file, out_flags));
+    CU_ASSERT(tu_same_file(out_file, out_flags));
     CU_ASSERT_EQUAL(a.n_replicas, b.n_replicas);
     CU_ASSERT_EQUAL(a.pd_prefill, b.pd_prefill);
     CU_ASSERT_EQUAL(a.gpus, b.gpus);

@@ -22,6 +22,8 @@ int tu_run(const char *cmd, char *out, size_t n);
 /* Writes a file; 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
 int tu_file_exists(const char *path);
+/* 1 when both files can be read and hold the same bytes. */
+int tu_same_file(const char *a, const char *b);
 
 /* A rehearse server started in the background: `rehearse serve ARGS`
  * (ARGS must include --port 0); url is what it prints it listens on. */

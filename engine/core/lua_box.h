@@ -101,4 +101,17 @@ int lbox_call(lbox *b, lua_CFunction f, void *ud, char *err, size_t errn);
  * instruction and call counts. */
 void lbox_arm(lua_State *L, lbox_budget *budget);
 
+/* t[k] = v for the table on the stack's top: how the hooks build their arguments. */
+static inline void lbox_set_int(lua_State *L, const char *k, long long v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static inline void lbox_set_num(lua_State *L, const char *k, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
 #endif

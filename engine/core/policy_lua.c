@@ -103,18 +103,6 @@ typedef struct call_ctx {
     lbox_budget b;
 } call_ctx;
 
-static void set_int(lua_State *L, const char *k, long long v)
-{
-    lua_pushinteger(L, (lua_Integer)v);
-    lua_setfield(L, -2, k);
-}
-
-static void set_num(lua_State *L, const char *k, double v)
-{
-    lua_pushnumber(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* Builds the arguments, calls the policy and reads its answer, all inside
  * one protected call: any Lua error, even running out of memory while
  * building a table, unwinds to clua_order and never past it. */
@@ -130,31 +118,31 @@ static int protected_call(lua_State *L)
         uint32_t dummy, m = keys_match(c, r, NULL, &dummy);
         uint64_t cached = (uint64_t)m * c->ps;
         lua_createtable(L, 0, 10);
-        set_int(L, "index", i + 1);
-        set_int(L, "id", (long long)r->id);
-        set_int(L, "prompt_len", r->prompt_len);
-        set_int(L, "max_new_tokens", r->max_new);
-        set_int(L, "output_len", r->out);
-        set_int(L, "cached_len", (long long)(cached < r->prompt_len ? cached : r->prompt_len));
-        set_num(L, "arrival", r->arrival);
-        set_num(L, "wait", x->now - r->arrival);
-        set_int(L, "retractions", r->retractions);
+        lbox_set_int(L, "index", i + 1);
+        lbox_set_int(L, "id", (long long)r->id);
+        lbox_set_int(L, "prompt_len", r->prompt_len);
+        lbox_set_int(L, "max_new_tokens", r->max_new);
+        lbox_set_int(L, "output_len", r->out);
+        lbox_set_int(L, "cached_len", (long long)(cached < r->prompt_len ? cached : r->prompt_len));
+        lbox_set_num(L, "arrival", r->arrival);
+        lbox_set_num(L, "wait", x->now - r->arrival);
+        lbox_set_int(L, "retractions", r->retractions);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
 
     lua_createtable(L, 0, 14);
-    set_num(L, "now", x->now);
-    set_int(L, "step", (long long)c->step_index);
-    set_int(L, "page_size", c->ps);
-    set_int(L, "total_pages", c->kv.n_pages);
-    set_int(L, "free_pages", (long long)kv_free_pages(&c->kv));
-    set_int(L, "cached_pages", (long long)kv_cached_pages(&c->kv));
-    set_int(L, "running", c->n_active);
-    set_int(L, "waiting", c->n_waiting);
-    set_int(L, "max_running_requests", c->cfg.max_running_requests);
-    set_int(L, "chunked_prefill_size", c->cfg.chunked_prefill_size);
-    set_int(L, "max_prefill_tokens", c->cfg.max_prefill_tokens);
-    set_num(L, "new_token_ratio", c->ratio);
+    lbox_set_num(L, "now", x->now);
+    lbox_set_int(L, "step", (long long)c->step_index);
+    lbox_set_int(L, "page_size", c->ps);
+    lbox_set_int(L, "total_pages", c->kv.n_pages);
+    lbox_set_int(L, "free_pages", (long long)kv_free_pages(&c->kv));
+    lbox_set_int(L, "cached_pages", (long long)kv_cached_pages(&c->kv));
+    lbox_set_int(L, "running", c->n_active);
+    lbox_set_int(L, "waiting", c->n_waiting);
+    lbox_set_int(L, "max_running_requests", c->cfg.max_running_requests);
+    lbox_set_int(L, "chunked_prefill_size", c->cfg.chunked_prefill_size);
+    lbox_set_int(L, "max_prefill_tokens", c->cfg.max_prefill_tokens);
+    lbox_set_num(L, "new_token_ratio", c->ratio);
     lua_pushstring(L, c->cfg.preset == CORE_PRESET_VLLM ? "vllm" : "sglang");
     lua_setfield(L, -2, "scheduler");
 

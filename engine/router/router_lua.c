@@ -56,12 +56,6 @@ typedef struct route_ctx {
     int pick;
 } route_ctx;
 
-static void set_int(lua_State *L, const char *k, long long v)
-{
-    lua_pushinteger(L, (lua_Integer)v);
-    lua_setfield(L, -2, k);
-}
-
 /* Builds the arguments, calls route() and checks its answer, all inside
  * lbox_call's protection: any error, even running out of memory while
  * building a table, comes back as a message. */
@@ -72,20 +66,19 @@ static int protected_route(lua_State *L)
     lua_rawgeti(L, LUA_REGISTRYINDEX, x->l->box.ref);
 
     lua_createtable(L, 0, 2);
-    set_int(L, "blocks", a->blocks);
-    set_int(L, "seq", (long long)a->seq);
+    lbox_set_int(L, "blocks", a->blocks);
+    lbox_set_int(L, "seq", (long long)a->seq);
 
     lua_createtable(L, (int)a->n_replicas, 0);
     for (uint32_t i = 0; i < a->n_replicas; i++) {
         lua_createtable(L, 0, 6);
-        set_int(L, "index", i + 1);
+        lbox_set_int(L, "index", i + 1);
         lua_pushboolean(L, a->st[i].healthy);
         lua_setfield(L, -2, "healthy");
-        set_int(L, "outstanding", a->st[i].outstanding);
-        lua_pushnumber(L, a->st[i].kv_use);
-        lua_setfield(L, -2, "kv_use");
-        set_int(L, "match", a->match[i]);
-        set_int(L, "tree_size", (long long)a->tree_size[i]);
+        lbox_set_int(L, "outstanding", a->st[i].outstanding);
+        lbox_set_num(L, "kv_use", a->st[i].kv_use);
+        lbox_set_int(L, "match", a->match[i]);
+        lbox_set_int(L, "tree_size", (long long)a->tree_size[i]);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
 
