@@ -6,15 +6,12 @@
 
 /* ---- hash table: (chain key) -> page, linear probing ----
  * Keys are xxHash outputs, so their bits are already uniform; folding the
- * high half in only guards against a caller feeding structured keys. */
-static inline uint64_t slot_home(uint64_t key, uint64_t mask)
-{
-    return (key ^ (key >> 29)) & mask;
-}
+ * high half in (kv_slot_home, kv.h) only guards against a caller feeding
+ * structured keys. */
 
 uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent)
 {
-    uint64_t i = slot_home(key, kv->slot_mask);
+    uint64_t i = kv_slot_home(key, kv->slot_mask);
     for (;;) {
         const kv_slot *s = &kv->slots[i];
         if (s->page == KV_NONE) return KV_NONE;
@@ -28,7 +25,7 @@ uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent)
 
 static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
 {
-    uint64_t i = slot_home(key, kv->slot_mask);
+    uint64_t i = kv_slot_home(key, kv->slot_mask);
     for (;;) {
         kv_slot *s = &kv->slots[i];
         if (s->page == KV_NONE) {
@@ -45,7 +42,7 @@ static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
  * tombstones, so lookups never slow down as the cache churns. */
 static void slot_delete(kv_pool *kv, uint64_t key)
 {
-    uint64_t mask = kv->slot_mask, i = slot_home(key, mask);
+    uint64_t mask = kv->slot_mask, i = kv_slot_home(key, mask);
     while (kv->slots[i].key != key || kv->slots[i].page == KV_NONE) {
         if (kv->slots[i].page == KV_NONE) return;
         i = (i + 1) & mask;
@@ -56,7 +53,7 @@ static void slot_delete(kv_pool *kv, uint64_t key)
         for (;;) {
             j = (j + 1) & mask;
             if (kv->slots[j].page == KV_NONE) return;
-            uint64_t k = slot_home(kv->slots[j].key, mask);
+            uint64_t k = kv_slot_home(kv->slots[j].key, mask);
             /* The entry at j may stay if its home lies cyclically in (i, j]. */
             bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
             if (!stays) {
@@ -174,7 +171,12 @@ static void evict_page(kv_pool *kv, uint32_t page)
     if (n->parent != KV_NONE) {
         kv_node *p = &kv->node[n->parent];
         p->nchild--;
-        if (evictable(p)) heap_push(kv, n->parent);
+        if (evictable(p)) {
+            /* Released with its child, it is usually the very next to go:
+             * its slot's miss overlaps the heap's work meanwhile. */
+            kv_prefetch(kv, p->key);
+            heap_push(kv, n->parent);
+        }
     }
     n->parent = KV_NONE;
 }

@@ -75,6 +75,25 @@ static inline uint64_t kv_available(const kv_pool *kv) { return kv->n_free + kv-
 
 /* The tree page with this key under this parent, or KV_NONE. */
 uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent);
+/* Where key's probe starts: kv_prefetch asks for that slot ahead of its
+ * lookup, so a prompt's lookups (keys known in advance, each a cache miss
+ * in a large pool) overlap instead of waiting one by one. */
+static inline uint64_t kv_slot_home(uint64_t key, uint64_t mask)
+{
+    return (key ^ (key >> 29)) & mask;
+}
+static inline void kv_prefetch(const kv_pool *kv, uint64_t key)
+{
+    __builtin_prefetch(&kv->slots[kv_slot_home(key, kv->slot_mask)]);
+}
+/* The second stage, a few lookups later: the page a prefetched home slot
+ * names (when the key sits there, the common case), so its node is in
+ * cache too. */
+static inline void kv_prefetch_node(const kv_pool *kv, uint64_t key)
+{
+    const kv_slot *s = &kv->slots[kv_slot_home(key, kv->slot_mask)];
+    if (s->key == key && s->page != KV_NONE) __builtin_prefetch(&kv->node[s->page]);
+}
 
 /* Takes n pages (ref 1 each, private to the caller) into out[], evicting
  * cached leaves when the free stack is short. 0, or -1 with nothing changed
