@@ -33,6 +33,9 @@ local sections = {
    text = "The same trace over 2, 4 and 8 simulated replicas (the load grows with them), routed by each policy "
        .. "of the router core. A conversation's turns share its earlier turns' blocks: sent where they are "
        .. "cached, they skip that prefill."},
+  {name = "mixed_gpus", head = "A cluster of unlike GPUs: round-robin against load-aware routing",
+   text = "Four H100 and four A100 replicas of one model, each group priced by its own cost model (a "
+       .. "CLUSTER.json). Round-robin gives every replica the same share, so the slower GPUs queue first."},
   {name = "pd_vs_colocated", head = "Prefill-decode disaggregation against colocated serving",
    text = "The same GPUs as colocated replicas or split into a prefill and a decode pool, the KV moved over "
        .. "the link between them: goodput under a TTFT and a TPOT SLO against the split."},
