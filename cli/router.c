@@ -43,7 +43,8 @@ static void usage(FILE *f)
             "                              (rehearse_router_policy_errors_total), the first on stderr\n"
             "  --policy-max-instructions N Lua instructions one route() call may run (10000000)\n"
             "  --policy-max-memory BYTES   memory the script's Lua state may hold (67108864)\n"
-            "  --policy-max-seconds S      wall time one route() call may take (1)\n"
+            "  --policy-max-seconds S      wall time one route() call may take (1); picks are made one\n"
+            "                              at a time, so a slow script delays every request's\n"
             "  --host ADDR                 IPv4 address to bind (127.0.0.1; 0.0.0.0 for every interface)\n"
             "  --port N                    port (30000; 0: any free port, printed at start)\n"
             "  --record-trace FILE         a client-side trace of every request routed, the worker in\n"
@@ -205,6 +206,12 @@ int router_main(int argc, char **argv)
         return bad(e.msg);
     }
     if (!nw) return bad("no --worker given: the router needs at least one worker URL (--worker http://HOST:PORT)");
+    if (cfg.core.lua_script && cfg.core.policy != ROUTER_LUA) {
+        free(workers);
+        snprintf(e.msg, sizeof e.msg, "--policy-script %s given, but --policy is %s (drop one)", cfg.core.lua_script,
+                 router_policy_name(cfg.core.policy));
+        return bad(e.msg);
+    }
     cfg.workers = workers;
     cfg.n_workers = nw;
 

@@ -133,10 +133,6 @@ int sim_main(int argc, char **argv)
         rh_fail(&e, "sim needs --cost FILE (a cost model); see rehearse sim --help");
         goto bad;
     }
-    if (cluster_path && (cfg.replicas > 1 || cfg.pd_prefill)) {
-        rh_fail(&e, "--cluster %s gives the replicas: drop --replicas and --prefill-replicas", cluster_path);
-        goto bad;
-    }
     cfg.progress = 1;   /* a bar on a terminal or with --progress, else a heartbeat in a long run (progress.h) */
     if (core_config_validate(&cfg.core, &e) < 0) goto bad;
 

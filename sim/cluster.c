@@ -28,31 +28,64 @@ static bool counts(const char *knob)
            !strcmp(knob, "prefill-tp") || !strcmp(knob, "decode-tp");
 }
 
-/* A JSON value as a flag's text: "4096", "0.5", "true", "cache-aware". */
+/* f as a path: beside the CLUSTER.json at `path` unless absolute. */
+static void beside(const char *path, const char *f, char *full, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (f[0] == '/' || !slash) snprintf(full, n, "%s", f);
+    else snprintf(full, n, "%.*s/%s", (int)(slash - path), path, f);
+}
+
+/* A copy that lives as long as the cluster: the config keeps string knobs
+ * (a script's path) by pointer. */
+static const char *keep(sim_cluster *c, const char *s)
+{
+    if (c->n_kept == c->cap_kept) {
+        size_t cap = c->cap_kept ? 2 * c->cap_kept : 8;
+        char **v = realloc(c->kept, cap * sizeof *v);
+        if (!v) return NULL;
+        c->kept = v;
+        c->cap_kept = cap;
+    }
+    char *d = strdup(s);
+    if (d) c->kept[c->n_kept++] = d;
+    return d;
+}
+
+/* A JSON number or boolean as a flag's text: "4096", "0.5", "true". */
 static int knob_text(const json_t *v, char *buf, size_t n)
 {
-    if (json_is_string(v)) snprintf(buf, n, "%s", json_string_value(v));
-    else if (json_is_integer(v)) snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    if (json_is_integer(v)) snprintf(buf, n, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v)) snprintf(buf, n, "%.17g", json_real_value(v));
     else if (json_is_boolean(v)) snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
     else return -1;
     return 0;
 }
 
-/* One knob into c; `where` names its place in the file for messages. */
-static int set_knob(sim_config *c, const char *path, const char *where, const char *key, const json_t *v, bool group,
-                    rh_err *e)
+/* One knob into c; `where` names its place in the file for messages. A
+ * file a knob names (a script, a trace to take acceptance from) is read
+ * beside the CLUSTER.json, as its cost models are. */
+static int set_knob(sim_cluster *cl, sim_config *c, const char *path, const char *where, const char *key,
+                    const json_t *v, bool group, rh_err *e)
 {
-    char knob[96], text[512];
+    char knob[96], text[64];
     rh_knob_name(key, knob, sizeof knob);
     if (counts(knob))
         return rh_fail(e, "%s: %s%s: the groups give the replicas (their \"count\", \"role\" and \"tp\")", path, where,
                        key);
     if (group && run_wide(knob))
         return rh_fail(e, "%s: %s%s is a knob of the whole cluster: set it at the top of the file", path, where, key);
-    if (knob_text(v, text, sizeof text) < 0)
+    const char *value = text;
+    if (json_is_string(v)) {
+        size_t n = strlen(knob);
+        bool file = (n > 7 && !strcmp(knob + n - 7, "-script")) || (n > 5 && !strcmp(knob + n - 5, "-from"));
+        char full[4096];
+        if (file) beside(path, json_string_value(v), full, sizeof full);
+        if (!(value = keep(cl, file ? full : json_string_value(v)))) return rh_fail(e, "out of memory");
+    } else if (knob_text(v, text, sizeof text) < 0) {
         return rh_fail(e, "%s: %s%s must be a string, a number or a boolean", path, where, key);
-    int rc = sim_config_set(c, knob, text, e);
+    }
+    int rc = sim_config_set(c, knob, value, e);
     if (rc == 0) return rh_fail(e, "%s: %s%s is not a knob (see rehearse sim --help)", path, where, key);
     if (rc < 0) {
         char why[sizeof e->msg];
@@ -67,11 +100,8 @@ static cost_model *load_cost(const char *path, const char *where, const json_t *
 {
     cost_model *m = NULL;
     if (json_is_string(v)) {
-        const char *f = json_string_value(v);
         char full[4096];
-        const char *slash = strrchr(path, '/');
-        if (f[0] == '/' || !slash) snprintf(full, sizeof full, "%s", f);
-        else snprintf(full, sizeof full, "%.*s/%s", (int)(slash - path), path, f);
+        beside(path, json_string_value(v), full, sizeof full);
         m = cost_load(full, e);
     } else if (json_is_object(v)) {
         char *text = json_dumps(v, JSON_COMPACT);
@@ -109,13 +139,12 @@ static int read_group(sim_cluster *c, const char *path, uint32_t i, const json_t
     x->role = SIM_ROLE_BOTH;
     x->cost = top_cost;
     const json_t *name = json_object_get(g, "name");
-    if (name) {
-        if (!json_is_string(name)) return rh_fail(e, "%s: %sname must be a string", path, where);
-        if (!(c->names[i] = strdup(json_string_value(name)))) return rh_fail(e, "out of memory");
-        x->name = c->names[i];
-        snprintf(label, sizeof label, "groups[%u] (%.80s)", i, x->name);
-        snprintf(where, sizeof where, "%s.", label);
-    }
+    if (name && !json_is_string(name)) return rh_fail(e, "%s: %sname must be a string", path, where);
+    if (name) snprintf(label, sizeof label, "groups[%u] (%.80s)", i, json_string_value(name));
+    snprintf(where, sizeof where, "%s.", label);
+    /* An unnamed group goes by its place, in results and in messages. */
+    if (!(c->names[i] = strdup(name ? json_string_value(name) : label))) return rh_fail(e, "out of memory");
+    x->name = c->names[i];
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)g, key, v) {
@@ -133,7 +162,7 @@ static int read_group(sim_cluster *c, const char *path, uint32_t i, const json_t
         } else if (!strcmp(key, "cost")) {
             if (!(c->owned[i] = load_cost(path, where, v, e))) return -1;
             x->cost = c->owned[i];
-        } else if (set_knob(&x->cfg, path, where, key, v, true, e) < 0) {
+        } else if (set_knob(c, &x->cfg, path, where, key, v, true, e) < 0) {
             return -1;
         }
     }
@@ -154,8 +183,12 @@ int sim_cluster_load(const char *path, const sim_config *base, const cost_model 
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *o = json_load_file(path, 0, &je);
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!o && je.line < 0) return rh_fail(e, "%s: %s", path, je.text);
     if (!o) return rh_fail(e, "%s:%d: %s", path, je.line, je.text);
+    if (base->replicas > 1 || base->pd_prefill)
+        return rh_fail(e, "%s gives the replicas: drop --replicas and --prefill-replicas (replicas=, prefill_replicas=)",
+                       path);
     int rc = -1;
     const json_t *groups = json_object_get(o, "groups");
     c->run = *base;
@@ -174,7 +207,7 @@ int sim_cluster_load(const char *path, const sim_config *base, const cost_model 
         if (!strcmp(key, "groups")) continue;
         if (!strcmp(key, "cost")) {
             if (!(top = load_cost(path, "", v, e))) goto done;
-        } else if (set_knob(&c->run, path, "", key, v, false, e) < 0) {
+        } else if (set_knob(c, &c->run, path, "", key, v, false, e) < 0) {
             goto done;
         }
     }
@@ -192,6 +225,14 @@ int sim_cluster_load(const char *path, const sim_config *base, const cost_model 
     for (uint32_t i = 0; i < n; i++)
         if (read_group(c, path, i, json_array_get(groups, i), c->owned[n] ? c->owned[n] : default_cost, e) < 0)
             goto done;
+    if (c->n_replicas > 4096) {
+        rh_fail(e, "%s: %u replicas in all; a cluster holds at most 4096", path, c->n_replicas);
+        goto done;
+    }
+    if (!(c->path = strdup(path))) {
+        rh_fail(e, "out of memory");
+        goto done;
+    }
     rc = 0;
 done:
     cost_free(top);
@@ -204,6 +245,9 @@ void sim_cluster_free(sim_cluster *c)
 {
     for (uint32_t i = 0; c->owned && i <= c->n_groups; i++) cost_free(c->owned[i]);
     for (uint32_t i = 0; c->names && i < c->n_groups; i++) free(c->names[i]);
+    for (size_t i = 0; i < c->n_kept; i++) free(c->kept[i]);
+    free(c->kept);
+    free(c->path);
     free(c->owned);
     free(c->names);
     free(c->groups);
@@ -212,5 +256,7 @@ void sim_cluster_free(sim_cluster *c)
 
 int sim_cluster_run(const sim_cluster *c, const tr_trace *trace, sim_result *out, rh_err *e)
 {
-    return sim_run_groups(&c->run, c->groups, c->n_groups, trace, out, e);
+    if (sim_run_groups(&c->run, c->groups, c->n_groups, trace, out, e) == 0) return 0;
+    /* What only the run checks (a group's TP, its pool, the mix of roles) still names the file. */
+    return rh_prefix(e, "%s", c->path);
 }

@@ -7,7 +7,8 @@
  *     "max-running-requests": 128,        a server knob here is every group's default
  *     "groups": [
  *       {"name": "h100", "count": 2, "tp": 2},
- *       {"name": "a100", "count": 4, "cost": {"kind": "roofline", "model": "llama-3-8b", "gpu": "a100-80g"},
+ *       {"name": "a100", "count": 4, "cost": {"kind": "roofline", "version": 1, "model": "llama-3-8b",
+ *                                              "gpu": "a100-80g"},
  *        "chunked-prefill-size": 4096}
  *     ]
  *   }
@@ -15,7 +16,8 @@
  * Each group is `count` like replicas (default 1) with its own cost model (a
  * file, relative to the CLUSTER.json's folder, or the model itself inline)
  * and its server knobs (tp, the scheduler's, speculation, memory), laid
- * over the command line's and the file's top level. "role": "prefill" or
+ * over the command line's and the file's top level (a file a knob names, a
+ * script, is read beside the CLUSTER.json too). "role": "prefill" or
  * "decode" makes a prefill-decode cluster (every group one or the other).
  * The run-wide knobs (arrivals, router, network, PD link, SLOs, seed of the
  * draws) belong at the top; a group that sets one, a top level that sets
@@ -34,7 +36,10 @@ typedef struct sim_cluster {
     uint32_t n_groups;
     uint32_t n_replicas;     /* summed over the groups */
     cost_model **owned;      /* the cost models the file loaded, one per group at most */
-    char **names;            /* the groups' names (the groups borrow them) */
+    char **names;            /* the groups' names, "groups[i]" for an unnamed one (the groups borrow them) */
+    char **kept;             /* string knobs' values (the configs point into them) */
+    size_t n_kept, cap_kept;
+    char *path;              /* the file, for messages */
 } sim_cluster;
 
 /* Reads PATH over `base` (the command line's knobs). default_cost (may be

@@ -264,8 +264,8 @@ const char *sim_config_help(void)
            "                            power-of-two, cache-aware (SGLang's router), lua\n"
            "  --router-script FILE      Lua file defining route(request, replicas) -> a replica's\n"
            "                            1-based index (engine/router/router.h); implies --router lua.\n"
-           "                            It runs in the Lua policies' sandbox; an error makes that\n"
-           "                            request least-outstanding's\n"
+           "                            It runs in the Lua policies' sandbox; an error stops the run\n"
+           "                            (with --policy-fallback: that pick is least-outstanding's)\n"
            "  --router-max-instructions N, --router-max-memory BYTES, --router-max-seconds S\n"
            "                            the script's limits, as --policy-max-* (defaults 10000000,\n"
            "                            67108864, 1)\n"
@@ -281,7 +281,9 @@ const char *sim_config_help(void)
            "                            or --pd-link-gbps G --pd-link-latency-us U\n"
            "  --pd-kv-bytes-per-token B KV bytes per token per GPU (default: the cost model's)\n"
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
-           "                            (policy_errors); without it the run stops with the error\n";
+           "                            (policy_errors), a router script's makes that pick\n"
+           "                            least-outstanding's (router_errors); without it the run\n"
+           "                            stops with the error\n";
 }
 
 void sim_config_from_header(sim_config *c, const tr_header *h)

@@ -487,20 +487,48 @@ typedef struct row_seq {
     const size_t *lens;
     uint32_t n_runs;
     size_t *at;              /* per run: its next row */
+    uint32_t *heap, n_heap;  /* runs with rows left, by (next start, run): a min-heap */
 } row_seq;
+
+static bool seq_before(const row_seq *q, uint32_t a, uint32_t b)
+{
+    float x = q->runs[a][q->at[a]].t, y = q->runs[b][q->at[b]].t;
+    return x < y || (x == y && a < b);
+}
+
+static void seq_sift(row_seq *q, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < q->n_heap && seq_before(q, q->heap[l], q->heap[m])) m = l;
+        if (l + 1 < q->n_heap && seq_before(q, q->heap[l + 1], q->heap[m])) m = l + 1;
+        if (m == i) return;
+        uint32_t t = q->heap[i];
+        q->heap[i] = q->heap[m];
+        q->heap[m] = t;
+        i = m;
+    }
+}
 
 static void seq_reset(row_seq *q)
 {
-    for (uint32_t k = 0; k < q->n_runs; k++) q->at[k] = 0;
+    q->n_heap = 0;
+    for (uint32_t k = 0; k < q->n_runs; k++) {
+        q->at[k] = 0;
+        if (q->lens[k]) q->heap[q->n_heap++] = k;
+    }
+    for (uint32_t i = q->n_heap / 2; i-- > 0;) seq_sift(q, i);
 }
 
-/* The next step in start order; NULL after the last. */
+/* The next step in start order (ties: the lower replica); NULL after the last. */
 static const step_row *seq_next(row_seq *q)
 {
-    int best = -1;
-    for (uint32_t k = 0; k < q->n_runs; k++)
-        if (q->at[k] < q->lens[k] && (best < 0 || q->runs[k][q->at[k]].t < q->runs[best][q->at[best]].t)) best = (int)k;
-    return best < 0 ? NULL : &q->runs[best][q->at[best]++];
+    if (!q->n_heap) return NULL;
+    uint32_t k = q->heap[0];
+    const step_row *x = &q->runs[k][q->at[k]++];
+    if (q->at[k] == q->lens[k]) q->heap[0] = q->heap[--q->n_heap];
+    seq_sift(q, 0);
+    return x;
 }
 
 static void bin_series(row_seq *q, size_t n_rows, uint32_t points, double end, sim_series *s)
@@ -645,11 +673,19 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
         if (r->n_reps > 1 && !(rep->m = metrics_new(&cfg->slo))) return rh_fail(e, "out of memory");
     }
     uint32_t front = r->n_prefill ? r->n_prefill : r->n_reps;
-    if (front > 1) {
+    if (cfg->router.lua_script && cfg->router.policy != ROUTER_LUA)
+        return rh_fail(e, "--router-script %s given, but --router is %s (drop one)", cfg->router.lua_script,
+                       router_policy_name(cfg->router.policy));
+    if (front > 1 || cfg->router.policy == ROUTER_LUA) {
         router_config rc = cfg->router;
         rc.n_replicas = front;
         rc.guard_clock = guard_clock;   /* a script's time limit runs on real time */
         if (!(r->router = router_new(&rc, e))) return -1;
+        if (front == 1) {
+            /* One replica needs no router, but a script that cannot load is still refused. */
+            router_free(r->router);
+            r->router = NULL;
+        }
     }
     if (r->n_prefill && r->n_reps - r->n_prefill > 1) {
         /* Decode replicas differ only in load: the least outstanding. */
@@ -821,23 +857,23 @@ static int series_of(const run *r, uint32_t first, uint32_t n, sim_series *out)
 {
     const step_row **runs = malloc(n * sizeof *runs);
     size_t *lens = malloc(n * sizeof *lens), *at = malloc(n * sizeof *at), total = 0;
-    if (!runs || !lens || !at) {
-        free(runs);
-        free(lens);
-        free(at);
-        return -1;
-    }
+    uint32_t *heap = malloc(n * sizeof *heap);
+    int rc = -1;
+    if (!runs || !lens || !at || !heap) goto out;
     for (uint32_t k = 0; k < n; k++) {
         runs[k] = r->reps[first + k].rows;
         lens[k] = r->reps[first + k].n_rows;
         total += lens[k];
     }
-    row_seq q = {.runs = runs, .lens = lens, .n_runs = n, .at = at};
+    row_seq q = {.runs = runs, .lens = lens, .n_runs = n, .at = at, .heap = heap};
     bin_series(&q, total, r->cfg->series_points, r->now, out);
+    rc = 0;
+out:
     free(runs);
     free(lens);
     free(at);
-    return 0;
+    free(heap);
+    return rc;
 }
 
 /* Each replica's own summary and series, and how unevenly the work fell. */
@@ -1022,7 +1058,8 @@ int sim_pd_link(const char *name, double *Bps, double *latency_s)
 /* A group's name in a message: its own, or the flag that made it. */
 static const char *group_label(const sim_group *g, char *buf, size_t n)
 {
-    if (g->name && *g->name) snprintf(buf, n, "group %s", g->name);
+    if (g->name && strchr(g->name, '[')) snprintf(buf, n, "%s", g->name);   /* a CLUSTER.json's "groups[i]" */
+    else if (g->name && *g->name) snprintf(buf, n, "group %s", g->name);
     else if (g->role == SIM_ROLE_PREFILL) snprintf(buf, n, "--prefill-tp");
     else if (g->role == SIM_ROLE_DECODE) snprintf(buf, n, "--decode-tp");
     else buf[0] = 0;
@@ -1057,7 +1094,7 @@ static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv
         if (!x->count) return rh_fail(e, "%s%sa group needs at least one replica", label, *label ? ": " : "");
         if (!x->cost) return rh_fail(e, "%s%sno cost model", label, *label ? ": " : "");
         if (x->role != SIM_ROLE_BOTH && x->cfg.core.preset != CORE_PRESET_SGLANG)
-            return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler (drop --scheduler vllm)");
+            return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler, not the vLLM one%s%s", *label ? ": " : "", label);
         if (cost_check_tp(x->cost, x->cfg.tp, e) < 0) return *label ? rh_prefix(e, label) : -1;
         if (spec_shape(&x->cfg, out, e) < 0 || size_deployment(&x->cfg, x->cost, out, e) < 0)
             return *label && x->name ? rh_prefix(e, label) : -1;

@@ -76,10 +76,15 @@ static void test_one_replica_is_the_server(void)
     sim_result base;
     run(&c, &t, m, &base);
     CU_ASSERT_EQUAL(base.n_replicas, 0);
+    char script[256];
+    const char *route_one = "function route(request, replicas) return 1 end\n";
+    CU_ASSERT_FATAL(tu_write_file(tu_tmp_path("cluster_one.lua", script, sizeof script), route_one,
+                                  strlen(route_one)) == 0);
     for (int p = 0; p < ROUTER_N_POLICIES; p++) {
         sim_config one = c;
         one.replicas = 1;
         one.router.policy = (router_policy)p;
+        if (p == ROUTER_LUA) one.router.lua_script = script;
         one.out_path = tu_tmp_path("cluster_one.rhtr", routed, sizeof routed);
         sim_result r;
         run(&one, &t, m, &r);

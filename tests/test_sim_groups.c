@@ -153,6 +153,33 @@ static void test_file_equals_flags(void)
     tr_trace_free(&t);
 }
 
+/* String knobs (a router script, a group's policy script, both read
+ * beside the file) outlive the loading: the cluster equals the same
+ * routing and policy given by flags. */
+static void test_file_script(void)
+{
+    tr_trace t;
+    make_trace(&t, 600, 20, -1);
+    cost_model *m = cost_linear_new(&FAST);
+    char lua[256];
+    tu_tmp_path("groups_rr.lua", lua, sizeof lua);
+    const char *rr = "local n = 0\nfunction route(q, r) n = n + 1 return 1 + (n - 1) % #r end\n";
+    CU_ASSERT_FATAL(tu_write_file(lua, rr, strlen(rr)) == 0);
+    char policy[256];
+    tu_tmp_path("groups_lof.lua", policy, sizeof policy);
+    const char *lof = "function policy(w, s)\n  table.sort(w, function(a, b) return a.output_len > b.output_len or "
+                      "(a.output_len == b.output_len and a.index < b.index) end)\n  return w\nend\n";
+    CU_ASSERT_FATAL(tu_write_file(policy, lof, strlen(lof)) == 0);
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"router-script\": \"%s\", \"groups\": [{\"count\": 3, \"policy-script\": \"%s\"}]}\n",
+             strrchr(lua, '/') + 1, strrchr(policy, '/') + 1);
+    const char *flags[] = {"replicas", "3", "router", "round-robin", "policy-script", policy, NULL};
+    file_equals_flags(json, flags, m, &t);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
 /* sim_cluster_load's message for `json`, which must be refused. */
 static void refused(const char *json, const char *want1, const char *want2, bool with_cost)
 {
@@ -184,6 +211,8 @@ static void test_bad_files_refused(void)
     refused("{\"groups\": [{\"count\": 2}]}", "groups[0]", "no cost model", false);
     refused("{\"groups\": [{\"cost\": \"no-such-cost.json\"}]}", "groups[0].cost", "no-such-cost.json", true);
     refused("{\"groups\": [{\"cost\": 7}]}", "groups[0].cost", NULL, true);
+    refused("{\"groups\": [{\"count\": 2, \"count\": 3}]}", "duplicate", NULL, true);
+    refused("{\"groups\": [{\"count\": 4096}, {\"count\": 1}]}", "4097 replicas", "at most 4096", true);
 }
 
 /* A cluster sim_run_groups refuses: PD with whole servers, a side alone. */
@@ -268,7 +297,7 @@ static void test_cli_mixed_gpus(void)
     remove(script);
     snprintf(cmd, sizeof cmd, "%s sim %s --cluster %s --replicas 4", tu_bin(), trace, path);
     CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
-    CU_ASSERT(strstr(out, "--cluster") != NULL);
+    CU_ASSERT(strstr(out, "gives the replicas: drop --replicas") != NULL);
     remove(path);
     remove(trace);
 }
@@ -278,6 +307,7 @@ void register_test_sim_groups(void)
     CU_pSuite s = CU_add_suite("sim_groups", NULL, NULL);
     CU_add_test(s, "unlike replicas under round-robin: each is its own server", test_each_replica_is_its_own_server);
     CU_add_test(s, "a CLUSTER.json equals the flags that say the same, byte for byte", test_file_equals_flags);
+    CU_add_test(s, "a router script named in the file, beside it, routes as the flags do", test_file_script);
     CU_add_test(s, "bad CLUSTER.json files refused with the file, group and knob", test_bad_files_refused);
     CU_add_test(s, "whole servers with a PD side, a side alone, PD under vLLM: refused", test_bad_mixes_refused);
     CU_add_test(s, "rehearse sim --cluster and sim.run{cluster = FILE}: H100s and A100s, cost models inline",

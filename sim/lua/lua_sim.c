@@ -330,6 +330,8 @@ static rlua_cost *config_cost(lua_State *L, int cfg, const char *who)
     return c;
 }
 
+static char *abs_path(const char *p);
+
 /* The knob k = the value on the stack's top (left there), set on the job. */
 static void set_knob(lua_State *L, rlua_job *j, const char *who, const char *k, int *concurrency_given)
 {
@@ -406,7 +408,10 @@ static void parse_job(lua_State *L, int cfg, rlua_job *j, const char *who)
         if (!strcmp(k, "cluster") && lua_type(L, -1) == LUA_TSTRING) {
             /* sim.run{cluster = "cluster.json"}: replicas that differ (sim/cluster.h). */
             const char *path = lua_tostring(L, -1);
-            if (!(j->cluster = own(j, path)) || add_arg(j, "cluster", path) < 0) luaL_error(L, "%s: out of memory", who);
+            char *abs = abs_path(path);   /* an emitted job may run from another folder */
+            int bad = !abs || !(j->cluster = own(j, abs)) || add_arg(j, "cluster", abs) < 0;
+            free(abs);
+            if (bad) luaL_error(L, "%s: out of memory", who);
             lua_pop(L, 1);
             continue;
         }
