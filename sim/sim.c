@@ -1094,10 +1094,11 @@ static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv
         if (!x->count) return rh_fail(e, "%s%sa group needs at least one replica", label, *label ? ": " : "");
         if (!x->cost) return rh_fail(e, "%s%sno cost model", label, *label ? ": " : "");
         if (x->role != SIM_ROLE_BOTH && x->cfg.core.preset != CORE_PRESET_SGLANG)
-            return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler, not the vLLM one%s%s", *label ? ": " : "", label);
-        if (cost_check_tp(x->cost, x->cfg.tp, e) < 0) return *label ? rh_prefix(e, label) : -1;
+            return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler, not the vLLM one%s%s",
+                           *label ? ": " : "", label);
+        if (cost_check_tp(x->cost, x->cfg.tp, e) < 0) return *label ? rh_prefix(e, "%s", label) : -1;
         if (spec_shape(&x->cfg, out, e) < 0 || size_deployment(&x->cfg, x->cost, out, e) < 0)
-            return *label && x->name ? rh_prefix(e, label) : -1;
+            return *label && x->name ? rh_prefix(e, "%s", label) : -1;
         kv_bytes[i] = 0;
         if (x->role != SIM_ROLE_PREFILL) continue;
         kv_bytes[i] = x->cfg.pd_kv_bytes_per_token;
