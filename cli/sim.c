@@ -164,6 +164,9 @@ int sim_main(int argc, char **argv)
         fprintf(stderr, "rehearse sim: warning: %llu router script error%s, each pick least-outstanding's (%s%s)\n",
                 (unsigned long long)res.router_errors, res.router_errors == 1 ? "" : "s", res.router_error,
                 res.router_errors > 1 ? ", ..." : "");
+    if (res.router_trips)
+        fprintf(stderr, "rehearse sim: warning: the router script's breaker tripped %llu time%s (--router-max-failures)\n",
+                (unsigned long long)res.router_trips, res.router_trips == 1 ? "" : "s");
     uint64_t refused = res.summary.failed_context_length + res.summary.failed_kv_pool;
     if (refused)
         fprintf(stderr, "rehearse sim: warning: %llu request%s refused, counted as failed (%s%s)\n",
@@ -193,6 +196,7 @@ int sim_main(int argc, char **argv)
         }
         json_object_set_new(o, "gpus", json_integer(res.gpus));
         if (res.router_errors) json_object_set_new(o, "router_errors", json_integer((json_int_t)res.router_errors));
+        if (res.router_trips) json_object_set_new(o, "router_breaker_trips", json_integer((json_int_t)res.router_trips));
         json_object_set_new(o, "request_goodput_per_gpu", json_real(res.gpus ? res.summary.request_goodput / res.gpus : 0));
         if (res.pd_prefill) {
             json_object_set_new(o, "prefill_replicas", json_integer(res.pd_prefill));

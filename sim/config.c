@@ -156,6 +156,10 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
             return rh_fail(e, "--router-max-memory must be 1048576..1099511627776 bytes (got %s)", v);
         if (name[11] == 'i') c->router.lua_max_instructions = u;
         else c->router.lua_max_memory = u;
+    } else if (!strcmp(name, "router-max-failures")) {
+        if (rh_parse_u64(v, "--router-max-failures", &u, e) < 0) return -1;
+        if (u > UINT32_MAX) return rh_fail(e, "--router-max-failures must be 0..4294967295 (got %s)", v);
+        c->router.lua_max_failures = (uint32_t)u;
     } else if (!strcmp(name, "router-max-seconds")) {
         if (rh_parse_double(v, "--router-max-seconds", &d, e) < 0) return -1;
         if (!(d >= 0.001 && d <= 3600)) return rh_fail(e, "--router-max-seconds must be 0.001..3600 (got %s)", v);
@@ -222,7 +226,7 @@ int sim_config_takes_value(const char *name_in)
                                         "sim-seed", "series-points", "token-times", "mem-fraction-static",
                                         "gpu-memory-utilization", "replicas", "router", "router-policy",
                                         "router-script", "router-max-instructions", "router-max-memory",
-                                        "router-max-seconds",
+                                        "router-max-seconds", "router-max-failures",
                                         "network-delay-ms", "cache-threshold", "balance-abs-threshold",
                                         "balance-rel-threshold", "prefill-replicas", "decode-replicas",
                                         "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
@@ -269,6 +273,10 @@ const char *sim_config_help(void)
            "  --router-max-instructions N, --router-max-memory BYTES, --router-max-seconds S\n"
            "                            the script's limits, as --policy-max-* (defaults 10000000,\n"
            "                            67108864, 1)\n"
+           "  --router-max-failures N   with --policy-fallback, failures in a row after which the\n"
+           "                            script is not asked for a back-off of 64 picks, doubling\n"
+           "                            while it keeps failing (least-outstanding meanwhile); 0:\n"
+           "                            never (16)\n"
            "  --network-delay-ms MS     a request's trip from the router to its replica (default 0)\n"
            "  --cache-threshold F, --balance-abs-threshold N, --balance-rel-threshold R\n"
            "                            cache-aware's thresholds, as SGLang's router names them\n"

@@ -44,6 +44,7 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
     json_object_set_new(o, "metrics", metrics_to_json(&r->summary));
     json_object_set_new(o, "series", series_json(&r->series));
     if (r->router_errors) json_object_set_new(o, "router_errors", json_integer((json_int_t)r->router_errors));
+    if (r->router_trips) json_object_set_new(o, "router_breaker_trips", json_integer((json_int_t)r->router_trips));
     if (r->n_replicas) {
         json_t *reps = sim_replicas_to_json(r);
         for (uint32_t k = 0; k < r->n_replicas; k++)

@@ -927,8 +927,10 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
         core_stats st;
         core_get_stats(r->reps[k].c, &st);
         out->summary.policy_errors += st.policy_errors;
+        out->summary.policy_trips += st.policy_trips;
     }
     out->router_errors = r->router ? router_errors(r->router) : 0;
+    out->router_trips = r->router ? router_trips(r->router) : 0;
     if (out->router_errors)
         snprintf(out->router_error, sizeof out->router_error, "%s", router_error(r->router));
     out->summary.failed_context_length = r->refused_context;

@@ -171,6 +171,7 @@ typedef struct sim_result {
     uint64_t router_errors;      /* --router lua with --policy-fallback: picks a script error left to
                                     least-outstanding (without the flag the first stops the run) */
     char router_error[300];      /* the first one's message ("" when none) */
+    uint64_t router_trips;       /* the script's breaker tripped (engine/core/breaker.h) */
 } sim_result;
 
 /* Runs one simulation. The trace is not modified. cfg's replicas and PD

@@ -32,6 +32,7 @@ static core_config base_cfg(void)
     cfg.policy_window = 512;
     cfg.policy_max_instructions = 50000;
     cfg.policy_max_memory = 2u << 20;
+    cfg.policy_max_failures = 0;   /* every call made: test_breaker has the breaker */
     return cfg;
 }
 
@@ -45,23 +46,25 @@ static uint64_t mix(uint64_t *s)
 
 /* N_REQ requests of random sizes arriving over time, run to the end; the
  * digest of every batch, or 0 when the core could not be made. */
-static uint64_t run(const core_config *cfg)
+static uint64_t run_n(const core_config *cfg, uint64_t n_req)
 {
     if (!h_new(&H, cfg)) return 0;
     uint64_t seed = 77, id = 1;
     double now = 0;
-    for (int step = 0; step < 20000 && (id <= N_REQ || !core_idle(H.c)); step++) {
-        if (id <= N_REQ && mix(&seed) % 2 == 0)
-            for (uint64_t k = 1 + mix(&seed) % 3; k > 0 && id <= N_REQ; k--, id++)
+    for (int step = 0; step < 200000 && (id <= n_req || !core_idle(H.c)); step++) {
+        if (id <= n_req && mix(&seed) % 2 == 0)
+            for (uint64_t k = 1 + mix(&seed) % 3; k > 0 && id <= n_req; k--, id++)
                 h_add(&H, id, 1 + (uint32_t)(mix(&seed) % 300), 1 + (uint32_t)(mix(&seed) % 40), now);
         h_step(&H, now);
         now += 0.01;
     }
     CU_ASSERT(core_idle(H.c));
     CU_ASSERT_EQUAL(h_check(&H), 0);
-    for (uint64_t i = 1; i <= N_REQ; i++) CU_ASSERT_EQUAL(H.req[i].finished, 1);
+    for (uint64_t i = 1; i <= n_req; i++) CU_ASSERT_EQUAL(H.req[i].finished, 1);
     return H.digest;
 }
+
+static uint64_t run(const core_config *cfg) { return run_n(cfg, N_REQ); }
 
 static uint64_t fcfs_digest(void)
 {
@@ -76,11 +79,14 @@ static uint64_t fcfs_digest(void)
 }
 
 /* The policy fails at every step that calls it, yet the run forms exactly
- * the fcfs batches, says so once, and the message holds want1 and want2. */
-static void falls_back(const char *name, const char *text, const char *want1, const char *want2)
+ * the fcfs batches, says so once, and the message holds want1 and want2;
+ * each call under a budget of `instructions`. */
+static void falls_back_budget(const char *name, const char *text, const char *want1, const char *want2,
+                              uint64_t instructions)
 {
     uint64_t fcfs = fcfs_digest();
     core_config cfg = base_cfg();
+    cfg.policy_max_instructions = instructions;
     cfg.policy = CORE_POLICY_LUA;
     cfg.lua_policy_path = h_script(name, text);
     double t0 = rh_now();
@@ -97,6 +103,11 @@ static void falls_back(const char *name, const char *text, const char *want1, co
     CU_ASSERT(ok);
     core_free(H.c);
     H.c = NULL;
+}
+
+static void falls_back(const char *name, const char *text, const char *want1, const char *want2)
+{
+    falls_back_budget(name, text, want1, want2, 50000);
 }
 
 /* The policy is accepted and never fails: it forms exactly `want`. */
@@ -253,19 +264,27 @@ static void test_memory_cap(void)
 {
     hu_watchdog(120);
     /* Garbage that grows within one call, and memory held across calls:
-     * both fail the call with the cap's message. */
-    falls_back("hog.lua",
+     * both fail the call with the cap's message (under a budget their
+     * bytes, charged, do not spend first). */
+    falls_back_budget("hog.lua",
+                      "function policy(waiting, state)\n"
+                      "  local t = {}\n"
+                      "  while true do t[#t + 1] = ('x'):rep(10000) .. #t end\n"
+                      "end\n",
+                      "hog.lua:", "memory limit of 2097152 bytes", 10000000);
+    falls_back_budget("hoard.lua",
+                      "kept = {}\n"
+                      "function policy(waiting, state)\n"
+                      "  for i = 1, 1e9 do kept[#kept + 1] = ('x'):rep(100000) .. i end\n"
+                      "end\n",
+                      "hoard.lua:", "memory limit of 2097152 bytes", 10000000);
+    /* Under the suite's budget of 50000 the same bytes are work enough. */
+    falls_back("hog_charged.lua",
                "function policy(waiting, state)\n"
                "  local t = {}\n"
                "  while true do t[#t + 1] = ('x'):rep(10000) .. #t end\n"
                "end\n",
-               "hog.lua:", "memory limit of 2097152 bytes");
-    falls_back("hoard.lua",
-               "kept = {}\n"
-               "function policy(waiting, state)\n"
-               "  for i = 1, 1e9 do kept[#kept + 1] = ('x'):rep(100000) .. i end\n"
-               "end\n",
-               "hoard.lua:", "memory limit of 2097152 bytes");
+               "hog_charged.lua:3:", "budget of 50000 instructions");
     /* At load time: refused with the cap named. */
     refused("hog_top.lua", "local t = {}\nfor i = 1, 1e9 do t[i] = i end\nfunction policy() end\n", "hog_top.lua",
             "--policy-max-memory");
@@ -428,6 +447,192 @@ static void test_wall_clock_limit(void)
     hu_watchdog(0);
 }
 
+/* ---- work inside one C call or one instruction, bounded ---- */
+
+/* A few requests behind one running slot, so the policy runs at most steps;
+ * every call fails. want "budget": work the sandbox charges, which must
+ * end by a budget of a million instructions, well before a time limit of
+ * 2 s; want "time limit": work no charge sees, which must end by a limit
+ * of 0.25 s under the default budget. Either way each call ends within
+ * twice its time limit on average (a hook period's work past the deadline
+ * at most), and the message names the script's line. */
+static void stops_in_time(const char *name, const char *text, const char *where, const char *want)
+{
+    bool by_budget = strcmp(want, "budget") == 0;
+    const double max_seconds = by_budget ? 2 : 0.25;
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.max_running_requests = 1;
+    cfg.policy_max_memory = 96u << 20;
+    cfg.policy_max_instructions = by_budget ? 1000000 : 10000000;
+    cfg.policy_max_seconds = max_seconds;
+    cfg.lua_policy_path = h_script(name, text);
+    if (!h_new(&H, &cfg)) return;
+    for (uint64_t id = 1; id <= 4; id++) h_add(&H, id, 64, 4, 0);
+    double t0 = rh_now(), now = 0;
+    for (int step = 0; step < 200 && !core_idle(H.c); step++, now += 0.01) h_step(&H, now);
+    double took = rh_now() - t0;
+    core_stats st;
+    core_get_stats(H.c, &st);
+    double per_call = st.policy_errors ? took / (double)st.policy_errors : took;
+    int ok = core_idle(H.c) && st.policy_errors >= 3 && per_call < 2 * max_seconds && strstr(H.msg, where) &&
+             strstr(H.msg, want);
+    printf("\n    %-14s %llu calls, %.3f s each: %s", name, (unsigned long long)st.policy_errors, per_call, H.msg);
+    CU_ASSERT(ok);
+    core_free(H.c);
+    H.c = NULL;
+}
+
+/* Each of these once ran for minutes or for ever inside one call: a sort
+ * of long equal strings (no hook fires inside C's sort, and equal strings
+ * compare by content), a sort of many numbers, comparisons of long strings
+ * (one instruction each), and every other C loop of the libraries. The
+ * charged ones end by the instruction budget, deterministically; what no
+ * charge can see (a < b and a == b on long strings) by the clock. */
+static void test_c_work_bounded(void)
+{
+    hu_watchdog(300);
+    const char *big = "local s = string.rep('x', 8000000)\n";
+    char text[1024];
+#define ATTACK(name, body, want)                                                                                    \
+    do {                                                                                                            \
+        snprintf(text, sizeof text, "%s%s", big, body);                                                            \
+        stops_in_time(name, text, name ":", want);                                                                  \
+    } while (0)
+    ATTACK("sort_strings.lua",
+           "local t = {}\nfor i = 1, 2000 do t[i] = s end\nfunction policy(w, st)\n  table.sort(t)\nend\n", "budget");
+    ATTACK("sort_long.lua",
+           "local t = {}\nfor i = 1, 5000 do t[i] = s end\nfunction policy(w, st)\n  table.sort(t)\nend\n", "budget");
+    ATTACK("sort_numbers.lua",
+           "local t = {}\nfor i = 1, 400000 do t[i] = (i * 7919) % 1000003 end\n"
+           "function policy(w, st)\n  while true do table.sort(t) end\nend\n",
+           "budget");
+    ATTACK("less.lua", "function policy(w, st)\n  repeat until s < s\nend\n", "time limit");
+    ATTACK("equal.lua", "local t = string.rep('x', 8000000)\nfunction policy(w, st)\n  while s == t do end\nend\n",
+           "time limit");
+    ATTACK("rawequal.lua",
+           "local t = string.rep('x', 8000000)\nfunction policy(w, st)\n  while rawequal(s, t) do end\nend\n",
+           "budget");
+    ATTACK("dotdot.lua", "function policy(w, st)\n  while true do local u = s .. 'y' end\nend\n", "budget");
+    ATTACK("rep.lua", "function policy(w, st)\n  while true do local u = string.rep('ab', 4000000) end\nend\n",
+           "budget");
+    ATTACK("format.lua", "function policy(w, st)\n  while true do local u = string.format('%s.', s) end\nend\n",
+           "budget");
+    ATTACK("upper.lua", "function policy(w, st)\n  while true do local u = s:upper() end\nend\n", "budget");
+    ATTACK("concat.lua",
+           "local t = {}\nfor i = 1, 1000000 do t[i] = '' end\n"
+           "function policy(w, st)\n  while true do table.concat(t) end\nend\n",
+           "budget");
+    ATTACK("shift.lua",
+           "local t = {}\nfor i = 1, 1000000 do t[i] = i end\n"
+           "function policy(w, st)\n  while true do table.insert(t, 1, 0); table.remove(t, 1) end\nend\n",
+           "budget");
+    ATTACK("unpack.lua",
+           "local t = {}\nfor i = 1, 200000 do t[i] = i end\n"
+           "function policy(w, st)\n  while true do select('#', table.unpack(t)) end\nend\n",
+           "budget");
+    ATTACK("byte.lua", "function policy(w, st)\n  while true do select('#', s:byte(1, 200000)) end\nend\n", "budget");
+    ATTACK("utf8len.lua", "function policy(w, st)\n  while true do utf8.len(s) end\nend\n", "budget");
+    ATTACK("tonumber.lua",
+           "local d = string.rep('1', 8000000)\nfunction policy(w, st)\n  while true do tonumber(d) end\nend\n",
+           "budget");
+    ATTACK("coerce.lua",
+           "local d = string.rep('1', 8000000)\nfunction policy(w, st)\n  while true do local x = d + 0 end\nend\n",
+           "budget");
+#undef ATTACK
+    printf("\n    ");
+    hu_watchdog(0);
+}
+
+/* ---- the circuit breaker ---- */
+
+/* Runs `text` as the policy with the breaker at max_failures; the stats. */
+static core_stats run_breaker(const char *name, const char *text, uint32_t max_failures, uint64_t *digest)
+{
+    core_config cfg = base_cfg();
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.policy_max_failures = max_failures;
+    cfg.lua_policy_path = h_script(name, text);
+    core_stats st = {0};
+    *digest = run_n(&cfg, 1200);
+    if (!H.c) return st;
+    core_get_stats(H.c, &st);
+    return st;
+}
+
+/* A script that fails on every call trips the breaker after max_failures
+ * failures: the next 64 calls are not made, then one is tried, fails and
+ * trips it again for 128, then 256...; every step fcfs all the same, and
+ * one warning per trip. Counted by hand from the calls the core would
+ * have made (the run with the breaker off makes every one). */
+static void test_breaker(void)
+{
+    hu_watchdog(120);
+    const char *always = "function policy(w, s)\n  error('no')\nend\n";
+    uint64_t d_off, d_on;
+    core_stats off = run_breaker("breaker_off.lua", always, 0, &d_off);
+    core_free(H.c);
+    H.c = NULL;
+    core_stats on = run_breaker("breaker_on.lua", always, 16, &d_on);
+    int msgs = H.n_msgs;
+    core_free(H.c);
+    H.c = NULL;
+    uint64_t calls = off.policy_errors, errors = 0, skipped = 0, trips = 0, backoff = 64;
+    /* by hand: 16 failures, then (skip backoff, one failed trial) while calls last */
+    for (uint64_t k = 0; k < calls;) {
+        if (errors < 16) {
+            errors++, k++;
+            if (errors == 16) trips++;
+            continue;
+        }
+        uint64_t s = backoff < calls - k ? backoff : calls - k;
+        skipped += s, k += s;
+        if (k < calls) errors++, k++, trips++, backoff *= 2;
+    }
+    printf("(%llu calls: %llu made, %llu skipped, %llu trips) ", (unsigned long long)calls,
+           (unsigned long long)on.policy_errors, (unsigned long long)on.policy_skipped,
+           (unsigned long long)on.policy_trips);
+    CU_ASSERT(calls > 16 + 64 + 1 + 128 + 1);   /* long enough for two trips */
+    CU_ASSERT_EQUAL(d_on, d_off);
+    CU_ASSERT_EQUAL(on.policy_errors, errors);
+    CU_ASSERT_EQUAL(on.policy_skipped, skipped);
+    CU_ASSERT_EQUAL(on.policy_trips, trips);
+    CU_ASSERT(trips >= 2);
+    CU_ASSERT_EQUAL(msgs, 1 + (int)trips);   /* the first error, and each trip */
+
+    /* Failing its first 17 calls: trips at 16, the trial (17th) fails and
+     * trips it again, the next trial succeeds and closes it: from then on
+     * every call is made and answers (here: queue order reversed). */
+    const char *heals = "local n = 0\nfunction policy(w, s)\n  n = n + 1\n  if n <= 17 then error('not yet') end\n"
+                        "  local o = {}\n  for i = #w, 1, -1 do o[#o + 1] = i end\n  return o\nend\n";
+    core_stats h = run_breaker("breaker_heals.lua", heals, 16, &d_on);
+    core_free(H.c);
+    H.c = NULL;
+    CU_ASSERT_EQUAL(h.policy_errors, 17);
+    CU_ASSERT_EQUAL(h.policy_trips, 2);
+    CU_ASSERT_EQUAL(h.policy_skipped, 64 + 128);
+    CU_ASSERT_NOT_EQUAL(d_on, d_off);   /* its answers were used */
+
+    /* Failing every other call never trips it: each success closes it. */
+    const char *flaky = "local n = 0\nfunction policy(w, s)\n  n = n + 1\n  if n % 2 == 0 then error('odd') end\nend\n";
+    core_stats f = run_breaker("breaker_flaky.lua", flaky, 2, &d_on);
+    core_free(H.c);
+    H.c = NULL;
+    CU_ASSERT_EQUAL(f.policy_trips, 0);
+    CU_ASSERT_EQUAL(f.policy_skipped, 0);
+    CU_ASSERT(f.policy_errors > 20);
+
+    /* The knob: 0 is never; set by name. */
+    core_config cfg;
+    core_config_default(&cfg);
+    rh_err e;
+    CU_ASSERT_EQUAL(cfg.policy_max_failures, 16);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "policy-max-failures", "3", &e), 1);
+    CU_ASSERT_EQUAL(cfg.policy_max_failures, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(core_config_help(), "--policy-max-failures"));
+    hu_watchdog(0);
+}
+
 void register_test_hardening_lua(void)
 {
     CU_pSuite s = CU_add_suite("hardening_lua", NULL, NULL);
@@ -440,4 +645,6 @@ void register_test_hardening_lua(void)
     CU_add_test(s, "hostile answers and C loops: read raw, strings protected, C calls counted", test_hostile_answers_and_c_loops);
     CU_add_test(s, "--policy-max-seconds stops work no hook sees", test_wall_clock_limit);
     CU_add_test(s, "every policy error names the script", test_errors_name_the_script);
+    CU_add_test(s, "the breaker: trips after --policy-max-failures, backs off doubling, closes on success", test_breaker);
+    CU_add_test(s, "work inside C calls and long-string instructions ends within twice the limit", test_c_work_bounded);
 }

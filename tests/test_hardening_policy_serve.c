@@ -68,14 +68,17 @@ static void *ask(void *p)
 
 #define N_ASK 4
 
-static void serve_hostile(const char *name, const char *text)
+/* extra: more flags (NULL-terminated, at most 4), or NULL; trips: the
+ * breaker trips /metrics must show at least (0: not looked at). */
+static void serve_hostile_with(const char *name, const char *text, const char *const *extra, double trips)
 {
     char path[256], tag[64];
     tu_tmp_path(name, path, sizeof path);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(path, text, strlen(text)), 0);
     snprintf(tag, sizeof tag, "hostile-%s", name);
-    const char *args[] = {"--policy-script", path, "--max-running-requests", "1", "--policy-max-instructions",
-                          "200000", NULL};
+    const char *args[12] = {"--policy-script", path, "--max-running-requests", "1", "--policy-max-instructions",
+                            "200000", NULL};
+    for (int i = 0; extra && extra[i] && i < 4; i++) args[6 + i] = extra[i];
     hu_proc p;
     CU_ASSERT_EQUAL_FATAL(hu_spawn(&p, tag, args, 0), 0);
     uint16_t port = port_of(p.url);
@@ -105,11 +108,19 @@ static void serve_hostile(const char *name, const char *text)
     double took = rh_now() - t0;
     pthread_join(lt, NULL);
     int warned = hu_count(p.err, "Lua policy error");
-    int ok = answered == N_ASK && mst == 200 && pe && st == 0 && took < 5 && warned <= 1;
+    const char *tp = strstr(metrics, "\nrehearse:policy_breaker_trips_total");
+    const char *tv = tp ? strchr(tp + 1, ' ') : NULL;   /* after the labels */
+    double tripped = tv ? atof(tv) : -1;
+    int ok = answered == N_ASK && mst == 200 && pe && st == 0 && took < 5 && warned <= 1 && tripped >= trips;
     if (!ok)
-        printf("\n    %s: %d of %d answered, /metrics %d %s, exit %d after %.2f s, %d warnings\n", name, answered, N_ASK,
-               mst, pe ? "with the counter" : "without the counter", st, took, warned);
+        printf("\n    %s: %d of %d answered, /metrics %d %s, exit %d after %.2f s, %d warnings, %g trips\n", name,
+               answered, N_ASK, mst, pe ? "with the counter" : "without the counter", st, took, warned, tripped);
     CU_ASSERT(ok);
+}
+
+static void serve_hostile(const char *name, const char *text)
+{
+    serve_hostile_with(name, text, NULL, 0);
 }
 
 static void test_hostile_policies_served_and_stopped(void)
@@ -130,6 +141,19 @@ static void test_hostile_policies_served_and_stopped(void)
     serve_hostile("spin.lua", "function policy(w, s)\n  while true do end\nend\n");
     serve_hostile("sorts.lua", "local t = {}\nfor i = 1, 3000 do t[i] = -i end\n"
                                "function policy(w, s)\n  while true do table.sort(t, nil) end\nend\n");
+    /* Work inside one C call or one instruction: once a completion that
+     * never came back and a SIGTERM that never exited. */
+    static const char *const quick[] = {"--policy-max-seconds", "0.2", NULL};
+    serve_hostile_with("sort_big.lua",
+                       "local s = string.rep('x', 20000000)\nlocal t = {}\nfor i = 1, 2000 do t[i] = s end\n"
+                       "function policy(w, st)\n  table.sort(t)\nend\n",
+                       quick, 0);
+    serve_hostile_with("less_big.lua",
+                       "local s = string.rep('x', 20000000)\nfunction policy(w, st)\n  repeat until s < s\nend\n", quick,
+                       0);
+    /* A script failing every call trips its breaker (counted in /metrics). */
+    static const char *const trip[] = {"--policy-max-failures", "1", NULL};
+    serve_hostile_with("trips.lua", "function policy(w, s)\n  while true do end\nend\n", trip, 1);
     hu_watchdog(0);
 }
 

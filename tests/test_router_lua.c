@@ -143,7 +143,8 @@ static void test_sandbox_falls_back(void)
          "route ran past its budget of 1000000 instructions"},
         {"rl-pcall.lua", "function route(q, r)\n  while true do pcall(function() while true do end end) end\nend\n",
          "route ran past its budget"},
-        {"rl-mem.lua", "function route(q, r)\n  local t = {}\n  for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end\nend\n",
+        /* few big strings: their bytes, charged, stay under the budget */
+        {"rl-mem.lua", "function route(q, r)\n  local t = {}\n  for i = 1, 1e9 do t[i] = string.rep('x', 500000) end\nend\n",
          "rl-mem.lua:1: route ran past its memory limit of 2097152 bytes"},
         {"rl-zero.lua", "function route(q, r)\n  return 0\nend\n", "rl-zero.lua:1: route() returned 0, not a replica index 1..4"},
         {"rl-99.lua", "function route(q, r)\n  return 99\nend\n", "rl-99.lua:1: route() returned 99"},
@@ -196,6 +197,42 @@ static void test_goes_on(void)
     st[0].healthy = st[1].healthy = st[2].healthy = st[3].healthy = false;
     CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), -1);   /* none healthy: the script is not asked */
     CU_ASSERT_EQUAL(router_errors(r), 20);
+    router_free(r);
+}
+
+/* A script that always fails trips its breaker after lua_max_failures
+ * picks: the next 64 are least-outstanding's without asking it (its error
+ * count stands still), then one is tried, fails and trips it for 128. A
+ * script whose failures come with successes between never trips. */
+static void test_breaker(void)
+{
+    char path[256];
+    script("rl-broken.lua", "n = 0\nfunction route(q, r)\n  n = n + 1\n  error('broken')\nend\n", path, sizeof path);
+    router *r = make(ROUTER_LUA, 3, path);
+    router_replica st[3] = {{true, 4, 0}, {true, 1, 0}, {true, 2, 0}};
+    for (int k = 1; k <= 16; k++) CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), 1);
+    CU_ASSERT_EQUAL(router_errors(r), 16);
+    CU_ASSERT_EQUAL(router_trips(r), 1);
+    for (int k = 1; k <= 64; k++) CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), 1);
+    CU_ASSERT_EQUAL(router_errors(r), 16);   /* not asked */
+    CU_ASSERT_EQUAL(router_skipped(r), 64);
+    CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), 1);   /* the trial: asked, fails, trips again */
+    CU_ASSERT_EQUAL(router_errors(r), 17);
+    CU_ASSERT_EQUAL(router_trips(r), 2);
+    for (int k = 1; k <= 128; k++) router_pick(r, st, NULL, 0);
+    CU_ASSERT_EQUAL(router_errors(r), 17);
+    CU_ASSERT_EQUAL(router_skipped(r), 64 + 128);
+    router_pick(r, st, NULL, 0);
+    CU_ASSERT_EQUAL(router_errors(r), 18);
+    CU_ASSERT_EQUAL(router_trips(r), 3);
+    router_free(r);
+
+    script("rl-halfway.lua", "function route(q, r)\n  if q.seq % 2 == 0 then error('even') end\n  return 3\nend\n", path,
+           sizeof path);
+    r = make(ROUTER_LUA, 3, path);
+    for (int k = 1; k <= 200; k++) CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), k % 2 ? 2 : 1);
+    CU_ASSERT_EQUAL(router_errors(r), 100);
+    CU_ASSERT_EQUAL(router_trips(r), 0);
     router_free(r);
 }
 
@@ -393,6 +430,7 @@ void register_test_router_lua(void)
     CU_add_test(s, "a Lua most-match rule picks as cache-aware does when balanced", test_cache_aware_rule);
     CU_add_test(s, "sandbox: every bad script falls back, counted, file:line kept", test_sandbox_falls_back);
     CU_add_test(s, "a script failing now and then: the calls between run", test_goes_on);
+    CU_add_test(s, "the breaker: 16 failures in a row, then 64 picks without the script, doubling", test_breaker);
     CU_add_test(s, "syntax errors, failing chunks, no route(): router_new refuses", test_open_errors);
     CU_add_test(s, "rehearse sim: round-robin in Lua prints what --router round-robin does", test_sim_round_robin);
 }

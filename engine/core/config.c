@@ -54,6 +54,9 @@ static const knob knobs[] = {
     {"policy-max-seconds", NULL, K_DOUBLE, OFF(policy_max_seconds), "S",
      "wall time one policy call may take, C functions included, before it falls back to fcfs (1)"},
     {"policy-window", NULL, K_U32, OFF(policy_window), "N", "waiting requests shown to a Lua policy (256)"},
+    {"policy-max-failures", NULL, K_U32, OFF(policy_max_failures), "N",
+     "Lua policy failures in a row after which it is not called for a back-off of 64 steps, doubling while "
+     "it keeps failing (fcfs meanwhile); 0: never (16)"},
 };
 #undef OFF
 #define N_KNOBS (sizeof knobs / sizeof knobs[0])
@@ -79,6 +82,7 @@ void core_config_default(core_config *cfg)
     cfg->policy_max_memory = 64u << 20;
     cfg->policy_max_seconds = 1.0;
     cfg->policy_window = 256;
+    cfg->policy_max_failures = 16;
 }
 
 static const knob *find_knob(const char *name)

@@ -349,6 +349,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
         c->lua = c->policy_path ? clua_open_file(c, c->policy_path, e)
                                 : clua_wrap(cfg->lua_state, cfg->lua_policy_ref, e);
         if (!c->lua) goto fail;
+        breaker_init(&c->breaker, cfg->policy_max_failures);
     }
     return c;
 oom:

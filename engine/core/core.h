@@ -80,6 +80,8 @@ typedef struct core_config {
     double policy_max_seconds;       /* --policy-max-seconds: wall time one policy call may take, measured
                                         with core_hooks.guard_clock (none given: no such limit) */
     uint32_t policy_window;          /* --policy-window: waiting requests shown to a Lua policy */
+    uint32_t policy_max_failures;    /* --policy-max-failures: failures in a row that trip the policy's
+                                        circuit breaker (engine/core/lua_box.h); 0: never */
 } core_config;
 
 /* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
@@ -241,6 +243,8 @@ typedef struct core_stats {
     uint64_t prompt_tokens, cached_tokens;                       /* cumulative over first admissions, for the hit rate */
     uint64_t evicted_pages;                                      /* cumulative */
     uint64_t policy_errors;                                      /* Lua calls that fell back to fcfs */
+    uint64_t policy_trips, policy_skipped;                       /* the breaker's trips, and the calls it
+                                                                    did not make (fcfs) */
     double new_token_ratio;
 } core_stats;
 

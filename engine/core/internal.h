@@ -16,6 +16,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "engine/core/breaker.h"
 #include "engine/core/core.h"
 #include "engine/core/kv.h"
 
@@ -125,6 +126,7 @@ struct core {
     core_stats st;
 
     core_lua *lua;
+    breaker breaker;            /* around the Lua policy */
     char policy_err[512];
 };
 

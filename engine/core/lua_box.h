@@ -38,9 +38,14 @@ typedef struct lbox_names {
     const char *seconds_flag;   /* "--policy-max-seconds"; NULL: none */
 } lbox_names;
 
-/* The bytes an owned state holds, against its cap. */
+/* The bytes an owned state holds, against its cap; the bytes it ever
+ * allocated (charged to the running budget) and its longest string (which
+ * sets the count hook's period). */
 typedef struct lbox_mem {
     size_t used, cap;
+    uint64_t allocated;
+    size_t max_string;
+    lua_State *L;
 } lbox_mem;
 
 typedef struct lbox {
@@ -56,14 +61,17 @@ typedef struct lbox {
 /* One call's budget. */
 typedef struct lbox_budget {
     long long left, limit;
-    /* The wall-clock guard, for work no hook sees (a sort of a million
-     * numbers is one call): checked at the hooks, so a call stops at the
-     * first hook after its deadline. clock NULL: no guard. */
+    /* The wall-clock guard, checked at the hooks, so a call stops at the
+     * first hook after its deadline; every C loop of the sandbox passes a
+     * hook or is charged and bounded (lua_box.c). clock NULL: no guard. */
     double (*clock)(void *ctx);
     void *clock_ctx;
     double deadline, max_seconds;
     const lbox_names *names;
     unsigned calls;
+    int period;                 /* instructions between count hooks now */
+    lbox_mem *mem;              /* an owned state's allocator, while armed */
+    uint64_t alloc_mark;        /* mem->allocated already charged */
     int spent;                  /* raised once: every later hook raises msg again */
     char msg[300];
 } lbox_budget;

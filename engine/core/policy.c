@@ -89,6 +89,11 @@ void policy_order(core *c, double now, cand_list *out)
         return;
     }
 
+    /* The breaker open: this step is fcfs, as a failed call's is. */
+    if (p == CORE_POLICY_LUA && breaker_skip(&c->breaker)) {
+        c->st.policy_skipped++;
+        return;
+    }
     uint32_t n = c->n_waiting;
     if (p == CORE_POLICY_LUA && n > c->cfg.policy_window) n = c->cfg.policy_window;
     /* Lua writes its answer after its input: room for both. */
@@ -117,7 +122,8 @@ void policy_order(core *c, double now, cand_list *out)
     case CORE_POLICY_LUA: {
         char err[512];
         int k = clua_order(c, c->lua, now, c->order, n, c->order + n, err, sizeof err);
-        if (k < 0) {
+        bool failed = k < 0;
+        if (failed) {
             c->st.policy_errors++;
             if (!c->policy_err[0]) {
                 snprintf(c->policy_err, sizeof c->policy_err, "%s", err);
@@ -125,8 +131,24 @@ void policy_order(core *c, double now, cand_list *out)
                 snprintf(msg, sizeof msg, "Lua policy error, falling back to fcfs for this step: %s", err);
                 core_message(c, msg);
             }
-            return;   /* fcfs */
         }
+        if (breaker_done(&c->breaker, failed)) {
+            c->st.policy_trips++;
+            char msg[800];
+            if (c->st.policy_trips == 1)
+                snprintf(msg, sizeof msg,
+                         "Lua policy failed %u time%s in a row: not called for the next %llu steps that would call "
+                         "it (fcfs meanwhile; --policy-max-failures): %s",
+                         c->breaker.failures, c->breaker.failures == 1 ? "" : "s",
+                         (unsigned long long)breaker_backoff(&c->breaker), err);
+            else
+                snprintf(msg, sizeof msg,
+                         "Lua policy still failing after its back-off (trip %llu): not called for the next %llu "
+                         "steps that would call it: %s",
+                         (unsigned long long)c->st.policy_trips, (unsigned long long)breaker_backoff(&c->breaker), err);
+            core_message(c, msg);
+        }
+        if (failed) return;   /* fcfs */
         /* A policy may hold requests back only while something runs: an idle
          * core starts the oldest, so no caller ever waits on nothing. */
         if (k == 0 && c->n_active == 0) {

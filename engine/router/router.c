@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/core/core.h"
+#include "engine/core/breaker.h"
 #include "engine/router/router_lua.h"
 #include "util/hashmap.h"
 #include "util/rng.h"
@@ -40,6 +41,7 @@ void router_config_default(router_config *c)
     c->lua_max_instructions = core.policy_max_instructions;
     c->lua_max_memory = core.policy_max_memory;
     c->lua_max_seconds = core.policy_max_seconds;
+    c->lua_max_failures = core.policy_max_failures;
 }
 
 /* A replica's approximate prefix tree: block hash -> when last routed. */
@@ -57,6 +59,7 @@ struct router {
     uint32_t *match;            /* lua: scratch, [n_replicas] */
     uint64_t *sizes;
     uint64_t seq, errors;
+    breaker brk;                /* lua: around the script */
     char error[512];            /* the first failed call's message */
 };
 
@@ -105,6 +108,7 @@ router *router_new(const router_config *c, rh_err *e)
             router_free(r);
             return NULL;
         }
+        breaker_init(&r->brk, c->lua_max_failures);
     }
     return r;
 oom:
@@ -132,6 +136,9 @@ const char *router_error(const router *r)
 {
     return r->error[0] ? r->error : NULL;
 }
+
+uint64_t router_trips(const router *r) { return r->brk.trips; }
+uint64_t router_skipped(const router *r) { return r->brk.skipped; }
 
 uint32_t router_tree_match(const router *r, uint32_t replica, const uint64_t *hashes, uint32_t n_hashes)
 {
@@ -235,6 +242,10 @@ static int lua_pick(router *r, const router_replica *st, const uint64_t *hashes,
     uint32_t n = r->cfg.n_replicas;
     int lo = least(st, n, 0);
     if (lo < 0) return -1;
+    if (breaker_skip(&r->brk)) {
+        remember(r, (uint32_t)lo, hashes, n_hashes);
+        return lo;
+    }
     for (uint32_t i = 0; i < n; i++) {
         r->match[i] = router_tree_match(r, i, hashes, n_hashes);
         r->sizes[i] = r->trees[i].blocks.n;
@@ -243,6 +254,7 @@ static int lua_pick(router *r, const router_replica *st, const uint64_t *hashes,
                    .seq = ++r->seq};
     char err[512];
     int pick = rtlua_route(r->lua, &a, err, sizeof err);
+    breaker_done(&r->brk, pick < 0);
     if (pick < 0) {
         r->errors++;
         if (!r->error[0]) snprintf(r->error, sizeof r->error, "%s", err);

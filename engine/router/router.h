@@ -40,8 +40,12 @@
  *                      out of range or an unhealthy replica — makes that
  *                      request least-outstanding's, is counted
  *                      (router_errors) and the first message, naming the
- *                      script's file and line, kept (router_error). With
- *                      no healthy replica the script is not called.
+ *                      script's file and line, kept (router_error).
+ *                      lua_max_failures in a row trip its breaker
+ *                      (engine/core/breaker.h): the picks of its back-off
+ *                      are least-outstanding's without asking it
+ *                      (router_trips, router_skipped). With no healthy
+ *                      replica the script is not called.
  * A request's prefix is its chained block hashes (equal hashes imply equal
  * prefixes, traces/FORMAT.md). */
 #ifndef RH_ROUTER_H
@@ -81,6 +85,8 @@ typedef struct router_config {
     uint64_t lua_max_instructions;  /* per route() call (10000000) */
     uint64_t lua_max_memory;        /* bytes the script's state may hold (64 MiB) */
     double lua_max_seconds;         /* wall time per call, measured with guard_clock (1) */
+    uint32_t lua_max_failures;      /* failures in a row that trip the script's breaker
+                                       (engine/core/breaker.h; 16); 0: never */
     double (*guard_clock)(void *ctx);   /* seconds; NULL: no time limit (the core itself has no clock) */
     void *guard_ctx;
 } router_config;
@@ -118,5 +124,9 @@ uint64_t router_tree_size(const router *r, uint32_t replica);
  * first one's message ("file:line: ...", NULL while none has failed). */
 uint64_t router_errors(const router *r);
 const char *router_error(const router *r);
+/* lua: the breaker's trips and the picks it left to least-outstanding
+ * without asking the script. */
+uint64_t router_trips(const router *r);
+uint64_t router_skipped(const router *r);
 
 #endif

@@ -386,6 +386,11 @@ char *prom_render(prom *p, size_t *len)
     counter(&o, p, "rehearse:steps_total", "Scheduler steps run.", p->steps);
     counter(&o, p, "rehearse:policy_errors_total",
             "Lua policy calls that failed; each of those steps fell back to fcfs.", c->policy_errors);
+    counter(&o, p, "rehearse:policy_breaker_trips_total",
+            "Times the Lua policy failed --policy-max-failures times in a row (or again after a back-off) and was "
+            "then not called for a while.", c->policy_trips);
+    counter(&o, p, "rehearse:policy_skipped_total",
+            "Steps that would have called the Lua policy but did not, its breaker open (fcfs).", c->policy_skipped);
     counter(&o, p, "rehearse:steps_sched_hidden_total",
             "Steps whose preparation ran while the previous step computed (overlap scheduling).", p->hidden_steps);
     family(&o, "rehearse:step_sched_seconds_total", "counter", "CPU seconds the scheduler thread spent preparing steps.");

@@ -322,6 +322,7 @@ void *metrics_to_json(const metrics_summary *s)
     json_object_set_new(o, "cached_tokens", json_integer((json_int_t)s->cached_tokens));
     json_object_set_new(o, "retractions", json_integer((json_int_t)s->retractions));
     json_object_set_new(o, "policy_errors", json_integer((json_int_t)s->policy_errors));
+    if (s->policy_trips) json_object_set_new(o, "policy_breaker_trips", json_integer((json_int_t)s->policy_trips));
     json_object_set_new(o, "spec_proposed_tokens", json_integer((json_int_t)s->spec_proposed));
     json_object_set_new(o, "spec_accepted_tokens", json_integer((json_int_t)s->spec_accepted));
     json_object_set_new(o, "spec_accept_rate", json_real(s->spec_accept_rate));
@@ -395,6 +396,8 @@ void metrics_print(FILE *f, const metrics_summary *s, const char *title)
     fprintf(f, "%-40s %12llu\n", "Retractions:", (unsigned long long)s->retractions);
     if (s->policy_errors)
         fprintf(f, "%-40s %12llu\n", "Policy errors (fell back to fcfs):", (unsigned long long)s->policy_errors);
+    if (s->policy_trips)
+        fprintf(f, "%-40s %12llu\n", "Policy breaker trips:", (unsigned long long)s->policy_trips);
     if (s->spec_proposed) {
         fprintf(f, "%-40s %12.2f%%\n", "Speculative acceptance:", 100 * s->spec_accept_rate);
         fprintf(f, "%-40s %12.2f\n", "Mean accepted length:", s->mean_accepted_len);

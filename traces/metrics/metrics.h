@@ -45,6 +45,8 @@ typedef struct metrics_summary {
     uint64_t cached_tokens;
     uint64_t retractions;               /* summed over steps (or requests when no steps) */
     uint64_t policy_errors;             /* Lua policy calls that fell back to fcfs (a simulation's; set by it) */
+    uint64_t policy_trips;              /* its circuit breaker's trips (engine/core/breaker.h); 0: the JSON
+                                           key is left out, as before there was a breaker */
     uint64_t spec_proposed, spec_accepted;
     double spec_accept_rate;            /* accepted / proposed */
     double mean_accepted_len;           /* mean tokens committed per verify (accepted + 1) */
