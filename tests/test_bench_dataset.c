@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/bench.h"
+#include "client/probe.h"
 #include "engine/model/tokenizer.h"
 #include "testutil.h"
 
@@ -218,6 +219,61 @@ static void test_sharegpt(void)
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The probe's plan: its prefix run is one prompt three times (one set of
+ * hashes, the same token ids, every token shared), and no other two of
+ * its requests share a block. */
+static void test_probe_prefix_run(void)
+{
+    probe_opts o;
+    probe_opts_default(&o);
+    o.max_context = 8192;
+    probe_plan p;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(probe_plan_make(&o, &p, &e), 0);
+    const probe_run *pr = NULL;
+    for (size_t i = 0; i < p.n_runs; i++)
+        if (!strcmp(p.runs[i].name, "prefix")) pr = &p.runs[i];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pr);
+    CU_ASSERT_EQUAL_FATAL(pr->n, 3);
+    const bench_dataset *d = &p.d;
+    const bench_item *a = &d->items[pr->start];
+    CU_ASSERT_EQUAL(a->input_len, 2048);
+    CU_ASSERT_EQUAL_FATAL(a->n_hashes, 2048 / 16);
+    for (size_t k = 1; k < 3; k++) {
+        const bench_item *b = &d->items[pr->start + k];
+        CU_ASSERT_EQUAL_FATAL(b->n_hashes, a->n_hashes);
+        CU_ASSERT(memcmp(a->hashes, b->hashes, a->n_hashes * sizeof *a->hashes) == 0);
+        CU_ASSERT_EQUAL(common(d, pr->start, pr->start + k), 2048);
+    }
+    /* every hash of every other request, and the prefix prompt's once: no repeats */
+    size_t n = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (i <= pr->start || i >= pr->start + 3) n += d->items[i].n_hashes;
+    uint64_t *all = malloc(n * sizeof *all);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(all);
+    n = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (i <= pr->start || i >= pr->start + 3)
+            for (uint32_t k = 0; k < d->items[i].n_hashes; k++) all[n++] = d->items[i].hashes[k];
+    qsort(all, n, sizeof *all, cmp_u64);
+    size_t repeats = 0;
+    for (size_t i = 1; i < n; i++) repeats += all[i] == all[i - 1];
+    CU_ASSERT_EQUAL(repeats, 0);
+    /* and the prompts differ from the first block on: the burst's first
+     * request against the prefix prompt */
+    const probe_run *burst = &p.runs[p.n_runs - 1];
+    CU_ASSERT_STRING_EQUAL(burst->name, "burst");
+    CU_ASSERT(common(d, pr->start, burst->start) < 16);
+    free(all);
+    probe_plan_free(&p);
+}
+
 void register_test_bench_dataset(void)
 {
     CU_pSuite s = CU_add_suite("bench_dataset", NULL, NULL);
@@ -225,5 +281,6 @@ void register_test_bench_dataset(void)
     CU_add_test(s, "random prefix", test_random_prefix);
     CU_add_test(s, "shared-prefix groups", test_shared_prefix_groups);
     CU_add_test(s, "bad options", test_bad_options);
+    CU_add_test(s, "probe plan: the prefix run is one prompt three times, no other shares", test_probe_prefix_run);
     CU_add_test(s, "ShareGPT: vLLM's filters, lengths, order, refusals", test_sharegpt);
 }

@@ -106,9 +106,46 @@ static void test_shape_by_hand(void)
     CU_ASSERT_EQUAL(rl_allreduce_s(&g, 1, 1, S, 1), 0);
 }
 
+/* The all-gather by hand, as the all-reduce above: the second half of the
+ * ring, (n-1) steps moving (n-1)/n of the buffer, and across two nodes one
+ * slow hop (the all-reduce crosses twice). On the A100 preset every term
+ * counts: a ring-step latency, efficiencies below 1 and 2.745 NICs. */
+static void test_allgather_by_hand(void)
+{
+    rl_gpu g;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(rl_gpu_load("a100-80g", &g, &e), 0);
+    const rl_links *l = &g.links;
+    CU_ASSERT_FATAL(l->ring_step_latency_s > 0 && l->slow_hop_latency_s > 0 && l->allreduce_slow_eff < 1);
+    CU_ASSERT_EQUAL_FATAL(g.gpus_per_node, 8);
+    for (int k = 0; k < 2; k++) {
+        double S = k ? 64e6 : 16e3;   /* a bandwidth-bound and a latency-bound buffer */
+        double one = l->allreduce_latency_s + 7 * l->ring_step_latency_s +
+                     7.0 / 8 * S / (l->allreduce_nvlink_eff * l->nvlink_Bps);
+        CU_ASSERT_DOUBLE_EQUAL(rl_allgather_s(&g, 8, 8, S, 1), one, 1e-12);
+        double ring = l->allreduce_slow_eff * fmin(l->nvlink_Bps, l->slow_Bps * fmin(8, l->slow_links));
+        double two = l->allreduce_latency_s + 15 * l->ring_step_latency_s + l->slow_hop_latency_s +
+                     15.0 / 16 * S / ring;
+        CU_ASSERT_DOUBLE_EQUAL(rl_allgather_s(&g, 16, 8, S, 1), two, 1e-12);
+        /* the same GPUs as one all-reduce: the all-gather is its second half
+         * plus the call's latency once */
+        double ar = rl_allreduce_s(&g, 16, 8, S, 1);
+        CU_ASSERT_DOUBLE_EQUAL(2 * rl_allgather_s(&g, 16, 8, S, 1) - l->allreduce_latency_s, ar, 1e-12);
+    }
+    /* 4 GPUs on each of 4 nodes: the ring still crosses the slow link once
+     * per gather, over min(4, 2.745) NICs per node */
+    double S = 1e6, ring = l->allreduce_slow_eff * fmin(l->nvlink_Bps, l->slow_Bps * fmin(4, l->slow_links));
+    CU_ASSERT_DOUBLE_EQUAL(rl_allgather_s(&g, 16, 4, S, 1),
+                           l->allreduce_latency_s + 15 * l->ring_step_latency_s + l->slow_hop_latency_s +
+                               15.0 / 16 * S / ring,
+                           1e-12);
+    CU_ASSERT_EQUAL(rl_allgather_s(&g, 1, 1, S, 1), 0);
+}
+
 void register_test_cost_collective(void)
 {
     CU_pSuite s = CU_add_suite("cost_collective", init, NULL);
     CU_add_test(s, "the collective model by hand", test_shape_by_hand);
+    CU_add_test(s, "the all-gather by hand: one node, two nodes, four", test_allgather_by_hand);
     CU_add_test(s, "every measured NCCL row: median error <= 15% per file", test_measured_collectives);
 }

@@ -177,6 +177,46 @@ static void test_roofline_uses_them(void)
     cost_free(m);
 }
 
+/* The stream and embedding shapes by hand. A stream kernel whose row term
+ * equals its memory term takes cbrt(2) times either (the soft maximum of
+ * kernel_time.h, not the larger one); an embedding of up to 16 tokens pays
+ * index_s per token, 16 included, 17 not. Then the same embedding through
+ * the roofline: a 16-token prefill of Llama-3-8B on an H100 reads 16 rows
+ * of 4,096 bf16 values and writes them. */
+static void test_stream_and_embedding_by_hand(void)
+{
+    rl_kernel k = {.compute_eff = 1, .memory_eff = 0.5, .floor_s = 2e-6, .row_s = 1e-9, .index_s = 3e-7};
+    double hbm = 1e12, bytes = 2e6;   /* 2e6 / (1e12 * 0.5) = 4 us, and 4,000 elements * 1 ns = 4 us */
+    CU_ASSERT_DOUBLE_EQUAL(rl_stream_s(&k, hbm, bytes, 4000, 1), 2e-6 + cbrt(2) * 4e-6, 1e-15);
+    /* a thousandth of the memory term in rows: the time is the memory term's, nearly */
+    CU_ASSERT_DOUBLE_EQUAL(rl_stream_s(&k, hbm, bytes, 4, 1), 2e-6 + cbrt(pow(4e-6, 3) + pow(4e-9, 3)), 1e-15);
+    /* eff scales the bandwidth: 8 us of memory against 4 us of rows */
+    CU_ASSERT_DOUBLE_EQUAL(rl_stream_s(&k, hbm, bytes, 4000, 0.5), 2e-6 + cbrt(pow(8e-6, 3) + pow(4e-6, 3)), 1e-15);
+    CU_ASSERT_EQUAL(rl_stream_s(&k, hbm, 0, 4000, 1), 0);
+    double eb = 16 * 4096 * 2.0;
+    CU_ASSERT_DOUBLE_EQUAL(rl_embedding_s(&k, hbm, 16, eb, 1), 2e-6 + 16 * 3e-7 + eb / (1e12 * 0.5), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rl_embedding_s(&k, hbm, 1, eb / 16, 1), 2e-6 + 3e-7 + eb / 16 / (1e12 * 0.5), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rl_embedding_s(&k, hbm, 17, eb * 17 / 16, 1), 2e-6 + eb * 17 / 16 / (1e12 * 0.5), 1e-15);
+    CU_ASSERT_EQUAL(rl_embedding_s(&k, hbm, 0, eb, 1), 0);
+
+    rh_err e;
+    const char *text = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}";
+    cost_model *m = cost_parse(text, "k.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    const rl_kernel *ek = &roofline_gpu(m)->kern[RL_K_EMBED];
+    CU_ASSERT_FATAL(ek->index_s > 0 && ek->memory_eff > 0 && ek->memory_eff < 1);
+    for (int T = 16; T <= 17; T++) {
+        cost_seq sq = {(uint32_t)T, 0, true};
+        cost_batch b = {.seqs = &sq, .n = 1};
+        cost_batch_summarize(&b);
+        rl_breakdown bd;
+        CU_ASSERT_EQUAL_FATAL(roofline_breakdown(m, &b, &bd, &e), 0);
+        double want = ek->floor_s + (T == 16 ? 16 * ek->index_s : 0) + 2.0 * T * 4096 * 2 / (3350e9 * ek->memory_eff);
+        CU_ASSERT_DOUBLE_EQUAL(bd.op[RL_EMBED].seconds, want, 1e-15);
+    }
+    cost_free(m);
+}
+
 /* `cost import vidur`: the profile as a table cost model. Its per-token
  * operators are the measured times (checked at grid points), and its steps
  * agree with the roofline of the same model on the same GPU with the fitted
@@ -251,6 +291,7 @@ void register_test_cost_kernels(void)
 {
     CU_pSuite s = CU_add_suite("cost_kernels", init, NULL);
     CU_add_test(s, "the roofline times its kernels with the preset's parameters", test_roofline_uses_them);
+    CU_add_test(s, "stream and embedding kernels by hand: equal terms, exactly 16 tokens", test_stream_and_embedding_by_hand);
     CU_add_test(s, "the fit recovers the parameters it was given", test_fit_recovers_parameters);
     CU_add_test(s, "every measured operator: median <= 15%, p90 <= 30% per file", test_measured_operators);
     CU_add_test(s, "cost import vidur: the measured table agrees with the roofline", test_import_vidur);

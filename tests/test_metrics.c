@@ -83,6 +83,12 @@ static void test_hand_computed_run(void)
     CU_ASSERT_DOUBLE_EQUAL(s.itl_ms.mean, 150, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(s.itl_ms.median, 150, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(s.itl_ms.max, 200, 1e-9);
+    /* standard deviations, the population's (numpy's std, as vLLM reports
+     * it): two TTFTs 50 either side of 150, four ITLs 50 either side */
+    CU_ASSERT_DOUBLE_EQUAL(s.ttft_ms.std, 50, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.e2el_ms.std, 50, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.itl_ms.std, 50, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.tpot_ms.std, (400.0 / 3 - 100.0) / 2, 1e-9);
     /* goodput: TTFT SLO 150 ms -> both A (100) and B (200)? B misses. */
     CU_ASSERT_EQUAL(s.good_requests, 1);
     CU_ASSERT_DOUBLE_EQUAL(s.request_goodput, 1 / 3.5, 1e-12);
@@ -126,6 +132,7 @@ static void test_hand_computed_run(void)
     CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "p99_e2el_ms"));
     CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "median_itl_ms"));
     CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "std_tpot_ms"));
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "std_ttft_ms")), 50, 1e-9);
     json_decref(j);
 
     /* The table prints without trouble and names what it shows. */

@@ -117,6 +117,60 @@ static void test_cache_aware(void)
     router_free(r);
 }
 
+/* The balance rule's edge: a load gap of exactly balance_abs (32) is still
+ * balanced (SGLang: unbalanced only when most - least > abs), so the prefix
+ * match wins; one request more and the least loaded serves. Only the
+ * absolute gap decides here: the relative test (72 > 40 * 1.0001) holds
+ * on both sides. */
+static void test_cache_aware_balance_edge(void)
+{
+    router_replica st[3];
+    all_healthy(st, 3);
+    router *r = make(ROUTER_CACHE_AWARE, 3, 0);
+    uint64_t sys_a[8] = {11, 12, 13, 14, 15, 16, 17, 18}, sys_b[8] = {21, 22, 23, 24, 25, 26, 27, 28};
+    CU_ASSERT_EQUAL(router_pick(r, st, sys_a, 8), 0);
+    CU_ASSERT_EQUAL(router_pick(r, st, sys_b, 8), 1);
+    /* replica 1 holds sys_b and is the busiest, by exactly 32 */
+    uint64_t q_b[8] = {21, 22, 23, 24, 25, 26, 93, 94};
+    st[0].outstanding = 40, st[1].outstanding = 72, st[2].outstanding = 40;
+    CU_ASSERT_EQUAL(router_pick(r, st, q_b, 8), 1);
+    st[1].outstanding = 73;   /* 33 apart: unbalanced, the least loaded (lowest index) */
+    CU_ASSERT_EQUAL(router_pick(r, st, q_b, 8), 0);
+    router_free(r);
+}
+
+/* Power of two draws two distinct replicas. Loaded 5, 0, 10, the idle one
+ * is in two of the three pairs, so it serves 2/3 of the picks, the one
+ * loaded 5 the other 1/3 (its pair with the busiest), the busiest none. A
+ * draw that can take one replica twice and still never the busiest alone
+ * (the second draw skipping past the first only when above it) gives the
+ * idle one 1/2; two independent draws give it 5/9. Over 3,000 picks 2/3 is
+ * 2,000 (binomial sd 26), 1/2 is 1,500 and 5/9 1,667: each seed's count is
+ * exact (seeds 1..10 give 1,948..2,037), all inside 2,000 +- 150, a bound
+ * 7 sd above 1,667. */
+static void test_power_of_two_distinct(void)
+{
+    router_replica st[3];
+    all_healthy(st, 3);
+    st[0].outstanding = 5, st[1].outstanding = 0, st[2].outstanding = 10;
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        router *r = make(ROUTER_POWER_OF_TWO, 3, seed);
+        int count[3] = {0};
+        for (int k = 0; k < 3000; k++) {
+            int x = router_pick(r, st, NULL, 0);
+            CU_ASSERT_FATAL(x >= 0 && x < 3);
+            count[x]++;
+        }
+        if (count[1] <= 1850 || count[1] >= 2150)
+            printf("\n  seed %llu: the idle replica served %d of 3000 (2/3 is 2000)\n", (unsigned long long)seed,
+                   count[1]);
+        CU_ASSERT(count[1] > 1850 && count[1] < 2150);
+        CU_ASSERT(count[0] > 850 && count[0] < 1150);
+        CU_ASSERT_EQUAL(count[2], 0);
+        router_free(r);
+    }
+}
+
 static void test_tree_bound_and_config(void)
 {
     router_config c;
@@ -161,5 +215,7 @@ void register_test_router(void)
     CU_add_test(s, "round-robin, least outstanding, least KV; unhealthy skipped", test_simple_policies);
     CU_add_test(s, "power of two: never the busier of a pair; the seed repeats", test_power_of_two);
     CU_add_test(s, "cache-aware: affinity, the emptiest tree, the balance rule", test_cache_aware);
+    CU_add_test(s, "cache-aware: a load gap of exactly balance_abs is balanced", test_cache_aware_balance_edge);
+    CU_add_test(s, "power of two: two distinct replicas, the idle one of three 2/3", test_power_of_two_distinct);
     CU_add_test(s, "cache-aware trees stay bounded; bad configurations refused", test_tree_bound_and_config);
 }

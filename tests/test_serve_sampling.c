@@ -210,6 +210,53 @@ static void test_logprobs_and_echo(void)
 
 /* Chat logprobs with ids as names: -100 on the greedy first token gives the
  * runner-up, whose raw logprob is the second alternative's. */
+/* Completions with "logprobs": 0 (vLLM's and OpenAI's): no alternatives,
+ * but every sampled token's own logprob, in token_logprobs and as the one
+ * entry of its top_logprobs object; the same numbers logprobs 1 gives for
+ * the same greedy tokens. */
+static void test_logprobs_zero(void)
+{
+    enum { N = 24, G = 5 };
+    int32_t prompt[N];
+    eh_random_prompt(9, 512, prompt, N);
+    double want[G];
+    int32_t want_ids[G];
+    for (int top = 1; top >= 0; top--) {
+        ts_resp r = post("/v1/completions",
+                         json_pack("{s:o,s:i,s:i,s:i,s:b,s:b}", "prompt", ids_of(prompt, N), "max_tokens", G, "temperature",
+                                   0, "logprobs", top, "return_token_ids", 1, "ignore_eos", 1));
+        json_t *ch = choice(&r, 0), *lp = json_object_get(ch, "logprobs");
+        CU_ASSERT_FATAL(json_is_object(lp));
+        json_t *tl = json_object_get(lp, "token_logprobs"), *tops = json_object_get(lp, "top_logprobs");
+        json_t *toks = json_object_get(lp, "tokens");
+        CU_ASSERT_EQUAL_FATAL(json_array_size(tl), G);
+        CU_ASSERT_EQUAL_FATAL(json_array_size(tops), G);
+        CU_ASSERT_EQUAL_FATAL(json_array_size(toks), G);
+        for (int i = 0; i < G; i++) {
+            json_t *v = json_array_get(tl, i), *alts = json_array_get(tops, i);
+            CU_ASSERT_FATAL(json_is_number(v));
+            double x = json_number_value(v);
+            CU_ASSERT(x <= 0 && x > -100);
+            CU_ASSERT_FATAL(json_is_object(alts));
+            if (top == 1) {
+                want[i] = x;
+                want_ids[i] = id_at(ch, i);
+                continue;
+            }
+            CU_ASSERT_EQUAL(id_at(ch, i), want_ids[i]);
+            /* float32 sums in another order (the second request's prompt
+             * comes from the prefix cache): a few parts in a million */
+            if (fabs(x - want[i]) > 1e-4) printf("\n    token %d: %.9g against %.9g", i, x, want[i]);
+            CU_ASSERT_DOUBLE_EQUAL(x, want[i], 1e-4);
+            /* the sampled token alone, under its own name */
+            CU_ASSERT_EQUAL(json_object_size(alts), 1);
+            json_t *own = json_object_get(alts, json_string_value(json_array_get(toks, i)));
+            CU_ASSERT(json_is_number(own) && json_number_value(own) == x);
+        }
+        ts_resp_free(&r);
+    }
+}
+
 static void test_bias_gives_runner_up(void)
 {
     json_t *msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", "pick a token");
@@ -471,6 +518,7 @@ void register_test_serve_sampling(void)
     CU_add_test(s, "logprob_top against a full selection", test_logprob_top_against_sort);
     CU_add_test(s, "GET /v1/models/{id}: the served model, else 404", test_models_by_id);
     CU_add_test(s, "greedy logprobs; echo scores the prompt as the decode did, chunked or not", test_logprobs_and_echo);
+    CU_add_test(s, "completions with logprobs 0: each sampled token's own logprob, as logprobs 1 gives it", test_logprobs_zero);
     CU_add_test(s, "logit_bias -100 on the greedy token gives the runner-up", test_bias_gives_runner_up);
     CU_add_test(s, "frequency and presence penalties choose what the raw logprobs say", test_penalties_by_hand);
     CU_add_test(s, "min_p 1 is greedy; min_tokens holds EOS back; n choices", test_min_p_min_tokens_and_n);

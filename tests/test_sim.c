@@ -136,6 +136,44 @@ static void test_overheads_on_the_clock(void)
     cost_free(m);
 }
 
+/* The arrival overhead (network, HTTP) is every request's at once; the
+ * tokenizer after it takes them one at a time: a request is ready at
+ * max(sent + arrival_s, the tokenizer free) + request_s. Three one-token
+ * requests sent together with 10 ms of arrival and 3 ms of tokenizer are
+ * ready at 13, 16 and 19 ms, each prefilled alone in a 2 ms step (the
+ * server idle in between): TTFTs 15, 18 and 21 ms, where arrivals that
+ * queued behind one another would give 15, 28 and 41. A fourth sent at
+ * 100 ms finds the tokenizer long free: 15 ms. */
+static void test_arrival_overhead_in_parallel(void)
+{
+    const cost_linear_coef k = {0.001, 1e-5, 0, 0, 0};
+    cost_model *m = cost_linear_new(&k);
+    m->over.arrival_s = 0.010;
+    m->over.request_s = 0.003;
+    tr_trace t;
+    tr_trace_init(&t);
+    for (uint32_t i = 0; i < 3; i++) add_req(&t, i + 1, 0, 100, 1);
+    add_req(&t, 4, 0.1, 100, 1);
+    sim_config c;
+    cfg_init(&c);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(run(&c, &t, m, &res), 0);
+    CU_ASSERT_EQUAL_FATAL(res.n_requests, 4);
+    double step = k.base_s + k.per_prefill_token_s * 100, ready = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        double sent = i < 3 ? 0 : 0.1;
+        ready = fmax(sent + m->over.arrival_s, ready) + m->over.request_s;
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[i].send, sent, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(res.requests[i].ttft, ready + step - sent, 1e-12);
+    }
+    static const double by_hand[] = {0.015, 0.018, 0.021, 0.015};
+    for (uint32_t i = 0; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(res.requests[i].ttft, by_hand[i], 1e-12);
+    CU_ASSERT_EQUAL(res.summary.steps, 4);
+    sim_result_free(&res);
+    tr_trace_free(&t);
+    cost_free(m);
+}
+
 /* N identical requests arriving together share one prefill step and then
  * decode in lockstep. */
 static void test_identical_requests_together(void)
@@ -624,6 +662,7 @@ void register_test_sim(void)
     CU_add_test(s, "one request, closed form", test_one_request_closed_form);
     CU_add_test(s, "N identical requests together", test_identical_requests_together);
     CU_add_test(s, "overheads on the clock: tokenizer, detokenizer, step and launches", test_overheads_on_the_clock);
+    CU_add_test(s, "the arrival overhead in parallel, the tokenizer one at a time", test_arrival_overhead_in_parallel);
     CU_add_test(s, "Little's law on a Poisson run", test_littles_law);
     CU_add_test(s, "head-of-line: short TTFT", test_head_of_line_ttft);
     CU_add_test(s, "head-of-line: decode stall", test_head_of_line_decode_stall);

@@ -176,6 +176,114 @@ static void test_cache_aware_keeps_prefixes_together(void)
     tr_trace_free(&t);
 }
 
+/* A step as the series reads it (sim.c keeps the same fields as floats). */
+typedef struct ref_row {
+    float t, dur, batch, prefill, decode, kv, waiting, running;
+} ref_row;
+
+static int by_start(const void *a, const void *b)
+{
+    float x = ((const ref_row *)a)->t, y = ((const ref_row *)b)->t;
+    return (x > y) - (x < y);
+}
+
+/* The cluster's series against one binned from a sorted copy of every step
+ * the run wrote. Five replicas at a load that leaves some idle now and then
+ * (so a replica's next step can come before every other head of the merge),
+ * steps of 60 ms and more, about one bin per step (series_points above the
+ * step count): bins with several steps (their mean) and bins inside a long
+ * step (that step's values: the latest started before the bin, whichever
+ * replica ran it), so the merge of the replicas' steps must be in start
+ * order for the two to agree. */
+static void test_cluster_series_is_the_sorted_steps(void)
+{
+    tr_trace t;
+    make_trace(&t, 80, 1, 1, 0);
+    const cost_linear_coef slow = {0.06, 1e-4, 1e-3, 0, 0};
+    cost_model *m = cost_linear_new(&slow);
+    sim_config c;
+    cfg_init(&c);
+    c.replicas = 5;
+    c.series_points = 8000;
+    c.router.policy = ROUTER_LEAST_OUTSTANDING;
+    char path[256];
+    c.out_path = tu_tmp_path("cluster_series.rhtr", path, sizeof path);
+    sim_result res;
+    run(&c, &t, m, &res);
+    tr_step *st = NULL;
+    size_t ns = 0;
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL_FATAL(tr_read_steps(path, &st, &ns, NULL, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(ns, res.summary.steps);
+    const sim_series *s = &res.series;
+    CU_ASSERT_EQUAL_FATAL(s->n, ns < 8000 ? ns : 8000);
+    CU_ASSERT_FATAL(s->n > 1);
+    ref_row *rows = malloc(ns * sizeof *rows);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rows);
+    for (size_t i = 0; i < ns; i++)
+        rows[i] = (ref_row){(float)st[i].start, (float)st[i].duration, (float)(st[i].prefill_seqs + st[i].decode_seqs),
+                            (float)st[i].prefill_tokens, (float)st[i].decode_tokens,
+                            st[i].pages_total ? (float)st[i].pages_used / (float)st[i].pages_total : 0,
+                            (float)st[i].waiting, (float)st[i].running};
+    qsort(rows, ns, sizeof *rows, by_start);
+    /* no two replicas start a step at the same instant here, so the sorted
+     * order is the merge's, ties to the lower replica or not */
+    size_t ties = 0;
+    for (size_t i = 1; i < ns; i++) ties += rows[i].t == rows[i - 1].t;
+    CU_ASSERT_EQUAL_FATAL(ties, 0);
+    /* every replica served, and their steps interleave */
+    for (uint32_t k = 0; k < 5; k++) CU_ASSERT(res.replicas[k].steps > 100);
+
+    uint32_t n = s->n;
+    double width = s->t[1];   /* bin b starts at b * width */
+    double *sum = calloc(7 * (size_t)n, sizeof *sum);
+    uint32_t *cnt = calloc(n, sizeof *cnt);
+    CU_ASSERT_FATAL(sum && cnt);
+    for (size_t i = 0; i < ns; i++) {
+        uint32_t b = (uint32_t)(rows[i].t / width);
+        if (b >= n) b = n - 1;
+        cnt[b]++;
+        const float v[6] = {rows[i].batch, rows[i].prefill, rows[i].decode, rows[i].kv, rows[i].waiting, rows[i].running};
+        for (int k = 0; k < 6; k++) sum[(size_t)k * n + b] += v[k];
+    }
+    const double *got[6] = {s->batch_size, s->prefill_tokens, s->decode_tokens, s->kv_use, s->waiting, s->running};
+    size_t last = 0, bad = 0, crowded = 0, inside = 0, idle = 0;   /* last: the latest step started before the bin */
+    for (uint32_t b = 0; b < n; b++) {
+        double want[6] = {0};
+        CU_ASSERT_DOUBLE_EQUAL(s->t[b], b * width, 1e-12);
+        if (cnt[b]) {
+            for (int k = 0; k < 6; k++) want[k] = sum[(size_t)k * n + b] / cnt[b];
+            crowded += cnt[b] > 1;
+            while (last + 1 < ns && rows[last + 1].t < (b + 1) * width) last++;
+        } else if (rows[last].t <= b * width && rows[last].t + rows[last].dur > b * width) {
+            const ref_row *x = &rows[last];
+            const float v[6] = {x->batch, x->prefill, x->decode, x->kv, x->waiting, x->running};
+            for (int k = 0; k < 6; k++) want[k] = v[k];
+            inside++;
+        } else {
+            idle++;
+        }
+        for (int k = 0; k < 6; k++)
+            if (fabs(got[k][b] - want[k]) > 1e-9 * fmax(1, fabs(want[k]))) {
+                if (bad++ < 5)
+                    printf("\n  bin %u (t %.4f s) column %d: series %.6g, sorted steps %.6g", b, b * width, k + 1,
+                           got[k][b], want[k]);
+            }
+    }
+    printf("\n  %zu steps of 5 replicas in %u bins: %zu with several steps, %zu inside a long one, %zu idle; %zu "
+           "values differ ",
+           ns, n, crowded, inside, idle, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(crowded > 500 && inside > 1000);
+    free(sum);
+    free(cnt);
+    free(rows);
+    free(st);
+    sim_result_free(&res);
+    cost_free(m);
+    tr_trace_free(&t);
+}
+
 static void add(tr_trace *t, uint64_t id, double at, uint32_t in, uint32_t out)
 {
     tr_request r = {.id = id, .arrival = at, .input_len = in, .output_len = out};
@@ -282,6 +390,7 @@ void register_test_sim_cluster(void)
     CU_pSuite s = CU_add_suite("sim_cluster", NULL, NULL);
     CU_add_test(s, "one replica behind any router is the single server, byte for byte", test_one_replica_is_the_server);
     CU_add_test(s, "round-robin over N replicas at N copies equals one replica", test_round_robin_copies);
+    CU_add_test(s, "a cluster's time series is its replicas' steps binned in start order", test_cluster_series_is_the_sorted_steps);
     CU_add_test(s, "cache-aware routing beats round-robin on shared prefixes", test_cache_aware_keeps_prefixes_together);
     CU_add_test(s, "prefill-decode: one request's KV transfer by hand, transfers queue, pools refuse alone",
                 test_pd_transfer_by_hand);

@@ -39,6 +39,12 @@ static void make_trace(tr_trace *t, uint32_t n, double rate, int parity)
     }
 }
 
+/* The roofline's presets, from the source tree (as the cost suites read them). */
+static int init(void)
+{
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
+}
+
 static void cfg_init(sim_config *c)
 {
     sim_config_default(c);
@@ -95,6 +101,57 @@ static void test_each_replica_is_its_own_server(void)
     sim_result_free(&b);
     cost_free(fast);
     cost_free(slow);
+    tr_trace_free(&all);
+    tr_trace_free(&even);
+    tr_trace_free(&odd);
+}
+
+/* The same with tensor parallelism: one Llama-3-8B on an H100 at tp 1, one
+ * at tp 2 (the roofline prices a tp-2 step faster, all-reduces and all:
+ * TPOT 7% lower here), the run's own tp the cost file's (1). Each replica
+ * is its own single-server run at its own group's tp, and the two tp runs
+ * differ, so a replica priced at the run's tp could not pass. */
+static void test_each_replica_has_its_own_tp(void)
+{
+    tr_trace all, even, odd;
+    make_trace(&all, 400, 6, -1);
+    make_trace(&even, 400, 6, 0);
+    make_trace(&odd, 400, 6, 1);
+    rh_err e = {{0}};
+    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}",
+                               "8b.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    sim_config run_cfg;
+    cfg_init(&run_cfg);
+    CU_ASSERT_EQUAL_FATAL(run_cfg.tp, 0);
+    sim_group g[2] = {{.count = 1, .cfg = run_cfg, .cost = m, .name = "tp1"},
+                      {.count = 1, .cfg = run_cfg, .cost = m, .name = "tp2"}};
+    g[0].cfg.tp = 1;
+    g[1].cfg.tp = 2;
+    sim_result cl, a, b, b1;
+    int rc = sim_run_groups(&run_cfg, g, 2, &all, &cl, &e);
+    if (rc) printf("\n  sim_run_groups: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL_FATAL(cl.n_replicas, 2);
+    CU_ASSERT_EQUAL_FATAL(sim_run(&g[0].cfg, &even, m, &a, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_run(&g[1].cfg, &odd, m, &b, &e), 0);
+    sim_config one = g[1].cfg;
+    one.tp = 1;
+    CU_ASSERT_EQUAL_FATAL(sim_run(&one, &odd, m, &b1, &e), 0);
+    same_summary(&cl.replicas[0].summary, &a.summary);
+    same_summary(&cl.replicas[1].summary, &b.summary);
+    CU_ASSERT_EQUAL(cl.replicas[0].gpus, 1);
+    CU_ASSERT_EQUAL(cl.replicas[1].gpus, 2);
+    CU_ASSERT_EQUAL(cl.gpus, 3);
+    /* tp matters here: the odd requests at tp 1 are another run */
+    CU_ASSERT(b1.summary.tpot_ms.median > 1.05 * b.summary.tpot_ms.median);
+    printf("\n  the odd requests' TPOT p50 %.3f ms at tp 2, %.3f ms at tp 1; replica 1 (tp 2) %.3f ms ",
+           b.summary.tpot_ms.median, b1.summary.tpot_ms.median, cl.replicas[1].summary.tpot_ms.median);
+    sim_result_free(&cl);
+    sim_result_free(&a);
+    sim_result_free(&b);
+    sim_result_free(&b1);
+    cost_free(m);
     tr_trace_free(&all);
     tr_trace_free(&even);
     tr_trace_free(&odd);
@@ -304,8 +361,9 @@ static void test_cli_mixed_gpus(void)
 
 void register_test_sim_groups(void)
 {
-    CU_pSuite s = CU_add_suite("sim_groups", NULL, NULL);
+    CU_pSuite s = CU_add_suite("sim_groups", init, NULL);
     CU_add_test(s, "unlike replicas under round-robin: each is its own server", test_each_replica_is_its_own_server);
+    CU_add_test(s, "groups at tp 1 and tp 2: each replica is its own server at its own tp", test_each_replica_has_its_own_tp);
     CU_add_test(s, "a CLUSTER.json equals the flags that say the same, byte for byte", test_file_equals_flags);
     CU_add_test(s, "a router script named in the file, beside it, routes as the flags do", test_file_script);
     CU_add_test(s, "bad CLUSTER.json files refused with the file, group and knob", test_bad_files_refused);

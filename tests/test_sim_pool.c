@@ -97,6 +97,38 @@ static void test_sglang_by_hand(void)
     cost_free(m);
 }
 
+/* SGLang reserves for at least a 2048-token chunk: on a GPU of 60 GB or
+ * less, where no 10 GB floor hides it, --chunked-prefill-size 1024 sizes
+ * the pool as 2048 does. Llama-3-8B on one L40S (48 GB, 32 CUDA-graph
+ * batch sizes at tp 1): reserve 512 + 1.5 x 2048 + 2 x 32 + 1024/8 MB. */
+static void test_sglang_chunk_floor(void)
+{
+    cost_model *m = roof("llama-3-8b", "l40s", 1, "");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_memory mem;
+    CU_ASSERT_EQUAL_FATAL(cost_memory_of(m, 0, &mem), 1);
+    CU_ASSERT_DOUBLE_EQUAL_FATAL(mem.gpu_bytes, 48 * GIB, 0);
+    double f = round((49152.0 - (512 + 1.5 * 2048 + 2 * 32 + 1024.0 / 8)) / 49152 * 1000) / 1000;
+    CU_ASSERT_DOUBLE_EQUAL(f, 0.923, 1e-12);
+    for (int32_t chunk = 512; chunk <= 2048; chunk *= 2)
+        CU_ASSERT_DOUBLE_EQUAL(sim_sglang_mem_fraction(48 * GIB, 1, chunk, false), f, 1e-12);
+    /* above the floor the chunk counts: 4096 reserves 1.5 x 4096 MB */
+    CU_ASSERT_DOUBLE_EQUAL(sim_sglang_mem_fraction(48 * GIB, 1, 4096, false),
+                           round((49152.0 - (512 + 1.5 * 4096 + 2 * 32 + 1024.0 / 8)) / 49152 * 1000) / 1000, 1e-12);
+    core_config c;
+    core_config_default(&c);
+    c.chunked_prefill_size = 1024;
+    sim_pool_opts o = {0};
+    sim_pool p;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_pool_size(&mem, &c, &o, &p, &e), 0);
+    CU_ASSERT_DOUBLE_EQUAL(p.fraction, f, 1e-12);
+    double w8 = 2 * llama_params(4096, 32, 32, 8, 14336, 128256);
+    CU_ASSERT_EQUAL(p.tokens, tokens_of(f * 47 * GIB - w8, 131072));
+    CU_ASSERT_EQUAL(p.tokens, 232832);   /* 0.954 and 244,768 tokens without the floor */
+    cost_free(m);
+}
+
 static void test_vllm_by_hand(void)
 {
     core_config c;
@@ -193,6 +225,7 @@ void register_test_sim_pool(void)
 {
     CU_pSuite s = CU_add_suite("sim_pool", init, NULL);
     CU_add_test(s, "SGLang's pool by hand: llama-3-8b on 1 H100, llama-3-70b on 8", test_sglang_by_hand);
+    CU_add_test(s, "SGLang's 2048-token chunk floor on a 48 GB GPU with chunk 1024", test_sglang_chunk_floor);
     CU_add_test(s, "vLLM's pool by hand", test_vllm_by_hand);
     CU_add_test(s, "MLA's latent, data-parallel pools, a model that does not fit", test_mla_and_refusal);
     CU_add_test(s, "a simulation sizes its pool and context unless told", test_simulation_uses_it);
