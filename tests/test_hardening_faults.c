@@ -68,6 +68,140 @@ static int trace_stats(const char *path, const char *flags, char *out, size_t n)
     return tu_run(cmd, out, n);
 }
 
+/* ---- SIGKILL under load: nothing a client got is lost ---- */
+enum { KL_CLIENTS = 32, KL_MAX = 4096 };
+
+typedef struct kl_client {
+    const char *url;
+    int k;
+    atomic_int *stop;
+    uint32_t got[KL_MAX];       /* (input_len << 16 | output_len) of every completion received whole */
+    int n_got;
+} kl_client;
+
+static size_t kl_collect(char *p, size_t size, size_t n, void *ud)
+{
+    ts_buf *b = ud;
+    size_t add = size * n;
+    char *q = realloc(b->p, b->n + add + 1);
+    if (!q) return 0;
+    memcpy(q + b->n, p, add);
+    b->p = q;
+    b->n += add;
+    b->p[b->n] = '\0';
+    return add;
+}
+
+/* Closed loop: each request a unique (prompt length, max_tokens) pair, every
+ * other one streamed; a completion counts once its whole body (or [DONE])
+ * arrived. Quiet when the server is gone. */
+static void *kl_run(void *arg)
+{
+    kl_client *c = arg;
+    for (int m = 0; !atomic_load(c->stop) && c->n_got < KL_MAX; m++) {
+        uint32_t u = (uint32_t)(c->k + KL_CLIENTS * m), in = 4 + u % 64, out = 1 + u / 64;
+        char body[1024];
+        int len = snprintf(body, sizeof body, "{\"prompt\":[");
+        for (uint32_t i = 0; i < in; i++) len += snprintf(body + len, sizeof body - (size_t)len, "%s%u", i ? "," : "", 7 + (u * 31 + i * 17) % 400);
+        snprintf(body + len, sizeof body - (size_t)len, "],\"max_tokens\":%u,\"ignore_eos\":true,\"stream\":%s}", out,
+                 m % 2 ? "true" : "false");
+        char url[256];
+        snprintf(url, sizeof url, "%s/v1/completions", c->url);
+        CURL *h = curl_easy_init();
+        ts_buf b = {0};
+        struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kl_collect);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+        CURLcode rc = curl_easy_perform(h);
+        long status = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(hd);
+        curl_easy_cleanup(h);
+        int whole = 0;
+        if (rc == CURLE_OK && status == 200 && b.p) {
+            if (m % 2) {
+                whole = strstr(b.p, "data: [DONE]") != NULL;
+            } else {
+                json_t *j = json_loads(b.p, 0, NULL);
+                whole = j && json_array_size(json_object_get(j, "choices")) == 1;
+                json_decref(j);
+            }
+        }
+        free(b.p);
+        if (whole) c->got[c->n_got++] = in << 16 | out;
+        if (rc != CURLE_OK) break;   /* the server is gone */
+    }
+    return NULL;
+}
+
+static int kl_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 32 closed-loop clients, then SIGKILL: every completion a client received
+ * whole is in the recording (its record reached the kernel before its last
+ * byte left), and the recording reads back, cut short. */
+static void test_sigkill_under_load(void)
+{
+    hu_watchdog(180);
+    char rec[256];
+    tu_tmp_path("kill-load.rhtr", rec, sizeof rec);
+    const char *args[] = {"--max-total-tokens", "65536", "--record-trace", rec, NULL};
+    hu_proc p;
+    CU_ASSERT_FATAL(hu_spawn(&p, "kill-load", args, 0) == 0);
+    static kl_client cl[KL_CLIENTS];
+    pthread_t t[KL_CLIENTS];
+    atomic_int stop = 0;
+    for (int k = 0; k < KL_CLIENTS; k++) {
+        cl[k] = (kl_client){.url = p.url, .k = k, .stop = &stop};
+        pthread_create(&t[k], NULL, kl_run, &cl[k]);
+    }
+    /* until a few hundred are done, or 20 s */
+    for (int i = 0; i < 2000; i++) {
+        int n = 0;
+        for (int k = 0; k < KL_CLIENTS; k++) n += cl[k].n_got;
+        if (n >= 300) break;
+        hu_nap(0.01);
+    }
+    kill(p.pid, SIGKILL);
+    CU_ASSERT_EQUAL(hu_exit_status(p.pid), 128 + SIGKILL);
+    atomic_store(&stop, 1);
+    int received = 0;
+    for (int k = 0; k < KL_CLIENTS; k++) {
+        pthread_join(t[k], NULL);
+        received += cl[k].n_got;
+    }
+
+    static uint32_t recorded[KL_CLIENTS * KL_MAX];
+    int n_rec = 0;
+    rh_err e = {{0}};
+    tr_reader *rd = tr_reader_open(rec, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rd);
+    tr_record r;
+    int rc;
+    while ((rc = tr_reader_next(rd, &r, &e)) == 1)
+        if (r.kind == TR_REQUEST && n_rec < KL_CLIENTS * KL_MAX) recorded[n_rec++] = r.req.input_len << 16 | r.req.output_len;
+    CU_ASSERT_EQUAL(rc, 0);
+    tr_reader_close(rd);
+    qsort(recorded, (size_t)n_rec, sizeof *recorded, kl_cmp);
+    int lost = 0;
+    for (int k = 0; k < KL_CLIENTS; k++)
+        for (int i = 0; i < cl[k].n_got; i++)
+            lost += !bsearch(&cl[k].got[i], recorded, (size_t)n_rec, sizeof *recorded, kl_cmp);
+    printf("\n    SIGKILL under %d closed-loop clients: %d completions received, %d recorded, %d lost\n", KL_CLIENTS,
+           received, n_rec, lost);
+    CU_ASSERT(received >= 100);
+    CU_ASSERT_EQUAL(lost, 0);
+    hu_watchdog(0);
+}
+
 /* ---- SIGKILL mid-run ---- */
 typedef struct streamer {
     const char *url;
@@ -295,7 +429,9 @@ static void *ask(void *arg)
 
 /* Sixteen requests at once under the policy: every one answered with the
  * tokens its prompt gets alone; the policy failed and was reported once. */
-static void serve_under_policy(const char *name, const char *text, const char *says)
+/* Each call under a budget of `instructions` (the bytes a script allocates
+ * count: reaching a memory cap takes a budget of a few times the cap). */
+static void serve_under_policy_budget(const char *name, const char *text, const char *says, uint64_t instructions)
 {
     char path[256];
     tu_tmp_path(name, path, sizeof path);
@@ -303,9 +439,10 @@ static void serve_under_policy(const char *name, const char *text, const char *s
     server_config c = ts_config(the_model());
     c.engine.core.policy = CORE_POLICY_LUA;
     c.engine.core.lua_policy_path = path;
-    c.engine.core.policy_max_instructions = 200000;
+    c.engine.core.policy_max_instructions = instructions;
     c.engine.core.policy_max_memory = 4u << 20;
     c.engine.core.max_running_requests = 4;   /* a queue, so the policy has work */
+    c.engine.core.policy_max_failures = 0;    /* every call made (the breaker: test_hardening_policy_serve) */
     hu_stderr cap;
     hu_stderr_catch(&cap, "policy-stderr.txt");
     server *s = ts_start(&c);
@@ -342,6 +479,11 @@ static void serve_under_policy(const char *name, const char *text, const char *s
     CU_ASSERT_EQUAL(hu_count(cap.path, says), 1);
 }
 
+static void serve_under_policy(const char *name, const char *text, const char *says)
+{
+    serve_under_policy_budget(name, text, says, 200000);
+}
+
 static void test_failing_policies_in_the_server(void)
 {
     hu_watchdog(180);
@@ -349,12 +491,12 @@ static void test_failing_policies_in_the_server(void)
                        "raise.lua:2: no order today");
     serve_under_policy("spin.lua", "function policy(waiting, state)\n  while true do end\nend\n",
                        "budget of 200000 instructions");
-    serve_under_policy("grab.lua",
-                       "held = {}\n"
-                       "function policy(waiting, state)\n"
-                       "  while true do held[#held + 1] = ('x'):rep(4096) .. #held end\n"
-                       "end\n",
-                       "memory limit of 4194304 bytes");
+    serve_under_policy_budget("grab.lua",
+                              "held = {}\n"
+                              "function policy(waiting, state)\n"
+                              "  while true do held[#held + 1] = ('x'):rep(4096) .. #held end\n"
+                              "end\n",
+                              "memory limit of 4194304 bytes", 20000000);
 }
 
 static int cleanup(void)
@@ -368,6 +510,8 @@ static int cleanup(void)
 void register_test_hardening_faults(void)
 {
     CU_pSuite s = CU_add_suite("hardening_faults", NULL, cleanup);
+    CU_add_test(s, "SIGKILL under 32 closed-loop clients: every completion received is recorded",
+                test_sigkill_under_load);
     CU_add_test(s, "SIGKILL mid-run: the recording reads back to its last flush; trace stats says cut short",
                 test_sigkill_mid_run);
     CU_add_test(s, "a disk that fills: one message, a readable recording, serving goes on",

@@ -100,6 +100,7 @@ static void destroy(server *s)
     tok_free(s->tok);
     prom_free(s->prom);
     free(s->hashes);
+    free(s->held);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->reg_mu);
     pthread_mutex_destroy(&s->conn_mu);

@@ -271,7 +271,23 @@ static sv_delivery *new_delivery(const sv_choice *c, const char *echo, size_t ec
     return d;
 }
 
-static void deliver_choice(server *s, sv_choice *c)
+/* What prepare_choice hands on: the delivery (NULL: none) and whether the
+ * choice ended with it. */
+typedef struct prepared {
+    sv_delivery *d;
+    bool final;
+    bool lost;                  /* a stream's delivery that could not be made (out of memory) */
+} prepared;
+
+/* A finished choice and what it hands on, held by sv_deliver. */
+struct sv_held {
+    sv_choice *c;
+    prepared p;
+};
+
+/* Tokens to text and, once the choice is over, its metrics and record:
+ * everything but handing it to the connection (publish). */
+static prepared prepare_choice(server *s, sv_choice *c)
 {
     sv_job *j = c->job;
     const oa_request *rq = &j->req;
@@ -316,9 +332,19 @@ static void deliver_choice(server *s, sv_choice *c)
         c->done = true;
         meter_and_record(s, c);
     }
+    return (prepared){d, final, !d && rq->stream && (len || final)};
+}
 
+/* Hands the delivery to the connection and, when final, ends the choice
+ * there, waking what waits on it. */
+static void publish_choice(sv_choice *c, prepared p)
+{
+    sv_job *j = c->job;
+    const oa_request *rq = &j->req;
+    sv_delivery *d = p.d;
+    bool final = p.final;
     pthread_mutex_lock(&j->mu);
-    if (!d && rq->stream && (len || final)) {
+    if (p.lost) {
         /* Out of memory for the delivery: the stream cannot be complete. */
         if (!j->err.status) oa_fail(&j->err, 500, NULL, NULL, "out of memory while streaming");
     }
@@ -341,15 +367,53 @@ static void deliver_choice(server *s, sv_choice *c)
     pthread_mutex_unlock(&j->mu);
 }
 
+/* Holds a finished choice until its record is flushed; false when out of
+ * memory (it is published at once then, its record a frame later). */
+static bool hold(server *s, sv_choice *c, prepared p)
+{
+    if (s->n_held == s->cap_held) {
+        uint32_t cap = s->cap_held ? 2 * s->cap_held : 64;
+        struct sv_held *h = realloc(s->held, cap * sizeof *h);
+        if (!h) return false;
+        s->held = h;
+        s->cap_held = cap;
+    }
+    s->held[s->n_held++] = (struct sv_held){c, p};
+    c->held = true;
+    return true;
+}
+
+static void release_if_done(server *s, sv_choice *c)
+{
+    /* An abort applied at once marks c dirty again: it is released on
+     * that visit, so the list never holds a freed choice. */
+    if (c->done && !c->in_engine && !c->dirty && !c->held) sv_release_choice(s, c);
+}
+
+/* Every dirty choice delivered. A recorded choice that ends here is held:
+ * its last bytes reach the client only after its record reached the kernel
+ * (rec_flush: written, a whole frame), so a server killed at any moment
+ * has in its trace every completion a client received. One flush for all
+ * the choices a step ended. */
 void sv_deliver(server *s)
 {
     while (s->dirty) {
         sv_choice *c = s->dirty;
         s->dirty = c->next_dirty;
         c->dirty = false;
-        deliver_choice(s, c);
-        /* An abort applied at once marks c dirty again: it is released on
-         * that visit, so the list never holds a freed choice. */
-        if (c->done && !c->in_engine && !c->dirty) sv_release_choice(s, c);
+        prepared p = prepare_choice(s, c);
+        if (p.final && s->rec && !s->rec_failed && hold(s, c, p)) continue;
+        publish_choice(c, p);
+        release_if_done(s, c);
     }
+    if (!s->n_held) return;
+    rh_err e = {{0}};
+    if (!s->rec_failed && rec_flush(s->rec, &e) < 0) record_fail(s, &e);
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        sv_choice *c = s->held[i].c;
+        c->held = false;
+        publish_choice(c, s->held[i].p);
+        release_if_done(s, c);
+    }
+    s->n_held = 0;
 }

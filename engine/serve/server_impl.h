@@ -73,6 +73,7 @@ typedef struct sv_choice {
     int finish;                 /* enum tr_finish once ended */
     sv_text text;
     bool dirty;
+    bool held;                  /* ended, waiting for its record's flush (sv_deliver) */
     struct sv_choice *next_dirty;
 } sv_choice;
 
@@ -122,6 +123,7 @@ typedef struct sv_job {
     bool registered;
 } sv_job;
 
+
 struct server {
     server_config cfg;
     char url[128];
@@ -164,6 +166,8 @@ struct server {
     engine_spec_stats spec_seen;/* the speculative counters already in /metrics */
     uint64_t *hashes;           /* scratch for a prompt's block hashes */
     uint32_t cap_hashes;
+    struct sv_held *held;       /* choices a step ended, until their records are flushed (server_deliver.c) */
+    uint32_t n_held, cap_held;
 
     atomic_bool draining, broken;
     atomic_bool rec_said;       /* "the recording stopped" was printed (by whichever thread saw it first) */
