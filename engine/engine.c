@@ -494,6 +494,14 @@ void engine_core_on_step(void *ctx, const tr_step *st)
     if (!g->cfg.hooks.on_step) return;
     tr_step s = *st;
     s.sched_time = g->sched_time;
+    /* A priced step is recorded as priced: it ran from where it was put on
+     * the clock (chained to the last one's end, which may be before the
+     * core formed it) for exactly its price, never the remnant after the
+     * loop's own work. */
+    if (g->cfg.pricer) {
+        s.start = g->priced_start;
+        s.duration = g->priced_dt;
+    }
     g->cfg.hooks.on_step(g->cfg.hooks.ctx, &s);
 }
 

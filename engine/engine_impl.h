@@ -55,6 +55,7 @@ struct engine {
     core_batch batch;           /* the batch in flight */
     double done_at;             /* clock when engine_step_run finished */
     double priced_end;          /* a priced step's scheduled end (engine_pricer), 0: none yet */
+    double priced_start, priced_dt;   /* the step in flight as priced: what its record says */
     uint64_t *pending_aborts;
     uint32_t n_pending, cap_pending;
     double sched_time;          /* CPU seconds forming and preparing the batch in flight */

@@ -257,7 +257,9 @@ static int run_priced(engine *g, rh_err *e)
     const core_batch *b = &g->batch;
     double dt = p->price(p->ctx, b);
     if (!(dt > 0) || !isfinite(dt)) return rh_fail(e, "engine: the pricer gave %g s for a batch of %u", dt, b->n);
+    g->priced_dt = dt;
     if (p->wait) {
+        g->priced_start = engine_now(g);
         p->wait(p->ctx, dt);
     } else {
         /* Back-to-back steps run back to back, as on a GPU: a step formed
@@ -268,6 +270,7 @@ static int run_priced(engine *g, rh_err *e)
          * now. */
         double now = engine_now(g), start = now;
         if (g->priced_end > 0 && now - g->priced_end < 0.02) start = g->priced_end;
+        g->priced_start = start;
         g->priced_end = start + dt;
         double left = g->priced_end - now;
         if (left > 0) {
@@ -289,6 +292,8 @@ static int run_priced(engine *g, rh_err *e)
         bool early = q->n_out < q->rules.min_tokens;
         g->results[i] = (core_seq_result){.tokens = q->toks + fill, .stop = !early && is_stop(q, t)};
     }
+    /* Tokens are delivered on the wall clock; the step's record says what
+     * was priced (engine_core_on_step). */
     g->done_at = engine_now(g);
     return 0;
 }
