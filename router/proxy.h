@@ -64,7 +64,10 @@
  * The prefix the core is given (cache-aware) is rp_prompt_hashes below.
  *
  * The recording (record_path): one measured request record per routed
- * request (tr_writer, live: a killed router leaves a readable trace), with
+ * request (tr_writer, live: a killed router leaves a readable trace, and
+ * each record is in the kernel's hands before its client gets the end of
+ * its answer, a stream's [DONE] held back until then, so after a SIGKILL
+ * every completion a client received is in the trace), with
  * client-side timings taken as `rehearse bench --record-trace` takes them
  * (client/bench_xfer.h's observer on the bytes passed on): arrival when the
  * body was complete, TTFT, every content chunk's time, E2E, usage's token

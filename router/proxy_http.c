@@ -67,6 +67,8 @@ typedef struct fwd {
     size_t n, pos, cap, cut, scan, ev;
     int nl;
     bool saw_done, error_sent, oversize;
+    size_t done_at;             /* saw_done: where the [DONE] event starts; it is held back until the
+                                   transfer ended and the request is recorded */
     /* the recording: bench's observer on the bytes */
     bench_config bc;
     bench_result res;
@@ -144,6 +146,7 @@ static int buf_put(fwd *f, const char *s, size_t n)
             f->cut -= f->pos;
             f->scan -= f->pos;
             f->ev = f->ev > f->pos ? f->ev - f->pos : 0;
+            f->done_at = f->done_at > f->pos ? f->done_at - f->pos : 0;
             f->pos = 0;
         }
         size_t c = f->cap ? f->cap : 16384;
@@ -169,9 +172,11 @@ static void find_events(fwd *f)
         if (ch == '\n') {
             if (f->nl) {
                 size_t s = f->ev, len = f->scan + 1 - s;
-                if ((len >= 12 && !memcmp(f->buf + s, "data: [DONE]", 12)) ||
-                    (len >= 11 && !memcmp(f->buf + s, "data:[DONE]", 11)))
+                if (!f->saw_done && ((len >= 12 && !memcmp(f->buf + s, "data: [DONE]", 12)) ||
+                                     (len >= 11 && !memcmp(f->buf + s, "data:[DONE]", 11)))) {
                     f->saw_done = true;
+                    f->done_at = s;
+                }
                 f->cut = f->ev = f->scan + 1;
                 f->nl = 0;
             } else f->nl = 1;
@@ -406,10 +411,18 @@ static int attempt(fwd *f)
 
 enum want { W_HEADERS, W_DATA, W_END };
 
+/* Where what a stream may pass on now ends: its whole events, but not its
+ * [DONE] before the transfer ended and the request is recorded (a client
+ * that has its [DONE] has its completion, and the trace must hold it). */
+static size_t passable(const fwd *f)
+{
+    return f->saw_done && !f->ended && f->done_at < f->cut ? f->done_at : f->cut;
+}
+
 static bool satisfied(const fwd *f, int want)
 {
     if (want == W_HEADERS) return f->got_headers;
-    if (want == W_DATA) return f->sse && f->cut > f->pos;
+    if (want == W_DATA) return f->sse && passable(f) > f->pos;
     return false;
 }
 
@@ -469,6 +482,9 @@ static void put_error_event(fwd *f)
     f->cut = f->n;
 }
 
+/* The stream's bytes as the client takes them. The request is recorded
+ * once the transfer ended and before the last bytes go (its [DONE], or
+ * the error event), so whatever a client has whole is in the trace. */
 static ssize_t reader(void *cls, uint64_t at, char *out, size_t max)
 {
     (void)at;
@@ -478,25 +494,19 @@ static ssize_t reader(void *cls, uint64_t at, char *out, size_t max)
             record(f);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        if (f->cut > f->pos) {
-            size_t k = f->cut - f->pos < max ? f->cut - f->pos : max;
+        if (f->ended) {
+            if (f->failed && !f->error_sent) put_error_event(f);
+            else if (!f->failed && f->n > f->cut) f->cut = f->n;   /* a clean end: whatever is left */
+            record(f);
+        }
+        size_t lim = passable(f);
+        if (lim > f->pos) {
+            size_t k = lim - f->pos < max ? lim - f->pos : max;
             memcpy(out, f->buf + f->pos, k);
             f->pos += k;
             return (ssize_t)k;
         }
-        if (f->ended) {
-            if (f->failed && !f->error_sent) {
-                put_error_event(f);
-                record(f);
-                continue;
-            }
-            if (!f->failed && f->n > f->cut) {   /* a clean end: whatever is left */
-                f->cut = f->n;
-                continue;
-            }
-            record(f);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
+        if (f->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         pump(f, W_DATA);
     }
 }
@@ -572,7 +582,7 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
         return ok;
     }
     pump(f, W_END);
-    record(f);
+    record(f);   /* in the trace before the client has a byte of the answer */
     if (f->gone) return MHD_NO;
     if (f->failed)
         return send_error(c, 502, "server_error", f->oversize ? "response_too_large" : "worker_failed", "%s", f->why);

@@ -64,6 +64,7 @@ struct rproxy {
     pthread_mutex_t rec_mu;
     tr_writer *rec;             /* (rec) NULL: not recording, or stopped */
     bool rec_failed;            /* (rec) */
+    uint64_t rec_written, rec_flushed;  /* (rec) records written, and those handed to the kernel */
     rh_err rec_err;             /* (rec) the first failure */
 
     pthread_mutex_t poll_mu;
@@ -121,7 +122,9 @@ bool rp_client_gone(int fd, bool *pending);
 
 /* proxy_record.c */
 int rp_record_open(rproxy *p, const char *model, rh_err *e);
-/* One finished request: the observer's verdict as a trace record. */
+/* One finished request: the observer's verdict as a trace record, handed
+ * to the kernel (a whole zstd frame written) before this returns, so a
+ * response sent after it survives a killed router in the trace. */
 void rp_record(rproxy *p, uint64_t id, int worker, const rp_prompt *prompt, bench_xfer *obs, bench_result *res,
                CURLcode rc, bool aborted);
 void rp_record_flush(rproxy *p);
