@@ -4,7 +4,8 @@
  * it whenever it wakes (at the earliest deadline, or when a connection gets
  * one earlier than that), so its work is one pass per deadline that passes:
  * a flood of a thousand silent sockets costs a million cheap comparisons in
- * all. Deadlines within SLACK of each other are served by one wake-up. */
+ * all. It never cuts before a deadline: the wait ends at the earliest one
+ * or after it (pthread_cond_timedwait on the same monotonic clock). */
 #include "util/conn_guard.h"
 
 #include <math.h>
@@ -16,8 +17,6 @@
 
 #include "util/hashmap.h"
 #include "util/progress.h"
-
-#define SLACK 0.005   /* s: a deadline this close is served now */
 
 struct rh_guard_conn {
     rh_guard_conn *prev, *next;
@@ -46,7 +45,7 @@ static void *guard_main(void *arg)
         double now = rh_now(), next = INFINITY;
         for (rh_guard_conn *c = g->head; c; c = c->next) {
             if (c->cut || c->deadline <= 0) continue;
-            if (c->deadline <= now + SLACK) {
+            if (c->deadline <= now) {
                 /* The owner's next read sees the end; errors (a socket the
                  * client already reset) change nothing. */
                 shutdown(c->fd, SHUT_RDWR);
