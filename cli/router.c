@@ -61,7 +61,18 @@ static void usage(FILE *f)
             "  --connect-timeout S         seconds to connect to a worker (5)\n"
             "  --request-timeout S         a routed request's limit, end to end (0: none)\n"
             "  --max-body-bytes N          larger request bodies get 413 (33554432)\n"
-            "  --max-connections N         open client connections beyond N are refused (1024)\n"
+            "  --max-response-bytes N      a worker's answer (not streamed), or one event of a stream,\n"
+            "                              larger than N: the client gets 502 (a final error event in a\n"
+            "                              stream) and the worker's connection is closed (8388608)\n"
+            "  --max-connections N         open client connections beyond N are closed at accept (1024)\n"
+            "  --max-connections-per-client N  one client's (IP address's) connections beyond N get 429,\n"
+            "                              a few past N are closed at accept (half of --max-connections)\n"
+            "  --header-timeout S          a request's whole header must arrive within S seconds of the\n"
+            "                              connection opening (of the last answer's end plus --idle-timeout\n"
+            "                              on a kept-alive one), however it trickles in, else the socket is\n"
+            "                              closed unanswered, as nginx's client_header_timeout (10)\n"
+            "  --idle-timeout S            a connection silent for S seconds while no request of it is\n"
+            "                              forwarded (between requests, mid-body) is closed (30)\n"
             "  --shutdown-timeout S        seconds requests in flight get to finish at shutdown (30)\n");
 }
 
@@ -154,8 +165,19 @@ static int flag(rp_config *c, const char *name, const char *v, const char ***wor
         if (rh_parse_u64(v, fl, &ull, e) < 0) return -1;
         if (ull < 1) return rh_fail(e, "--max-body-bytes must be at least 1 (got %s)", v);
         c->max_body_bytes = (size_t)ull;
+    } else if (!strcmp(name, "max-response-bytes")) {
+        if (rh_parse_u64(v, fl, &ull, e) < 0) return -1;
+        if (ull < 1024 || ull > (1ull << 32))
+            return rh_fail(e, "--max-response-bytes must be 1024..4294967296 (got %s)", v);
+        c->max_response_bytes = (size_t)ull;
     } else if (!strcmp(name, "max-connections")) {
         if (rh_parse_u32(v, fl, 1, 1000000, &c->max_connections, e) < 0) return -1;
+    } else if (!strcmp(name, "max-connections-per-client")) {
+        if (rh_parse_u32(v, fl, 1, 1000000, &c->max_connections_per_client, e) < 0) return -1;
+    } else if (!strcmp(name, "header-timeout")) {
+        if (rh_parse_u32(v, fl, 1, 3600, &c->header_timeout_s, e) < 0) return -1;
+    } else if (!strcmp(name, "idle-timeout")) {
+        if (rh_parse_u32(v, fl, 1, 86400, &c->idle_timeout_s, e) < 0) return -1;
     } else return rh_fail(e, "unknown flag --%s (see rehearse router --help)", name);
     return 0;
 }
@@ -185,7 +207,8 @@ int router_main(int argc, char **argv)
                                             "cache-threshold", "balance-abs-threshold", "balance-rel-threshold",
                                             "max-tree-blocks", "prefix-block", "health-interval", "health-timeout",
                                             "connect-timeout", "request-timeout", "shutdown-timeout",
-                                            "max-body-bytes", "max-connections"};
+                                            "max-body-bytes", "max-response-bytes", "max-connections",
+                                            "max-connections-per-client", "header-timeout", "idle-timeout"};
         size_t k = 0, nk = sizeof known / sizeof known[0];
         while (k < nk && strcmp(name, known[k])) k++;
         if (k == nk) {

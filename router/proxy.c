@@ -26,7 +26,11 @@ void rp_config_default(rp_config *c)
     c->connect_timeout_s = 5;
     c->request_timeout_s = 0;
     c->max_body_bytes = 32u << 20;
+    c->max_response_bytes = 8u << 20;
     c->max_connections = 1024;
+    c->max_connections_per_client = 0;
+    c->header_timeout_s = 10;
+    c->idle_timeout_s = 30;
 }
 
 /* ---- worker URLs ---- */
@@ -233,6 +237,13 @@ char *rp_metrics_text(rproxy *p, size_t *len)
     fprintf(f, "# HELP rehearse_router_live_requests Requests routed and not finished.\n"
                "# TYPE rehearse_router_live_requests gauge\nrehearse_router_live_requests %llu\n",
             (unsigned long long)atomic_load(&p->live));
+    if (p->guard)
+        fprintf(f, "# HELP rehearse_router_client_connections Client connections open now.\n"
+                   "# TYPE rehearse_router_client_connections gauge\nrehearse_router_client_connections %llu\n"
+                   "# HELP rehearse_router_header_timeouts_total Client connections closed because a request's "
+                   "header was not in by its deadline (--header-timeout).\n"
+                   "# TYPE rehearse_router_header_timeouts_total counter\nrehearse_router_header_timeouts_total %llu\n",
+                (unsigned long long)rh_guard_open_total(p->guard), (unsigned long long)rh_guard_cut_total(p->guard));
     fprintf(f, "# HELP rehearse_router_policy_errors_total Lua policy calls that failed; each of those requests "
                "went to the least outstanding worker.\n"
                "# TYPE rehearse_router_policy_errors_total counter\nrehearse_router_policy_errors_total %llu\n",

@@ -14,7 +14,9 @@
  * passed through), GET /health (200 while any worker is healthy, else 503),
  * GET /metrics (Prometheus text, per worker: rehearse_router_requests_total,
  * rehearse_router_outstanding, _errors_total, _worker_healthy,
- * _worker_kv_use; and rehearse_router_live_requests and
+ * _worker_kv_use; and rehearse_router_live_requests,
+ * rehearse_router_client_connections (open now),
+ * rehearse_router_header_timeouts_total (closed by --header-timeout) and
  * rehearse_router_policy_errors_total, the Lua policy's failed calls).
  *
  * The state the core is given, per worker:
@@ -35,10 +37,37 @@
  * the poller finds a worker not answering, its requests in flight end the
  * same way instead of waiting on it.
  *
+ * Hostile or careless clients (router/proxy_conn.c):
+ *   - a request's whole header is due header_timeout_s after the
+ *     connection opened (a kept-alive one: idle_timeout_s + header_timeout_s
+ *     after the last response ended), however slowly it trickles in, as
+ *     nginx's client_header_timeout; past it the socket is closed
+ *     unanswered. A connection silent for idle_timeout_s while none of its
+ *     requests is being forwarded is closed (libmicrohttpd's timeout);
+ *   - one client address holds at most max_connections_per_client (half
+ *     of max_connections unless set): its next request gets 429
+ *     too_many_connections naming the flag, and a few connections past it
+ *     (rh_guard_client_margin, at most 64) are closed at accept, so one
+ *     address's flood of silent or dripping sockets leaves the others their
+ *     slots;
+ *   - a client that leaves (closes, resets, or shuts down its sending half)
+ *     while its request is forwarded, streamed or not, is noticed at once:
+ *     the worker's connection is closed (SGLang and vLLM abort a request
+ *     whose connection closes), its outstanding count drops, and nothing is
+ *     answered;
+ *   - a worker's answer that is not a stream is held whole up to
+ *     max_response_bytes, and so is one event of a stream (a stream itself
+ *     is passed on as it comes, never held); past that the client gets a
+ *     502 response_too_large (in a stream: the final error event) and the
+ *     worker's connection is closed.
+ *
  * The prefix the core is given (cache-aware) is rp_prompt_hashes below.
  *
  * The recording (record_path): one measured request record per routed
- * request (tr_writer, live: a killed router leaves a readable trace), with
+ * request (tr_writer, live: a killed router leaves a readable trace, and
+ * each record is in the kernel's hands before its client gets the end of
+ * its answer, a stream's [DONE] held back until then, so after a SIGKILL
+ * every completion a client received is in the trace), with
  * client-side timings taken as `rehearse bench --record-trace` takes them
  * (client/bench_xfer.h's observer on the bytes passed on): arrival when the
  * body was complete, TTFT, every content chunk's time, E2E, usage's token
@@ -78,7 +107,18 @@ typedef struct rp_config {
     double connect_timeout_s;   /* to a worker (5) */
     double request_timeout_s;   /* a whole routed request (0: none) */
     size_t max_body_bytes;      /* larger request bodies get 413 (32 MiB) */
-    uint32_t max_connections;   /* open connections beyond get 503 (1024) */
+    size_t max_response_bytes;  /* a worker's answer held whole (not a stream), or one event of a
+                                   stream, larger than this: 502 (a final error event in a stream)
+                                   and the worker's connection closed (8 MiB) */
+    uint32_t max_connections;   /* open connections beyond are closed at accept (1024) */
+    uint32_t max_connections_per_client;  /* one client address's open connections beyond this: 429,
+                                   and a few past it (rh_guard_client_margin) closed at accept; 0: half
+                                   of max_connections */
+    uint32_t header_timeout_s;  /* a request's whole header must be in within this of the connection's
+                                   start (a kept-alive one's: of the last response's end plus
+                                   idle_timeout_s), or the socket is closed unanswered (10) */
+    uint32_t idle_timeout_s;    /* a connection silent this long with no request being forwarded
+                                   (between requests, mid-body, a client not reading) is closed (30) */
 } rp_config;
 
 void rp_config_default(rp_config *c);

@@ -27,8 +27,6 @@
 #include "util/upload.h"
 
 #define STREAM_BLOCK (16u << 10)
-#define RESPONSE_LIMIT (256u << 20)   /* a whole (non-stream) answer, or one event */
-#define IDLE_TIMEOUT_S 30u            /* a connection with no request in progress */
 
 enum kind { K_ROUTED = 1, K_MODELS, K_HEALTH, K_METRICS, K_NOT_FOUND, K_BAD_METHOD };
 
@@ -49,6 +47,9 @@ typedef struct fwd {
     int worker;                 /* -1: none picked (yet) */
     uint64_t epoch;             /* the worker's down_epoch when sent */
     uint32_t attempts;
+    int cfd;                    /* the client's socket, watched for its leaving (-1: unknown) */
+    bool gone;                  /* the client left: nothing more is sent to it */
+    bool pending;               /* the client sent bytes not yet read: its socket is not waited on */
     /* the transfer */
     CURL *easy;
     CURLM *multi;
@@ -66,6 +67,8 @@ typedef struct fwd {
     size_t n, pos, cap, cut, scan, ev;
     int nl;
     bool saw_done, error_sent, oversize;
+    size_t done_at;             /* saw_done: where the [DONE] event starts; it is held back until the
+                                   transfer ended and the request is recorded */
     /* the recording: bench's observer on the bytes */
     bench_config bc;
     bench_result res;
@@ -91,7 +94,8 @@ char *rp_error_json(const char *message, const char *type, const char *code, siz
     return s;
 }
 
-static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *type, char *buf, size_t n)
+static enum MHD_Result send_owned_close(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
+                                        size_t n, bool close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -99,9 +103,15 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, con
         return MHD_NO;
     }
     if (type && *type) MHD_add_response_header(r, "Content-Type", type);
+    if (close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *type, char *buf, size_t n)
+{
+    return send_owned_close(c, status, type, buf, n, false);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type, const char *code,
@@ -125,7 +135,7 @@ static int buf_put(fwd *f, const char *s, size_t n)
     if (f->pos == f->n && f->pos) {   /* all passed on: start over */
         f->n = f->pos = f->cut = f->scan = f->ev = 0;
     }
-    if (f->n - f->pos + n > RESPONSE_LIMIT) {
+    if (f->n - f->pos + n > f->p->cfg.max_response_bytes) {
         f->oversize = true;
         return -1;
     }
@@ -136,6 +146,7 @@ static int buf_put(fwd *f, const char *s, size_t n)
             f->cut -= f->pos;
             f->scan -= f->pos;
             f->ev = f->ev > f->pos ? f->ev - f->pos : 0;
+            f->done_at = f->done_at > f->pos ? f->done_at - f->pos : 0;
             f->pos = 0;
         }
         size_t c = f->cap ? f->cap : 16384;
@@ -161,9 +172,11 @@ static void find_events(fwd *f)
         if (ch == '\n') {
             if (f->nl) {
                 size_t s = f->ev, len = f->scan + 1 - s;
-                if ((len >= 12 && !memcmp(f->buf + s, "data: [DONE]", 12)) ||
-                    (len >= 11 && !memcmp(f->buf + s, "data:[DONE]", 11)))
+                if (!f->saw_done && ((len >= 12 && !memcmp(f->buf + s, "data: [DONE]", 12)) ||
+                                     (len >= 11 && !memcmp(f->buf + s, "data:[DONE]", 11)))) {
                     f->saw_done = true;
+                    f->done_at = s;
+                }
                 f->cut = f->ev = f->scan + 1;
                 f->nl = 0;
             } else f->nl = 1;
@@ -241,8 +254,9 @@ static void ended(fwd *f, CURLcode rc)
     const char *url = f->p->w[f->worker].url;
     if (f->oversize) {
         f->failed = true;
-        snprintf(f->why, sizeof f->why, "worker %s: the response is larger than the router passes on (%u MiB)", url,
-                 RESPONSE_LIMIT >> 20);
+        snprintf(f->why, sizeof f->why,
+                 "worker %s: the %s is larger than the %zu bytes the router holds (--max-response-bytes); "
+                 "the worker's connection was closed", url, f->sse ? "event" : "response", f->p->cfg.max_response_bytes);
     } else if (rc != CURLE_OK) {
         f->failed = true;
         f->transport = worker_fault(rc);
@@ -351,7 +365,8 @@ static int attempt(fwd *f)
     memset(&f->res, 0, sizeof f->res);
     f->obs_off = false;
     f->bc = (bench_config){.base_url = p->w[k].url, .endpoint = f->path, .api = (bench_api)f->api};
-    if ((f->obs = bench_xfer_observer(&f->bc, f->prompt.max_tokens, &f->res))) {
+    /* the observer only when recording: it keeps a copy of a whole answer */
+    if (p->cfg.record_path && (f->obs = bench_xfer_observer(&f->bc, f->prompt.max_tokens, &f->res))) {
         f->obs->t_send = f->arrival;
         f->res.send = f->arrival - p->t0;
         f->res.sent = 1;
@@ -396,10 +411,18 @@ static int attempt(fwd *f)
 
 enum want { W_HEADERS, W_DATA, W_END };
 
+/* Where what a stream may pass on now ends: its whole events, but not its
+ * [DONE] before the transfer ended and the request is recorded (a client
+ * that has its [DONE] has its completion, and the trace must hold it). */
+static size_t passable(const fwd *f)
+{
+    return f->saw_done && !f->ended && f->done_at < f->cut ? f->done_at : f->cut;
+}
+
 static bool satisfied(const fwd *f, int want)
 {
     if (want == W_HEADERS) return f->got_headers;
-    if (want == W_DATA) return f->sse && f->cut > f->pos;
+    if (want == W_DATA) return f->sse && passable(f) > f->pos;
     return false;
 }
 
@@ -424,7 +447,18 @@ static void pump(fwd *f, int want)
             cut_off(f, false, "worker %s stopped answering (its health check failed); the request was cut off", w->url);
             return;
         }
-        curl_multi_poll(f->multi, NULL, 0, 100, NULL);
+        if (rp_client_gone(f->cfd, &f->pending)) {
+            /* Closing the worker's connection is the cancel: SGLang and vLLM
+             * abort a request whose connection closes, streamed or not. */
+            f->gone = true;
+            cut_off(f, true, "the client went away; the request to worker %s was cancelled", w->url);
+            return;
+        }
+        /* Woken by the worker's bytes, or by the client's socket (its
+         * leaving) unless it holds unread bytes, which would wake us at once. */
+        struct curl_waitfd cw = {.fd = f->cfd, .events = CURL_WAIT_POLLIN};
+        bool watch = f->cfd >= 0 && !f->pending;
+        curl_multi_poll(f->multi, watch ? &cw : NULL, watch ? 1 : 0, 100, NULL);
     }
 }
 
@@ -448,30 +482,31 @@ static void put_error_event(fwd *f)
     f->cut = f->n;
 }
 
+/* The stream's bytes as the client takes them. The request is recorded
+ * once the transfer ended and before the last bytes go (its [DONE], or
+ * the error event), so whatever a client has whole is in the trace. */
 static ssize_t reader(void *cls, uint64_t at, char *out, size_t max)
 {
     (void)at;
     fwd *f = cls;
     for (;;) {
-        if (f->cut > f->pos) {
-            size_t k = f->cut - f->pos < max ? f->cut - f->pos : max;
+        if (f->gone) {
+            record(f);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (f->ended) {
+            if (f->failed && !f->error_sent) put_error_event(f);
+            else if (!f->failed && f->n > f->cut) f->cut = f->n;   /* a clean end: whatever is left */
+            record(f);
+        }
+        size_t lim = passable(f);
+        if (lim > f->pos) {
+            size_t k = lim - f->pos < max ? lim - f->pos : max;
             memcpy(out, f->buf + f->pos, k);
             f->pos += k;
             return (ssize_t)k;
         }
-        if (f->ended) {
-            if (f->failed && !f->error_sent) {
-                put_error_event(f);
-                record(f);
-                continue;
-            }
-            if (!f->failed && f->n > f->cut) {   /* a clean end: whatever is left */
-                f->cut = f->n;
-                continue;
-            }
-            record(f);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
+        if (f->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         pump(f, W_DATA);
     }
 }
@@ -502,6 +537,8 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
     atomic_init(&f->refs, 1);
     f->api = h->api;
     f->worker = -1;
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    f->cfd = fd ? fd->connect_fd : -1;
     f->id = atomic_fetch_add(&p->next_id, 1);
     f->arrival = rh_now();
     f->body = h->up.body;
@@ -515,7 +552,8 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
     if (rp_prompt_read(f->api, f->body ? f->body : "", f->n_body, p->cfg.prefix_block, &f->prompt) < 0)
         return send_error(c, 500, "server_error", "out_of_memory", "out of memory reading the request");
     /* No idle timeout while a worker works on it (a long prefill sends
-     * nothing for a while); completed() restores it. */
+     * nothing for a while; pump watches the client instead); completed()
+     * restores it. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     for (;;) {
         if (attempt(f) < 0) {
@@ -523,11 +561,15 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
             return no_worker(p, c, f);
         }
         pump(f, W_HEADERS);
+        if (f->gone) {   /* nobody to answer: the connection is closed */
+            record(f);
+            return MHD_NO;
+        }
         if (f->got_headers && !(f->ended && f->failed)) break;
         /* Refused: nothing reached the worker, so another may take it. */
         if (f->rc == CURLE_COULDNT_CONNECT && !f->got_headers && f->attempts < p->n && !atomic_load(&p->quit)) continue;
         record(f);
-        return send_error(c, 502, "server_error", "worker_failed", "%s", f->why);
+        return send_error(c, 502, "server_error", f->oversize ? "response_too_large" : "worker_failed", "%s", f->why);
     }
     if (f->sse) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, reader, f, reader_done);
@@ -540,8 +582,10 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
         return ok;
     }
     pump(f, W_END);
-    record(f);
-    if (f->failed) return send_error(c, 502, "server_error", "worker_failed", "%s", f->why);
+    record(f);   /* in the trace before the client has a byte of the answer */
+    if (f->gone) return MHD_NO;
+    if (f->failed)
+        return send_error(c, 502, "server_error", f->oversize ? "response_too_large" : "worker_failed", "%s", f->why);
     size_t n = f->n - f->pos;
     char *body = malloc(n ? n : 1);
     if (!body) return MHD_NO;
@@ -553,7 +597,7 @@ static enum MHD_Result route(rproxy *p, struct MHD_Connection *c, hreq *h, const
 /* ---- plain endpoints ---- */
 typedef struct sink {
     char *p;
-    size_t n, cap;
+    size_t n, cap, limit;
     char ctype[256];
     long status;
 } sink;
@@ -562,7 +606,7 @@ static size_t sink_body(char *ptr, size_t size, size_t nmemb, void *ctx)
 {
     sink *s = ctx;
     size_t n = size * nmemb;
-    if (s->n + n > RESPONSE_LIMIT) return 0;
+    if (s->n + n > s->limit) return 0;
     if (s->n + n + 1 > s->cap) {
         size_t c = s->cap ? s->cap : 4096;
         while (c < s->n + n + 1) c *= 2;
@@ -584,7 +628,7 @@ static enum MHD_Result models(rproxy *p, struct MHD_Connection *c, const char *u
         snprintf(u, sizeof u, "%s%s", p->w[k].url, url);
         CURL *h = curl_easy_init();
         if (!h) return MHD_NO;
-        sink s = {0};
+        sink s = {.limit = p->cfg.max_response_bytes};
         char *auth = dup_header(c, MHD_HTTP_HEADER_AUTHORIZATION, "Authorization: ");
         struct curl_slist *hd = auth ? curl_slist_append(NULL, auth) : NULL;
         curl_easy_setopt(h, CURLOPT_URL, u);
@@ -652,6 +696,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!h) {
         if (!(h = calloc(1, sizeof *h))) return MHD_NO;
         *con_cls = h;
+        uint64_t mine = rp_conn_header_in(p, c);
+        if (mine) {   /* answered, and this connection closed: one slot back */
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "this client holds %llu open connections, more than the %u one client may "
+                     "(--max-connections-per-client); try again later",
+                     (unsigned long long)mine, p->client_cap);
+            size_t n = 0;
+            char *body = rp_error_json(msg, "rate_limit_error", "too_many_connections", &n);
+            return body ? send_owned_close(c, 429, "application/json", body, n, true) : MHD_NO;
+        }
         h->kind = kind_of(url, method, &h->api);
         if (h->kind == K_ROUTED) {
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -684,14 +739,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)toe;
+    rp_conn_response_done(cls, c);
     hreq *h = *con_cls;
     if (!h) return;
-    if (h->f) {
-        fwd_unref(h->f);
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, IDLE_TIMEOUT_S);
-    }
+    if (h->f) fwd_unref(h->f);
     free(h->up.body);
     free(h);
     *con_cls = NULL;
@@ -715,14 +767,25 @@ int rp_http_start(rproxy *p, rh_err *e)
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
         return rh_fail(e, "--host %s: not an IPv4 address (127.0.0.1 serves this machine, 0.0.0.0 every interface)", host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* One client holds at most its cap (then 429); libmicrohttpd closes at
+     * accept the few past the margin, so one address's flood leaves the
+     * others their slots. A header comes under libmicrohttpd's inactivity
+     * timeout (header_timeout) and the guard's deadline for the whole. */
+    p->client_cap = rh_guard_client_cap(p->cfg.max_connections, p->cfg.max_connections_per_client);
+    uint32_t margin = rh_guard_client_margin(p->cfg.max_connections, p->client_cap);
+    if (!(p->guard = rh_guard_new(e))) return -1;
     p->d = MHD_start_daemon(flags, p->cfg.port, NULL, NULL, handler, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)p->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                            IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, completed, p, MHD_OPTION_EXTERNAL_LOGGER,
-                            quiet_log, NULL, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)p->cfg.max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(p->client_cap + margin),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->cfg.header_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, p, MHD_OPTION_NOTIFY_CONNECTION, rp_conn_event, p,
+                            MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL, MHD_OPTION_END);
     const union MHD_DaemonInfo *info = p->d ? MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
     if (!info || !info->port) {
         if (p->d) MHD_stop_daemon(p->d);
         p->d = NULL;
+        rh_guard_free(p->guard);
+        p->guard = NULL;
         return rh_fail(e, "--port %u: cannot listen on %s:%u (is the port in use?)", (unsigned)p->cfg.port, host,
                        (unsigned)p->cfg.port);
     }
@@ -732,7 +795,8 @@ int rp_http_start(rproxy *p, rh_err *e)
 
 void rp_http_stop(rproxy *p)
 {
-    if (!p->d) return;
-    MHD_stop_daemon(p->d);
+    if (p->d) MHD_stop_daemon(p->d);   /* every connection closed, each taken off the guard */
     p->d = NULL;
+    rh_guard_free(p->guard);
+    p->guard = NULL;
 }

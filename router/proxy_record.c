@@ -3,7 +3,17 @@
  * (client/bench_xfer.h) and turned into a record by bench's own
  * bench_result_request, so a router trace and a `rehearse bench
  * --record-trace` trace mean the same thing. The worker rides in the flags
- * (proxy.h). Written live: a killed router leaves a readable trace. */
+ * (proxy.h).
+ *
+ * Written live, and each record handed to the kernel before its client
+ * has the end of its answer: rp_record ends a zstd frame with it
+ * (tr_writer_flush: the whole frame in one write(2)), so a router killed
+ * by SIGKILL leaves every record whose response went out in the page
+ * cache, and the file readable up to its last whole frame (a frame the
+ * kill itself cut holds a record whose response never left). Concurrent
+ * requests share a frame when one flush covers records others wrote
+ * meanwhile. No fsync: the page cache outlives the process; a power cut
+ * is not what this guards against. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,23 +76,41 @@ void rp_record(rproxy *p, uint64_t id, int worker, const rp_prompt *prompt, benc
     }
     rh_err e = {{0}};
     pthread_mutex_lock(&p->rec_mu);
-    if (p->rec && !p->rec_failed && tr_write_request(p->rec, &q, &e) < 0) {
-        p->rec_failed = true;
-        p->rec_err = e;
-        fprintf(stderr, "rehearse router: the recording stopped: %s\n", e.msg);
+    uint64_t mine = 0;
+    if (p->rec && !p->rec_failed) {
+        if (tr_write_request(p->rec, &q, &e) < 0) {
+            p->rec_failed = true;
+            p->rec_err = e;
+            fprintf(stderr, "rehearse router: the recording stopped: %s\n", e.msg);
+        } else mine = ++p->rec_written;
     }
     pthread_mutex_unlock(&p->rec_mu);
     free(times);
+    /* The lock is let go between the write and the flush, so records of
+     * other requests ending now join this frame and their own flush finds
+     * nothing left to do. */
+    pthread_mutex_lock(&p->rec_mu);
+    if (mine && p->rec_flushed < mine && p->rec && !p->rec_failed) {
+        uint64_t upto = p->rec_written;
+        if (tr_writer_flush(p->rec, &e) < 0) {
+            p->rec_failed = true;
+            p->rec_err = e;
+            fprintf(stderr, "rehearse router: the recording stopped: %s\n", e.msg);
+        } else p->rec_flushed = upto;
+    }
+    pthread_mutex_unlock(&p->rec_mu);
 }
 
 void rp_record_flush(rproxy *p)
 {
     rh_err e = {{0}};
     pthread_mutex_lock(&p->rec_mu);
-    if (p->rec && !p->rec_failed && tr_writer_flush(p->rec, &e) < 0) {
-        p->rec_failed = true;
-        p->rec_err = e;
-        fprintf(stderr, "rehearse router: the recording stopped: %s\n", e.msg);
+    if (p->rec && !p->rec_failed && p->rec_flushed < p->rec_written) {
+        if (tr_writer_flush(p->rec, &e) < 0) {
+            p->rec_failed = true;
+            p->rec_err = e;
+            fprintf(stderr, "rehearse router: the recording stopped: %s\n", e.msg);
+        } else p->rec_flushed = p->rec_written;
     }
     pthread_mutex_unlock(&p->rec_mu);
 }

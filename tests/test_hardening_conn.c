@@ -3,7 +3,11 @@
  * (127.0.0.2) holding 1,000 idle sockets keeps at most its cap plus a
  * margin, while a client on another address is answered within a second;
  * the server closes the idle ones after the header timeout; a client's
- * requests over its cap get 503 with a message naming the flag. */
+ * requests over its cap get 503 with a message naming the flag.
+ * `--header-timeout 1 --idle-timeout 1`: a header dripped one byte every
+ * 100 ms is closed at its deadline, not kept for ever (the first request's:
+ * 1 s after the connection opened; a kept-alive one's next: 1 + 1 s after
+ * the answer), and never before it. */
 #include <CUnit/CUnit.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,34 +24,10 @@
 
 #define FLOOD 1000
 
-static int connect_from(const char *src, uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, src, &from.sin_addr);
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    if (bind(fd, (struct sockaddr *)&from, sizeof from) < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* A socket the server has closed reads end-of-file (or a reset). */
-static int closed_by_server(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    char c;
-    ssize_t k = recv(fd, &c, 1, MSG_DONTWAIT);
-    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
 /* A completion on a fresh connection from src: the status and, in body, the reply. */
 static int ask(const char *src, uint16_t port, char *reply, size_t n)
 {
-    int fd = connect_from(src, port);
+    int fd = hu_connect_from(src, port);
     if (fd < 0) return 0;
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -89,7 +69,7 @@ static void test_idle_flood_cannot_take_the_slots(void)
     static int fds[FLOOD];
     int opened = 0;
     for (int i = 0; i < FLOOD; i++)
-        if ((fds[i] = connect_from("127.0.0.2", port)) >= 0) opened++;
+        if ((fds[i] = hu_connect_from("127.0.0.2", port)) >= 0) opened++;
     hu_nap(0.5);   /* the server accepts, counts and sheds */
     char reply[8192];
     double t0 = rh_now();
@@ -97,7 +77,7 @@ static void test_idle_flood_cannot_take_the_slots(void)
     double took = rh_now() - t0;
     int held = 0;
     for (int i = 0; i < FLOOD; i++)
-        if (fds[i] >= 0 && !closed_by_server(fds[i])) held++;
+        if (fds[i] >= 0 && !hu_closed_by_server(fds[i])) held++;
     printf("(%d of %d idle sockets opened, %d held by the server; another client answered %d in %.3f s) ", opened, FLOOD,
            held, status, took);
     CU_ASSERT_EQUAL(status, 200);
@@ -108,7 +88,7 @@ static void test_idle_flood_cannot_take_the_slots(void)
     int left = 0;
     for (int i = 0; i < FLOOD; i++)
         if (fds[i] >= 0) {
-            left += !closed_by_server(fds[i]);
+            left += !hu_closed_by_server(fds[i]);
             close(fds[i]);
         }
     CU_ASSERT_EQUAL(left, 0);
@@ -116,7 +96,7 @@ static void test_idle_flood_cannot_take_the_slots(void)
     /* A client over its cap (25 of 50) gets 503 on its next request. */
     int mine[30], n_mine = 0;
     for (int i = 0; i < 30; i++)
-        if ((mine[i] = connect_from("127.0.0.3", port)) >= 0) n_mine++;
+        if ((mine[i] = hu_connect_from("127.0.0.3", port)) >= 0) n_mine++;
     hu_nap(0.3);
     status = ask("127.0.0.3", port, reply, sizeof reply);
     CU_ASSERT_EQUAL(status, 503);
@@ -131,8 +111,36 @@ static void test_idle_flood_cannot_take_the_slots(void)
     hu_watchdog(0);
 }
 
+static void test_dripping_header_closed(void)
+{
+    hu_watchdog(120);
+    const char *args[] = {"--header-timeout", "1", "--idle-timeout", "1", NULL};
+    hu_proc p;
+    CU_ASSERT_EQUAL_FATAL(hu_spawn(&p, "conn-drip", args, 0), 0);
+    int fd = hu_connect_from("127.0.0.1", hu_port(p.url));
+    CU_ASSERT_FATAL(fd >= 0);
+    double first = hu_drip_until_closed(fd, 0.1, 20);
+    close(fd);
+    fd = hu_connect_from("127.0.0.1", hu_port(p.url));
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(hu_health_kept_alive(fd));
+    double next = hu_drip_until_closed(fd, 0.1, 20);
+    close(fd);
+    printf("(closed %.2f s into the first header, %.2f s after an answer) ", first, next);
+    CU_ASSERT(first >= 0.9);   /* never before its deadline */
+    CU_ASSERT(next >= 1.9);
+    CU_ASSERT(first > 0 && next > 0);   /* -1: still open after 20 s */
+    char reply[8192];
+    CU_ASSERT_EQUAL(ask("127.0.0.1", hu_port(p.url), reply, sizeof reply), 200);   /* serving on */
+    kill(p.pid, SIGTERM);
+    CU_ASSERT_EQUAL(hu_exit_status(p.pid), 0);
+    hu_watchdog(0);
+}
+
 void register_test_hardening_conn(void)
 {
     CU_pSuite s = CU_add_suite("hardening_conn", NULL, NULL);
     CU_add_test(s, "1,000 idle sockets from one client: others answered, the idle closed", test_idle_flood_cannot_take_the_slots);
+    CU_add_test(s, "a header dripped a byte every 100 ms: closed at --header-timeout, first and kept-alive",
+                test_dripping_header_closed);
 }

@@ -1,22 +1,30 @@
-/* test_hardening_util.h — shared by the test_hardening*.c suites: `rehearse
- * serve` as a child process (optionally under a file-size limit, the
- * portable stand-in for a disk that fills up), its exit status, its stderr
- * searched, and stderr of this process caught in a file for a while. */
+/* test_hardening_util.h — shared by the test_hardening*.c suites (and
+ * test_router_hostile.c): `rehearse serve` as a child process (optionally
+ * under a file-size limit, the portable stand-in for a disk that fills
+ * up), its exit status, its stderr searched, stderr of this process caught
+ * in a file for a while, and raw sockets: one from a chosen loopback
+ * address, whether the server closed it, a header dripped into it. */
 #ifndef RH_TEST_HARDENING_UTIL_H
 #define RH_TEST_HARDENING_UTIL_H
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
+#include "util/progress.h"
 
 static inline void hu_nap(double s)
 {
@@ -175,6 +183,74 @@ static inline void hu_stderr_release(hu_stderr *c)
         close(c->saved);
     }
     c->saved = -1;
+}
+
+/* A socket from src (any 127.x.y.z: Linux routes them all to this
+ * machine, each a client address of its own) to 127.0.0.1:port; -1 when it
+ * cannot connect. */
+static inline int hu_connect_from(const char *src, uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, src, &from.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (bind(fd, (struct sockaddr *)&from, sizeof from) < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The port of a "http://host:port" URL. */
+static inline uint16_t hu_port(const char *url)
+{
+    const char *colon = strrchr(url, ':');
+    return colon ? (uint16_t)atoi(colon + 1) : 0;
+}
+
+/* A socket the server has closed reads end-of-file (or a reset); bytes it
+ * sent first are read past. */
+static inline int hu_closed_by_server(int fd)
+{
+    char c[512];
+    for (;;) {
+        ssize_t k = recv(fd, c, sizeof c, MSG_DONTWAIT);
+        if (k > 0) continue;
+        return k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+}
+
+/* Drips a request header into fd one byte every `gap` s until the server
+ * closes it: the seconds that took, or -1 after `limit` s with the socket
+ * still open. */
+static inline double hu_drip_until_closed(int fd, double gap, double limit)
+{
+    double t0 = rh_now();
+    static const char head[] = "GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    for (size_t k = 0; rh_now() - t0 < limit; k++) {
+        char c = k < sizeof head - 1 ? head[k] : 'a';
+        if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) return rh_now() - t0;
+        struct pollfd q = {.fd = fd, .events = POLLIN};
+        if (poll(&q, 1, (int)(gap * 1000)) > 0 && hu_closed_by_server(fd)) return rh_now() - t0;
+    }
+    return -1;
+}
+
+/* A kept-alive connection's first request: GET /health on fd, read until
+ * its JSON body is in. 1 when it answered 200. */
+static inline int hu_health_kept_alive(int fd)
+{
+    const char *get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char reply[2048] = "";
+    size_t got = 0;
+    if (send(fd, get, strlen(get), MSG_NOSIGNAL) != (ssize_t)strlen(get)) return 0;
+    while (!strchr(reply, '}') && got + 1 < sizeof reply) {
+        ssize_t k = recv(fd, reply + got, sizeof reply - 1 - got, 0);
+        if (k <= 0) break;
+        reply[got += (size_t)k] = '\0';
+    }
+    return strstr(reply, " 200 ") != NULL;
 }
 
 #endif

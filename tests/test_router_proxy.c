@@ -21,6 +21,7 @@
 
 #include "engine/router/router.h"
 #include "router/proxy.h"
+#include "test_router_util.h"
 #include "test_serve_util.h"
 #include "testutil.h"
 
@@ -36,71 +37,16 @@ static int suite_init(void)
 {
     /* the presets from the source tree, wherever the binary under test sits */
     setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
-    tu_tmp_path("router-fast.json", fast_cost, sizeof fast_cost);
-    tu_tmp_path("router-slow.json", slow_cost, sizeof slow_cost);
-    const char *fast = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.001, \"per_prefill_token_s\": 0, "
-                       "\"per_decode_seq_s\": 0, \"per_context_token_s\": 0, \"per_attention_s\": 0}\n";
-    const char *slow = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.01, \"per_prefill_token_s\": 0, "
-                       "\"per_decode_seq_s\": 0, \"per_context_token_s\": 0, \"per_attention_s\": 0}\n";
-    return tu_write_file(fast_cost, fast, strlen(fast)) || tu_write_file(slow_cost, slow, strlen(slow));
-}
-
-/* n emulated workers (--backend sim, the cost file given). */
-static int start_workers(tu_server *w, int n, const char *cost, const char *tag)
-{
-    for (int i = 0; i < n; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "router-%s-w%d", tag, i);
-        char *args[] = {"--backend", "sim", "--cost", (char *)cost, "--model", "tiny-llama", "--port", "0", NULL};
-        if (tu_server_start(&w[i], name, args) < 0) {
-            printf("\n    worker %d did not start\n", i);
-            for (int j = 0; j < i; j++) tu_server_stop(&w[j]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void stop_workers(tu_server *w, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (w[i].pid > 0) tu_server_stop(&w[i]);
+    return ru_cost_file("router-fast.json", 0.001, fast_cost, sizeof fast_cost) ||
+           ru_cost_file("router-slow.json", 0.01, slow_cost, sizeof slow_cost);
 }
 
 /* `rehearse router --worker W0 ... --port 0 EXTRA...` */
 static int start_router(tu_server *r, const tu_server *w, int n, const char *tag, char *const extra[])
 {
-    char *args[64];
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        args[k++] = "--worker";
-        args[k++] = (char *)w[i].url;
-    }
-    args[k++] = "--port";
-    args[k++] = "0";
-    for (int i = 0; extra && extra[i] && k < 62; i++) args[k++] = extra[i];
-    args[k] = NULL;
-    char name[64];
-    snprintf(name, sizeof name, "router-%s", tag);
-    int rc = tu_command_start(r, name, "router", args);
-    if (rc < 0) {
-        char cmd[512], out[4096];
-        snprintf(cmd, sizeof cmd, "cat %s", r->err);
-        tu_run(cmd, out, sizeof out);
-        printf("\n    the router did not start: %s\n", out);
-    }
-    return rc;
-}
-
-/* A per-worker sample of the router's /metrics (-1: absent). */
-static double worker_metric(const char *router_url, const char *name, const char *worker)
-{
-    ts_resp m = ts_request_at(router_url, "GET", "/metrics", NULL, NULL);
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s{worker=\"%s\"}", name, worker);
-    double v = m.status == 200 ? ts_metric(m.body, prefix) : -1;
-    ts_resp_free(&m);
-    return v;
+    const char *urls[16];
+    for (int i = 0; i < n && i < 16; i++) urls[i] = w[i].url;
+    return ru_start_router(r, urls, n < 16 ? n : 16, tag, extra);
 }
 
 /* The worker index of every request the trace holds, in order (and its
@@ -137,12 +83,12 @@ static int trace_workers(const char *path, const tu_server *w, int n, int *out, 
 static void test_round_robin(void)
 {
     tu_server w[3], r;
-    CU_ASSERT_FATAL(start_workers(w, 3, fast_cost, "rr") == 0);
+    CU_ASSERT_FATAL(ru_start_workers(w, 3, fast_cost, "rr") == 0);
     char trace[256];
     tu_tmp_path("router-rr.rhtr", trace, sizeof trace);
     char *extra[] = {"--policy", "round-robin", "--record-trace", trace, NULL};
     if (start_router(&r, w, 3, "rr", extra) < 0) {
-        stop_workers(w, 3);
+        ru_stop_workers(w, 3);
         CU_FAIL_FATAL("router");
     }
     /* 9 sequential requests over the three routed endpoints, streamed and not */
@@ -176,13 +122,13 @@ static void test_round_robin(void)
         }
     }
     for (int i = 0; i < 3; i++) {
-        CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[i].url), 3);
-        CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_outstanding", w[i].url), 0);
-        CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_errors_total", w[i].url), 0);
-        CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_worker_healthy", w[i].url), 1);
+        CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w[i].url), 3);
+        CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_outstanding", w[i].url), 0);
+        CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_errors_total", w[i].url), 0);
+        CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_worker_healthy", w[i].url), 1);
     }
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
-    stop_workers(w, 3);
+    ru_stop_workers(w, 3);
 
     /* the core itself, told the same states: every worker healthy, none busy */
     router_config rc;
@@ -213,12 +159,12 @@ static void test_round_robin(void)
 static void test_cache_aware(void)
 {
     tu_server w[3], r;
-    CU_ASSERT_FATAL(start_workers(w, 3, fast_cost, "ca") == 0);
+    CU_ASSERT_FATAL(ru_start_workers(w, 3, fast_cost, "ca") == 0);
     char trace[256];
     tu_tmp_path("router-ca.rhtr", trace, sizeof trace);
     char *extra[] = {"--policy", "cache-aware", "--prefix-block", "32", "--record-trace", trace, NULL};
     if (start_router(&r, w, 3, "ca", extra) < 0) {
-        stop_workers(w, 3);
+        ru_stop_workers(w, 3);
         CU_FAIL_FATAL("router");
     }
     char shared[700];
@@ -261,7 +207,7 @@ static void test_cache_aware(void)
         ts_resp_free(&a);
     }
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
-    stop_workers(w, 3);
+    ru_stop_workers(w, 3);
 
     int seq[N + 4];
     int got = trace_workers(trace, w, 3, seq, N + 4, NULL);
@@ -400,7 +346,7 @@ static void test_pass_through(void)
     CU_ASSERT_EQUAL(a.status, 404);
     CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(a.json, "error"), "message"));
     ts_resp_free(&a);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w.url), 4);   /* 2 streams, 1 answer, 1 refusal */
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w.url), 4);   /* 2 streams, 1 answer, 1 refusal */
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
     tu_server_stop(&w);
 }
@@ -426,10 +372,10 @@ static void *run_long_stream(void *arg)
 static void test_worker_killed(void)
 {
     tu_server w[3], r;
-    CU_ASSERT_FATAL(start_workers(w, 3, slow_cost, "kill") == 0);
+    CU_ASSERT_FATAL(ru_start_workers(w, 3, slow_cost, "kill") == 0);
     char *extra[] = {"--policy", "round-robin", "--health-interval", "0.2", NULL};
     if (start_router(&r, w, 3, "kill", extra) < 0) {
-        stop_workers(w, 3);
+        ru_stop_workers(w, 3);
         CU_FAIL_FATAL("router");
     }
     /* round-robin: the first request lands on worker 0 */
@@ -437,8 +383,8 @@ static void test_worker_killed(void)
     pthread_t th;
     CU_ASSERT_FATAL(pthread_create(&th, NULL, run_long_stream, &ls) == 0);
     double end = rh_now() + 10;
-    while (worker_metric(r.url, "rehearse_router_outstanding", w[0].url) != 1 && rh_now() < end) nap(0.02);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_outstanding", w[0].url), 1);
+    while (ru_worker_metric(r.url, "rehearse_router_outstanding", w[0].url) != 1 && rh_now() < end) nap(0.02);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_outstanding", w[0].url), 1);
     nap(0.5);   /* tokens are flowing: 2000 at 10 ms would take 20 s */
     kill((pid_t)w[0].pid, SIGKILL);
     waitpid((pid_t)w[0].pid, NULL, 0);
@@ -461,24 +407,24 @@ static void test_worker_killed(void)
     ts_stream_free(&ls.st);
 
     /* out of routing: the others take every request */
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_worker_healthy", w[0].url), 0);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_errors_total", w[0].url), 1);
-    double before = worker_metric(r.url, "rehearse_router_requests_total", w[0].url);
-    double others = worker_metric(r.url, "rehearse_router_requests_total", w[1].url) +
-                    worker_metric(r.url, "rehearse_router_requests_total", w[2].url);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_worker_healthy", w[0].url), 0);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_errors_total", w[0].url), 1);
+    double before = ru_worker_metric(r.url, "rehearse_router_requests_total", w[0].url);
+    double others = ru_worker_metric(r.url, "rehearse_router_requests_total", w[1].url) +
+                    ru_worker_metric(r.url, "rehearse_router_requests_total", w[2].url);
     for (int k = 0; k < 6; k++) {
         ts_resp a = ts_request_at(r.url, "POST", "/v1/completions", "{\"prompt\": \"after\", \"max_tokens\": 2}", NULL);
         CU_ASSERT_EQUAL(a.status, 200);
         ts_resp_free(&a);
     }
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[0].url), before);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[1].url) +
-                        worker_metric(r.url, "rehearse_router_requests_total", w[2].url),
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w[0].url), before);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w[1].url) +
+                        ru_worker_metric(r.url, "rehearse_router_requests_total", w[2].url),
                     others + 6);
     ts_resp h = ts_request_at(r.url, "GET", "/health", NULL, NULL);
     CU_ASSERT_EQUAL(h.status, 200);
     ts_resp_free(&h);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_worker_healthy", w[0].url), 0);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_worker_healthy", w[0].url), 0);
 
     /* back on its port: the poller brings it back into routing */
     const char *port = strrchr(w[0].url, ':') + 1;
@@ -487,16 +433,16 @@ static void test_worker_killed(void)
     snprintf(url0, sizeof url0, "%s", w[0].url);
     CU_ASSERT_FATAL(tu_server_start(&w[0], "router-kill-w0b", args) == 0);
     end = rh_now() + 10;
-    while (worker_metric(r.url, "rehearse_router_worker_healthy", url0) != 1 && rh_now() < end) nap(0.05);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_worker_healthy", url0), 1);
+    while (ru_worker_metric(r.url, "rehearse_router_worker_healthy", url0) != 1 && rh_now() < end) nap(0.05);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_worker_healthy", url0), 1);
     for (int k = 0; k < 3; k++) {
         ts_resp a = ts_request_at(r.url, "POST", "/v1/completions", "{\"prompt\": \"again\", \"max_tokens\": 2}", NULL);
         CU_ASSERT_EQUAL(a.status, 200);
         ts_resp_free(&a);
     }
-    CU_ASSERT(worker_metric(r.url, "rehearse_router_requests_total", url0) > before);
+    CU_ASSERT(ru_worker_metric(r.url, "rehearse_router_requests_total", url0) > before);
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);   /* no crash: a clean exit */
-    stop_workers(w, 3);
+    ru_stop_workers(w, 3);
 }
 
 /* ---- 4. bad input ---- */
@@ -524,6 +470,10 @@ static void test_bad_input(void)
         {"--worker http://h:1 extra", "positional"},
         {"--worker", "--worker"},
         {"--worker http://127.0.0.1:1 --record-trace /no/such/dir/t.rhtr", "--record-trace /no/such/dir/t.rhtr"},
+        {"--worker http://h:1 --header-timeout 0", "--header-timeout"},
+        {"--worker http://h:1 --idle-timeout soon", "--idle-timeout"},
+        {"--worker http://h:1 --max-connections-per-client 0", "--max-connections-per-client"},
+        {"--worker http://h:1 --max-response-bytes 10", "--max-response-bytes"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024], out[4096];
@@ -560,10 +510,10 @@ static void test_lua_policy(void)
                       "end\n";
     CU_ASSERT_FATAL(tu_write_file(path, lua, strlen(lua)) == 0);
     tu_server w[2], r;
-    CU_ASSERT_FATAL(start_workers(w, 2, fast_cost, "lua") == 0);
+    CU_ASSERT_FATAL(ru_start_workers(w, 2, fast_cost, "lua") == 0);
     char *extra[] = {"--policy-script", path, NULL};
     if (start_router(&r, w, 2, "lua", extra) < 0) {
-        stop_workers(w, 2);
+        ru_stop_workers(w, 2);
         CU_FAIL_FATAL("router");
     }
     for (int k = 0; k < 6; k++) {
@@ -571,13 +521,13 @@ static void test_lua_policy(void)
         CU_ASSERT_EQUAL(a.status, 200);
         ts_resp_free(&a);
     }
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[0].url), 2);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_requests_total", w[1].url), 4);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w[0].url), 2);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_requests_total", w[1].url), 4);
     ts_resp m = ts_request_at(r.url, "GET", "/metrics", NULL, NULL);
     CU_ASSERT_EQUAL(m.status == 200 ? ts_metric(m.body, "rehearse_router_policy_errors_total") : -1, 2);
     ts_resp_free(&m);
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
-    stop_workers(w, 2);
+    ru_stop_workers(w, 2);
     char cmd[1536], out[4096];
     snprintf(cmd, sizeof cmd, "grep -c 'Lua policy error' %s; grep -o 'router-second.lua:2: every third' %s", r.err,
              r.err);
@@ -633,7 +583,7 @@ static void test_no_healthy_worker(void)
     CU_ASSERT(msg && strstr(msg, "127.0.0.1:1"));
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(err, "code")), "no_healthy_worker");
     ts_resp_free(&a);
-    CU_ASSERT_EQUAL(worker_metric(r.url, "rehearse_router_worker_healthy", dead.url), 0);
+    CU_ASSERT_EQUAL(ru_worker_metric(r.url, "rehearse_router_worker_healthy", dead.url), 0);
     CU_ASSERT_EQUAL(tu_server_stop(&r), 0);
     char cmd[512], out[4096];
     snprintf(cmd, sizeof cmd, "cat %s", r.err);

@@ -6,14 +6,18 @@
 #include <string.h>
 
 #include <stdio.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
 #include "util/args.h"
 #include "util/atomic_file.h"
+#include "util/conn_guard.h"
 #include "util/csv.h"
 #include "util/hashmap.h"
+#include "util/progress.h"
 #include "util/rng.h"
 #include "util/stats.h"
 
@@ -252,6 +256,54 @@ static void test_atomic_file(void)
     remove(path);
 }
 
+/* The connection guard: a socket past its deadline is shut down (its peer
+ * reads the end), one whose deadline was cleared or lies ahead is not, and
+ * the counts follow opens and closes. Polls with generous limits: only
+ * "cut" and "not cut yet" are asserted, never how fast. */
+static int peer_sees_end(int fd, int wait_ms)
+{
+    struct pollfd q = {.fd = fd, .events = POLLIN};
+    char c;
+    return poll(&q, 1, wait_ms) > 0 && recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+static void test_conn_guard(void)
+{
+    rh_err e = {{0}};
+    rh_guard *g = rh_guard_new(&e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    int late[2], cleared[2], far[2];
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, late) == 0);
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, cleared) == 0);
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, far) == 0);
+    double now = rh_now();
+    rh_guard_conn *a = rh_guard_open(g, late[0], 0x7f000002u, now + 0.05);
+    rh_guard_conn *b = rh_guard_open(g, cleared[0], 0x7f000002u, now + 0.05);
+    rh_guard_conn *c = rh_guard_open(g, far[0], 0x7f000003u, now + 3600);
+    CU_ASSERT_FATAL(a && b && c);
+    rh_guard_deadline(g, b, 0);
+    CU_ASSERT_EQUAL(rh_guard_open_total(g), 3);
+    CU_ASSERT_EQUAL(rh_guard_open_from(g, 0x7f000002u), 2);
+    CU_ASSERT_EQUAL(rh_guard_open_from(g, 0x7f000003u), 1);
+    CU_ASSERT(peer_sees_end(late[1], 20000));   /* cut, at its deadline */
+    CU_ASSERT_EQUAL(rh_guard_cut_total(g), 1);
+    CU_ASSERT(!peer_sees_end(cleared[1], 100));
+    CU_ASSERT(!peer_sees_end(far[1], 0));
+    rh_guard_close(g, a);
+    rh_guard_close(g, b);
+    CU_ASSERT_EQUAL(rh_guard_open_from(g, 0x7f000002u), 0);
+    CU_ASSERT_EQUAL(rh_guard_open_total(g), 1);
+    rh_guard_free(g);   /* with c still registered: freed, its socket left alone */
+    CU_ASSERT(!peer_sees_end(far[1], 0));
+    for (int i = 0; i < 2; i++) close(late[i]), close(cleared[i]), close(far[i]);
+    CU_ASSERT_EQUAL(rh_guard_client_cap(1024, 0), 512);
+    CU_ASSERT_EQUAL(rh_guard_client_cap(1024, 10), 10);
+    CU_ASSERT_EQUAL(rh_guard_client_margin(1024, 512), 64);
+    CU_ASSERT_EQUAL(rh_guard_client_margin(50, 25), 12);
+    CU_ASSERT_EQUAL(rh_guard_client_margin(50, 80), 64);
+    rh_guard_free(NULL);
+}
+
 void register_test_util(void)
 {
     CU_pSuite s = CU_add_suite("util", NULL, NULL);
@@ -262,4 +314,5 @@ void register_test_util(void)
     CU_add_test(s, "knob names: _ reads as -", test_knob_names);
     CU_add_test(s, "CSV: quotes, newlines, CRLF, short and long rows", test_csv_reader);
     CU_add_test(s, "atomic files: whole or not at all, devices in place", test_atomic_file);
+    CU_add_test(s, "connection guard: a late header's socket shut down, counts per client", test_conn_guard);
 }

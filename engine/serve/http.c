@@ -19,6 +19,8 @@
 
 #include "engine/serve/server_impl.h"
 #include "engine/serve/sglang_api.h"
+#include "util/conn_guard.h"
+#include "util/progress.h"
 #include "util/upload.h"
 
 #define STREAM_BLOCK (16u << 10)
@@ -478,24 +480,24 @@ static uint32_t client_ip(struct MHD_Connection *c)
     return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
 }
 
-static uint64_t client_conns(server *s, uint32_t ip)
+/* The connection's entry in the guard (NULL: unguarded, out of memory). */
+static rh_guard_conn *guard_of(struct MHD_Connection *c)
 {
-    uint64_t n = 0;
-    pthread_mutex_lock(&s->conn_mu);
-    rh_map64_get(&s->per_client, ip, &n);
-    pthread_mutex_unlock(&s->conn_mu);
-    return n;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
 static enum MHD_Result first_call(server *s, struct MHD_Connection *c, const char *url, const char *method, hreq *h)
 {
-    /* Headers arrived: from now on the connection may sit idle between
-     * requests for the idle timeout, not the (shorter) header timeout. */
+    /* The header is in: its deadline is off, and from now on the
+     * connection may sit idle (mid-body, between requests) for the idle
+     * timeout, not the (shorter) header timeout. */
+    rh_guard_deadline(s->guard, guard_of(c), 0);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->cfg.idle_timeout_s);
     if (atomic_load(&s->n_conns) > s->cfg.max_connections)
         return fail(c, 503, NULL, "too_many_connections", "too many open connections; try again later");
     uint32_t ip = client_ip(c);
-    uint64_t mine = ip ? client_conns(s, ip) : 0;
+    uint64_t mine = ip ? rh_guard_open_from(s->guard, ip) : 0;
     if (mine > s->client_cap) {
         oa_error e;
         oa_fail(&e, 503, NULL, "too_many_connections",
@@ -569,9 +571,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
+    server *s = cls;
     (void)toe;
+    /* The connection waits for its next request: that one's header must be
+     * in within the idle timeout (the wait) plus the header timeout. */
+    rh_guard_deadline(s->guard, guard_of(c), rh_now() + s->cfg.idle_timeout_s + s->cfg.header_timeout_s);
     hreq *h = *con_cls;
     if (!h) return;
     if (h->job) sv_release(h->job);
@@ -580,31 +584,21 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     *con_cls = NULL;
 }
 
-/* Counts connections, in all and per client; the client's address rides
- * in the socket context (ip + 1, so 0 means none) to be taken off at close. */
+/* Counts connections, in all and per client, and gives each the deadline
+ * of its first header (util/conn_guard.h); the guard's entry rides in the
+ * socket context, taken off at close (before libmicrohttpd closes the
+ * socket). */
 static void connection_event(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
 {
     server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->n_conns, 1);
-        uint32_t ip = client_ip(c);
-        *socket_ctx = NULL;
-        if (!ip) return;
-        pthread_mutex_lock(&s->conn_mu);
-        uint64_t *n = rh_map64_slot(&s->per_client, ip, 0, NULL);
-        if (n) {
-            (*n)++;
-            *socket_ctx = (void *)(uintptr_t)((uint64_t)ip + 1);
-        }
-        pthread_mutex_unlock(&s->conn_mu);
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_ctx = fd ? rh_guard_open(s->guard, fd->connect_fd, client_ip(c), rh_now() + s->cfg.header_timeout_s) : NULL;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         atomic_fetch_sub(&s->n_conns, 1);
-        uint64_t tag = (uint64_t)(uintptr_t)*socket_ctx;
-        if (!tag) return;
-        pthread_mutex_lock(&s->conn_mu);
-        uint64_t *n = rh_map64_slot(&s->per_client, tag - 1, 0, NULL);
-        if (n && *n) (*n)--;
-        pthread_mutex_unlock(&s->conn_mu);
+        rh_guard_close(s->guard, *socket_ctx);
+        *socket_ctx = NULL;
     }
 }
 
@@ -630,13 +624,16 @@ int sv_http_start(server *s, rh_err *e)
      * a few past it are accepted to say so; beyond that libmicrohttpd
      * closes its connections at accept, so a flood of idle sockets from one
      * address never takes the slots everyone else needs: the margin stays
-     * within half of what the cap leaves the others. A new connection must
-     * send its headers within the header timeout (of inactivity); suspended
-     * connections (a request waiting for tokens) never time out. */
+     * within half of what the cap leaves the others. A request's whole
+     * header must be in by its deadline (the guard: the header timeout
+     * from the connection's start, or the idle plus the header timeout
+     * from the previous response's end), and no header byte may be more
+     * than the header timeout after the last; suspended connections (a
+     * request waiting for tokens) never time out. */
     uint32_t total = s->cfg.max_connections;
-    s->client_cap = s->cfg.max_connections_per_client ? s->cfg.max_connections_per_client : (total + 1) / 2;
-    uint32_t margin = s->client_cap >= total ? 64 : (total - s->client_cap) / 2;
-    if (margin > 64) margin = 64;
+    s->client_cap = rh_guard_client_cap(total, s->cfg.max_connections_per_client);
+    uint32_t margin = rh_guard_client_margin(total, s->client_cap);
+    if (!(s->guard = rh_guard_new(e))) return -1;
     s->d = MHD_start_daemon(flags, s->cfg.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)(s->cfg.max_connections + 64), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -648,6 +645,8 @@ int sv_http_start(server *s, rh_err *e)
     if (!info || !info->port) {
         if (s->d) MHD_stop_daemon(s->d);
         s->d = NULL;
+        rh_guard_free(s->guard);
+        s->guard = NULL;
         return rh_fail(e, "cannot listen on %s:%u (is the port in use?)", host, (unsigned)s->cfg.port);
     }
     s->port = info->port;
@@ -657,7 +656,8 @@ int sv_http_start(server *s, rh_err *e)
 
 void sv_http_stop(server *s)
 {
-    if (!s->d) return;
-    MHD_stop_daemon(s->d);
+    if (s->d) MHD_stop_daemon(s->d);   /* every connection closed, each taken off the guard */
     s->d = NULL;
+    rh_guard_free(s->guard);
+    s->guard = NULL;
 }

@@ -103,8 +103,6 @@ static void destroy(server *s)
     free(s->held);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->reg_mu);
-    pthread_mutex_destroy(&s->conn_mu);
-    rh_map64_free(&s->per_client);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->runner_cv);
     pthread_cond_destroy(&s->idle_cv);
@@ -155,7 +153,6 @@ server *server_start(const server_config *c, rh_err *e)
     s->cfg = *c;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->reg_mu, NULL);
-    pthread_mutex_init(&s->conn_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->runner_cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);

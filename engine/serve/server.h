@@ -55,7 +55,9 @@ typedef struct server_config {
     uint32_t max_connections_per_client;  /* one client's (IP's) open connections beyond this: 503, and
                                        beyond it plus a margin (64 at most, half of what the cap
                                        leaves the others) refused at accept; 0: half of max_connections */
-    uint32_t header_timeout_s;      /* a new connection's request headers must keep coming this often */
+    uint32_t header_timeout_s;      /* a request's whole header must be in within this of the connection's
+                                       start (a kept-alive one's: of the last response's end plus
+                                       idle_timeout_s), or its socket is closed unanswered */
     uint32_t idle_timeout_s;        /* a connection with no request in progress is closed after this */
     size_t max_body_bytes;          /* larger bodies: 413 */
     uint32_t http_threads;          /* libmicrohttpd's thread pool */

@@ -22,7 +22,7 @@
 #include "engine/serve/server.h"
 #include "engine/serve/server_text.h"
 #include "engine/model/tokenizer.h"
-#include "util/hashmap.h"
+#include "util/conn_guard.h"
 
 /* Text that grows (a /generate stream's whole text so far). */
 typedef struct sbuf_text {
@@ -173,10 +173,10 @@ struct server {
     atomic_bool rec_said;       /* "the recording stopped" was printed (by whichever thread saw it first) */
     atomic_uint_fast64_t next_id, n_jobs, n_queued, n_conns;
 
-    /* Open connections per client (IPv4 address -> count), for
-     * --max-connections-per-client; (conn_mu), taken alone. */
-    pthread_mutex_t conn_mu;
-    rh_map64 per_client;
+    /* Open connections per client (for --max-connections-per-client) and
+     * each header's deadline (--header-timeout): util/conn_guard.h, its
+     * own lock; set by sv_http_start, freed by sv_http_stop. */
+    rh_guard *guard;
     uint32_t client_cap;
 
     pthread_mutex_t reg_mu;     /* the watch registry */
