@@ -43,6 +43,10 @@ static void usage(FILE *f)
             "                              (rehearse_router_policy_errors_total), the first on stderr\n"
             "  --policy-max-instructions N Lua instructions one route() call may run (10000000)\n"
             "  --policy-max-memory BYTES   memory the script's Lua state may hold (67108864)\n"
+            "  --policy-max-failures N     failures in a row after which route() is not called for a\n"
+            "                              back-off of 64 picks, doubling while it keeps failing\n"
+            "                              (least outstanding meanwhile; each trip on stderr and in\n"
+            "                              rehearse_router_policy_breaker_trips_total); 0: never (16)\n"
             "  --policy-max-seconds S      wall time one route() call may take (1); picks are made one\n"
             "                              at a time, so a slow script delays every request's\n"
             "  --host ADDR                 IPv4 address to bind (127.0.0.1; 0.0.0.0 for every interface)\n"
@@ -126,6 +130,9 @@ static int flag(rp_config *c, const char *name, const char *v, const char ***wor
         if (ull < (1u << 20) || ull > (1ull << 40))
             return rh_fail(e, "--policy-max-memory must be 1048576..1099511627776 bytes (got %s)", v);
         c->core.lua_max_memory = ull;
+    } else if (!strcmp(name, "policy-max-failures")) {
+        if (rh_parse_u32(v, fl, 0, UINT32_MAX, &u, e) < 0) return -1;
+        c->core.lua_max_failures = u;
     } else if (!strcmp(name, "policy-max-seconds")) {
         if (rh_parse_double(v, fl, &d, e) < 0) return -1;
         if (!(d >= 0.001 && d <= 3600)) return rh_fail(e, "--policy-max-seconds must be 0.001..3600 (got %s)", v);
@@ -203,7 +210,7 @@ int router_main(int argc, char **argv)
     const char *name;
     while ((name = rh_args_next(&a))) {
         static const char *const known[] = {"worker", "policy", "policy-script", "policy-max-instructions",
-                                            "policy-max-memory", "policy-max-seconds", "host", "port", "record-trace", "seed",
+                                            "policy-max-memory", "policy-max-seconds", "policy-max-failures", "host", "port", "record-trace", "seed",
                                             "cache-threshold", "balance-abs-threshold", "balance-rel-threshold",
                                             "max-tree-blocks", "prefix-block", "health-interval", "health-timeout",
                                             "connect-timeout", "request-timeout", "shutdown-timeout",

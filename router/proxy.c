@@ -108,11 +108,16 @@ int rp_pick(rproxy *p, const uint64_t *hashes, uint32_t n_hashes, uint64_t *epoc
     for (uint32_t i = 0; i < p->n; i++)
         p->view[i] = (router_replica){.healthy = p->w[i].healthy, .outstanding = p->w[i].outstanding,
                                       .kv_use = p->w[i].kv_use};
-    uint64_t errors = router_errors(p->core);
+    uint64_t errors = router_errors(p->core), trips = router_trips(p->core);
     int k = router_pick(p->core, p->view, hashes, n_hashes);
     if (!errors && router_errors(p->core))   /* the first only: a broken script would flood the log */
         fprintf(stderr, "rehearse router: Lua policy error, routing by least outstanding instead: %s\n",
                 router_error(p->core));
+    if (router_trips(p->core) > trips)   /* once per trip */
+        fprintf(stderr,
+                "rehearse router: the Lua policy keeps failing (trip %llu): route() is not called for the next "
+                "%llu picks (--policy-max-failures)\n",
+                (unsigned long long)router_trips(p->core), (unsigned long long)router_backoff(p->core));
     if (k >= 0) {
         p->w[k].outstanding++;
         p->w[k].requests++;
@@ -232,7 +237,7 @@ char *rp_metrics_text(rproxy *p, size_t *len)
             }
         }
     }
-    uint64_t policy_errors = router_errors(p->core);
+    uint64_t policy_errors = router_errors(p->core), trips = router_trips(p->core);
     pthread_mutex_unlock(&p->mu);
     fprintf(f, "# HELP rehearse_router_live_requests Requests routed and not finished.\n"
                "# TYPE rehearse_router_live_requests gauge\nrehearse_router_live_requests %llu\n",
@@ -248,6 +253,11 @@ char *rp_metrics_text(rproxy *p, size_t *len)
                "went to the least outstanding worker.\n"
                "# TYPE rehearse_router_policy_errors_total counter\nrehearse_router_policy_errors_total %llu\n",
             (unsigned long long)policy_errors);
+    fprintf(f, "# HELP rehearse_router_policy_breaker_trips_total Times the Lua policy failed --policy-max-failures "
+               "times in a row (or again after a back-off) and was not called for a while.\n"
+               "# TYPE rehearse_router_policy_breaker_trips_total counter\n"
+               "rehearse_router_policy_breaker_trips_total %llu\n",
+            (unsigned long long)trips);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -500,6 +500,79 @@ static void test_bad_input(void)
 /* --policy lua: a script sending everything to the second worker but each
  * third request, which it fails, so that one goes to the least outstanding
  * (the first, all being idle between sequential requests). */
+/* A route() that does the sandbox's worst inside one C call or one
+ * instruction (sorting references to a 20 MB string; comparing it with
+ * itself for ever) or fails on every call: every request is still
+ * answered, /health and /metrics answer while such picks are made, the
+ * first SIGTERM stops the router, and a script failing each call trips
+ * its breaker (counted in /metrics). */
+typedef struct lua_asker {
+    const char *url;
+    int status;
+} lua_asker;
+
+static void *lua_ask(void *arg)
+{
+    lua_asker *a = arg;
+    ts_resp r = ts_request_at(a->url, "POST", "/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 2}", NULL);
+    a->status = (int)r.status;
+    ts_resp_free(&r);
+    return NULL;
+}
+
+static void hostile_route(const char *name, const char *lua, char *const more[], double want_trips)
+{
+    char path[256];
+    tu_tmp_path(name, path, sizeof path);
+    CU_ASSERT_FATAL(tu_write_file(path, lua, strlen(lua)) == 0);
+    tu_server w, r;
+    CU_ASSERT_FATAL(ru_start_workers(&w, 1, fast_cost, name) == 0);
+    char *extra[12] = {"--policy-script", path, "--policy-max-seconds", "0.2"};
+    for (int i = 0; more && more[i] && i < 6; i++) extra[4 + i] = more[i];
+    if (start_router(&r, &w, 1, name, extra) < 0) {
+        ru_stop_workers(&w, 1);
+        CU_FAIL_FATAL("router");
+    }
+    enum { N = 4 };
+    lua_asker a[N];
+    pthread_t t[N];
+    for (int k = 0; k < N; k++) {
+        a[k] = (lua_asker){.url = r.url};
+        pthread_create(&t[k], NULL, lua_ask, &a[k]);
+    }
+    ts_resp h = ts_request_at(r.url, "GET", "/health", NULL, NULL);
+    int answered = 0;
+    for (int k = 0; k < N; k++) {
+        pthread_join(t[k], NULL);
+        answered += a[k].status == 200;
+    }
+    ts_resp m = ts_request_at(r.url, "GET", "/metrics", NULL, NULL);
+    double trips = m.status == 200 ? ts_metric(m.body, "rehearse_router_policy_breaker_trips_total") : -1;
+    double t0 = rh_now();
+    int st = tu_server_stop(&r);
+    double took = rh_now() - t0;
+    ru_stop_workers(&w, 1);
+    int ok = answered == N && h.status == 200 && m.status == 200 && st == 0 && took < 5 && trips >= want_trips;
+    if (!ok)
+        printf("\n    %s: %d of %d answered, /health %ld, /metrics %ld, %g trips, exit %d after %.2f s\n", name, answered,
+               N, h.status, m.status, trips, st, took);
+    CU_ASSERT(ok);
+    ts_resp_free(&h);
+    ts_resp_free(&m);
+}
+
+static void test_hostile_lua_policy(void)
+{
+    hostile_route("router-sort-big.lua",
+                  "local s = string.rep('x', 20000000)\nlocal t = {}\nfor i = 1, 2000 do t[i] = s end\n"
+                  "function route(q, r)\n  table.sort(t)\n  return 1\nend\n",
+                  NULL, 0);
+    hostile_route("router-less-big.lua",
+                  "local s = string.rep('x', 20000000)\nfunction route(q, r)\n  repeat until s < s\nend\n", NULL, 0);
+    char *trip[] = {"--policy-max-failures", "1", NULL};
+    hostile_route("router-spin.lua", "function route(q, r)\n  while true do end\nend\n", trip, 1);
+}
+
 static void test_lua_policy(void)
 {
     char path[256];
@@ -626,4 +699,6 @@ void register_test_router_proxy(void)
     CU_add_test(s, "bad flags and URLs: one message, exit 1", test_bad_input);
     CU_add_test(s, "no healthy worker: 503 naming it", test_no_healthy_worker);
     CU_add_test(s, "lua: the script's picks, its errors least-outstanding's and counted", test_lua_policy);
+    CU_add_test(s, "--policy-script doing its worst in C: answered, /health answers, SIGTERM stops it, the breaker trips",
+                test_hostile_lua_policy);
 }

@@ -139,6 +139,7 @@ const char *router_error(const router *r)
 
 uint64_t router_trips(const router *r) { return r->brk.trips; }
 uint64_t router_skipped(const router *r) { return r->brk.skipped; }
+uint64_t router_backoff(const router *r) { return breaker_backoff(&r->brk); }
 
 uint32_t router_tree_match(const router *r, uint32_t replica, const uint64_t *hashes, uint32_t n_hashes)
 {

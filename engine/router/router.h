@@ -128,5 +128,7 @@ const char *router_error(const router *r);
  * without asking the script. */
 uint64_t router_trips(const router *r);
 uint64_t router_skipped(const router *r);
+/* The picks the breaker still leaves to least-outstanding. */
+uint64_t router_backoff(const router *r);
 
 #endif
