@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/args.h"
+#include "util/fs.h"
 
 /* Knobs of the whole run, not of one server: a group may not set them. */
 static bool run_wide(const char *knob)
@@ -183,7 +184,10 @@ int sim_cluster_load(const char *path, const sim_config *base, const cost_model 
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    FILE *f = rh_fopen_regular(path, "cluster file", e);
+    if (!f) return -1;
+    json_t *o = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
     if (!o && je.line < 0) return rh_fail(e, "%s: %s", path, je.text);
     if (!o) return rh_fail(e, "%s:%d: %s", path, je.line, je.text);
     if (base->replicas > 1 || base->pd_prefill)

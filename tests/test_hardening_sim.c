@@ -143,6 +143,71 @@ static void test_setup_failed(void)
     CU_FAIL("could not write the suite's trace and cost file under build/tmp");
 }
 
+/* Inputs that are not regular files — a FIFO nobody writes, a device —
+ * as --cost, --policy-script, --router-script, --cluster or a script a
+ * CLUSTER.json names: each refused at once with a message naming the
+ * path and what it is (the open of a FIFO used to block for ever). A
+ * compiled Lua chunk as a script is refused too: Lua does not check
+ * binary chunks. */
+static void test_not_regular_files_refused(void)
+{
+    hu_watchdog(60);
+    char fifo[256], cluster[256], lua[256], chunk[256];
+    tu_tmp_path("hsim-fifo", fifo, sizeof fifo);
+    tu_tmp_path("hsim-cluster.json", cluster, sizeof cluster);
+    tu_tmp_path("hsim-ok.lua", lua, sizeof lua);
+    tu_tmp_path("hsim-chunk.lua", chunk, sizeof chunk);
+    remove(fifo);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    const char *ok = "function policy(w, s) return nil end\n";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(lua, ok, strlen(ok)), 0);
+    char text[16384], abs_cost[4096], abs_fifo[4096];
+    CU_ASSERT_FATAL(realpath(cost, abs_cost) && realpath(fifo, abs_fifo));   /* a CLUSTER.json's paths are its own */
+    snprintf(text, sizeof text, "{\"groups\": [{\"count\": 2, \"cost\": \"%s\"}], \"router-script\": \"%s\"}",
+             abs_cost, abs_fifo);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cluster, text, strlen(text)), 0);
+    /* "\x1bLua" opens a binary chunk */
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(chunk, "\x1bLuaT\x00\x19\x93\r\n\x1a\n", 12), 0);
+    struct {
+        char flags[1024];
+        const char *says;
+    } bad[6];
+    snprintf(bad[0].flags, sizeof bad[0].flags, "--cost %s", fifo);
+    snprintf(bad[1].flags, sizeof bad[1].flags, "--cost %s --policy-script %s", cost, fifo);
+    snprintf(bad[2].flags, sizeof bad[2].flags, "--cost %s --replicas 2 --router-script %s", cost, fifo);
+    snprintf(bad[3].flags, sizeof bad[3].flags, "--cost %s --cluster %s", cost, fifo);
+    snprintf(bad[4].flags, sizeof bad[4].flags, "--cost %s --cluster %s", cost, cluster);
+    snprintf(bad[5].flags, sizeof bad[5].flags, "--cost %s --cost /dev/zero", cost);
+    for (int i = 0; i < 6; i++) bad[i].says = i == 5 ? "a device, not a regular file" : "a FIFO, not a regular file";
+    for (int i = 0; i < 6; i++) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "%s sim %s %s >%s 2>%s", tu_bin(), trace, bad[i].flags, out_path, err_path);
+        double t0 = rh_now();
+        int rc = tu_run(cmd, NULL, 0);
+        double took = rh_now() - t0;
+        size_t n;
+        char *err = hu_slurp(err_path, &n);
+        int fine = rc != 0 && err && strstr(err, bad[i].says) && took < 20;
+        if (!fine) printf("\n    %s: exit %d after %.1f s: %s", bad[i].flags, rc, took, err ? err : "");
+        CU_ASSERT(fine);
+        free(err);
+    }
+    char *o, *e;
+    CU_ASSERT_NOT_EQUAL(sim("hsim-chunk.lua", "\x1bLua", "", &o, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(e ? strstr(e, "binary chunk") : NULL);
+    if (e && !strstr(e, "binary chunk")) printf("\n    binary chunk: %s", e);
+    free(o);
+    free(e);
+    /* a first line "#!..." is skipped, the line numbers kept */
+    CU_ASSERT_NOT_EQUAL(sim("hsim-shebang.lua", "#!/usr/bin/env lua\nfunction policy(w, s)\n  error('two')\nend\n", "",
+                            &o, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL(e ? strstr(e, "hsim-shebang.lua:3: two") : NULL);
+    free(o);
+    free(e);
+    remove(fifo);
+    hu_watchdog(0);
+}
+
 void register_test_hardening_sim(void)
 {
     CU_pSuite s = CU_add_suite("hardening_sim", NULL, NULL);
@@ -152,5 +217,6 @@ void register_test_hardening_sim(void)
     }
     CU_add_test(s, "sim stops at a policy error; --policy-fallback counts it", test_sim_stops_at_a_policy_error);
     CU_add_test(s, "a policy's print goes to stderr", test_policy_print_goes_to_stderr);
+    CU_add_test(s, "FIFOs, devices and binary chunks as inputs: refused at once", test_not_regular_files_refused);
     CU_add_test(s, "sim.run stops at a policy error; policy_fallback counts it", test_lua_sim_run_stops_at_a_policy_error);
 }

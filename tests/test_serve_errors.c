@@ -207,6 +207,30 @@ static void test_body_limits_and_pool(void)
     CU_ASSERT_EQUAL(r.status, 200);
     ts_resp_free(&r);
     ts_stop(s);
+
+    /* A text that cannot fit the context whatever it encodes to is refused
+     * by its bytes, before any encoding; one that might fit is encoded
+     * first (and refused by its tokens). */
+    c.max_body_bytes = 64 << 20;
+    s = ts_start(&c);
+    ts_resp m = ts_request(s, "GET", "/v1/models", NULL, NULL);
+    json_t *d0 = json_array_get(json_object_get(m.json, "data"), 0);
+    uint64_t context = (uint64_t)json_integer_value(json_object_get(d0, "max_model_len"));
+    ts_resp_free(&m);
+    CU_ASSERT_FATAL(context > 0);
+    for (int k = 0; k < 2; k++) {
+        size_t len = k == 0 ? (size_t)context * 64 : (size_t)context + 10;
+        char *body = malloc(len + 64);
+        int at = snprintf(body, 64, "{\"prompt\":\"");
+        memset(body + at, 'a', len);
+        snprintf(body + at + len, 64, "\",\"max_tokens\":1}");
+        r = ts_post(s, "/v1/completions", body);
+        check_error("a text too long", &r, 400, "context_length_exceeded", "prompt");
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.body, k == 0 ? "takes at least" : "alone takes"));
+        ts_resp_free(&r);
+        free(body);
+    }
+    ts_stop(s);
 }
 
 static void test_api_key(void)

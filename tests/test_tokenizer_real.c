@@ -130,7 +130,7 @@ static void check_tokenizer(const char *name, int composes)
     CU_ASSERT_FATAL(t != NULL);
     json_t *texts = json_object_get(job, "texts"), *ids = json_object_get(ref, "ids");
     CU_ASSERT_FATAL(json_array_size(ids) == json_array_size(texts));
-    size_t same = 0, round = 0, total = json_array_size(texts), tokens = 0;
+    size_t same = 0, round = 0, total = json_array_size(texts), tokens = 0, under = 0;
     for (size_t i = 0; i < total; i++) {
         const char *text = json_string_value(json_array_get(texts, i));
         json_t *want = json_array_get(ids, i);
@@ -147,6 +147,7 @@ static void check_tokenizer(const char *name, int composes)
             for (size_t k = 0; k < n; k++) printf(" %d", got[k]);
         }
         tokens += n;
+        under += n < tok_fewest_tokens(t, strlen(text));   /* the byte bound a server refuses by */
         size_t len;
         char *back = tok_decode(t, got, n, 0, &len);
         char *expect = composes ? nfc(text) : strdup(text);
@@ -160,6 +161,7 @@ static void check_tokenizer(const char *name, int composes)
            round);
     CU_ASSERT_EQUAL(same, total);
     CU_ASSERT_EQUAL(round, total);
+    CU_ASSERT_EQUAL(under, 0);
     tok_free(t);
     json_decref(ref);
     json_decref(job);

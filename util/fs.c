@@ -2,6 +2,8 @@
 #include "util/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,4 +36,75 @@ int rh_exe_dir(char *buf, size_t n)
     char *slash = strrchr(buf, '/');
     if (slash) *slash = '\0';   /* "/rehearse" gives "": paths built as DIR/x stay right */
     return 0;
+}
+
+static const char *kind_of(mode_t m)
+{
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a plain file";
+}
+
+FILE *rh_fopen_regular(const char *path, const char *what, rh_err *e)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return rh_fail(e, "%s: cannot open %s: %s", path, what, strerror(errno)), NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rh_fail(e, "%s: cannot open %s: %s", path, what, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rh_fail(e, "%s: %s is %s, not a regular file", path, what, kind_of(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        rh_fail(e, "%s: cannot open %s: %s", path, what, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+char *rh_read_regular(const char *path, const char *what, size_t max, size_t *n, rh_err *e)
+{
+    FILE *f = rh_fopen_regular(path, what, e);
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap);
+    while (b) {
+        if (len + 1 == cap) {
+            if (len > max) break;
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+        }
+        size_t got = fread(b + len, 1, cap - 1 - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!b) return rh_fail(e, "%s: out of memory reading %s", path, what), NULL;
+    if (len > max) {
+        free(b);
+        return rh_fail(e, "%s: %s is larger than %zu bytes", path, what, max), NULL;
+    }
+    if (failed) {
+        free(b);
+        return rh_fail(e, "%s: cannot read %s", path, what), NULL;
+    }
+    b[len] = '\0';
+    *n = len;
+    return b;
 }

@@ -25,6 +25,8 @@
  * server's sockets, the router's curl) for work the hooks already bound. */
 #include "engine/core/lua_box.h"
 
+#include "util/fs.h"
+
 #include <lauxlib.h>
 #include <limits.h>
 #include <lualib.h>
@@ -550,6 +552,34 @@ static int run_chunk(lua_State *L, lbox_budget *load)
     return rc;
 }
 
+/* The script's source onto the stack as a function: read by us, not by
+ * luaL_loadfile, so that a FIFO or a device is refused instead of blocking
+ * the open for ever (rh_read_regular), and as text only: a binary chunk
+ * is not checked by Lua and can crash the VM. A first line starting with
+ * '#' (#!/usr/bin/env lua) is skipped as lua.c skips it, its newline kept
+ * so line numbers stay the file's. */
+#define MAX_SOURCE_BYTES (16u << 20)
+static int load_source(lua_State *L, const lbox_names *n, const char *path, rh_err *e)
+{
+    size_t len;
+    char *src = rh_read_regular(path, n->script, MAX_SOURCE_BYTES, &len, e);
+    if (!src) return -1;
+    const char *p = src;
+    if (len && *p == '#') {
+        const char *nl = memchr(p, '\n', len);
+        p = nl ? nl : p + len;
+    }
+    char chunk[4200];
+    snprintf(chunk, sizeof chunk, "@%s", path);
+    int rc = luaL_loadbufferx(L, p, len - (size_t)(p - src), chunk, "t");
+    free(src);
+    if (rc != LUA_OK) {
+        rh_fail(e, "%s: %s", n->script, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "cannot load it");
+        return -1;
+    }
+    return 0;
+}
+
 int lbox_open_file(lbox *b, const lbox_names *n, const char *path, uint64_t max_memory, uint64_t seed,
                    lbox_budget *load, rh_err *e)
 {
@@ -573,8 +603,7 @@ int lbox_open_file(lbox *b, const lbox_names *n, const char *path, uint64_t max_
         lbox_close(b);
         return -1;
     }
-    if (luaL_loadfile(L, path) != LUA_OK) {
-        rh_fail(e, "%s: %s", n->script, lua_tostring(L, -1));
+    if (load_source(L, n, path, e) < 0) {
         lbox_close(b);
         return -1;
     }

@@ -42,6 +42,7 @@ tokenizer *tok_new_bytes(void)
         t->special[i] = i >= 256;
     }
     for (int i = 0; i < 256; i++) t->byte_id[i] = i;
+    tok_note_pieces(t);
     return t;
 }
 
@@ -181,6 +182,24 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, in
 int tok_is_special(const tokenizer *t, int32_t id)
 {
     return id >= 0 && (uint32_t)id < t->vocab_size && t->special[id];
+}
+
+void tok_note_pieces(tokenizer *t)
+{
+    t->max_piece = 1;
+    for (uint32_t i = 0; i < t->vocab_size; i++)
+        if (t->piece[i] && t->piece_len[i] > t->max_piece) t->max_piece = t->piece_len[i];
+}
+
+/* No token covers more bytes of the text than the longest piece, or than
+ * one character (4 bytes, an unknown one's unk); and NFC can shrink the
+ * text to a third first (three Hangul jamo, 9 bytes, compose to one
+ * syllable of 3). */
+uint64_t tok_fewest_tokens(const tokenizer *t, uint64_t bytes)
+{
+    uint64_t per = t->max_piece > 4 ? t->max_piece : 4;
+    if (t->nfc) per *= 3;
+    return (bytes + per - 1) / per;
 }
 
 size_t tok_piece(const tokenizer *t, int32_t id, char *buf, size_t cap)

@@ -58,6 +58,11 @@ uint32_t tok_vocab_size(const tokenizer *t);
 int32_t tok_bos(const tokenizer *t);   /* -1: none */
 int32_t tok_eos(const tokenizer *t);   /* -1: none known (use the model config's) */
 
+/* The fewest tokens `bytes` of text can encode to, by the tokenizer's
+ * longest piece: a prompt that cannot fit a context is refused by its
+ * length before any encoding work. */
+uint64_t tok_fewest_tokens(const tokenizer *t, uint64_t bytes);
+
 /* Encodes len bytes of text into a malloc'd array (*ids, *n); add_bos
  * prepends the BOS id when there is one. -1 with a message on failure. */
 int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids, size_t *n, rh_err *e);

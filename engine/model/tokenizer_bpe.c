@@ -567,6 +567,7 @@ tokenizer *tok_load(const char *path, rh_err *e)
     lookup(t, str_field(model, "unk_token"), &t->unk);
     find_bos_eos(t, root);
     if (tok_load_config(t, file, e)) goto fail;
+    tok_note_pieces(t);
     json_decref(root);
     return t;
 fail:

@@ -43,6 +43,7 @@ struct tokenizer {
 
     char **piece;             /* [vocab_size] decoded bytes of each id, NULL when unknown */
     uint32_t *piece_len;
+    uint32_t max_piece;       /* the longest piece (tok_note_pieces) */
     uint8_t *special;         /* [vocab_size] 1 for added special tokens */
 
     rh_strmap vocab;          /* token text as in the file -> id */
@@ -58,6 +59,9 @@ struct tokenizer {
     char *special_text[TOK_N_SPECIAL_TEXT];   /* bos_token, eos_token, unk_token, pad_token */
     struct chat_template *chat;
 };
+
+/* Notes the longest piece, for tok_fewest_tokens; once the vocabulary is in. */
+void tok_note_pieces(tokenizer *t);
 
 /* Reads tokenizer_config.json beside tokenizer_file when there is one. */
 int tok_load_config(tokenizer *t, const char *tokenizer_file, rh_err *e);

@@ -104,6 +104,13 @@ static int encode_prompt(oa_request *r, const char *s, size_t len, int add_bos, 
                          oa_error *e)
 {
     if (!lim->tok) return oa_fail(e, 400, param, "invalid_value", "this server has no tokenizer: send '%s' as token ids", param);
+    /* Refused by its bytes first: encoding megabytes of one word takes
+     * seconds of this thread for a prompt that cannot fit anyway. */
+    uint64_t fewest = tok_fewest_tokens(lim->tok, len);
+    if (fewest >= lim->context)
+        return oa_fail(e, 400, param, "context_length_exceeded",
+                       "this model's maximum context length is %u tokens, and '%s' (%zu bytes) takes at least %llu",
+                       lim->context, param, len, (unsigned long long)fewest);
     int32_t *ids;
     size_t n;
     rh_err err;

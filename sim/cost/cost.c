@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sim/cost/cost_impl.h"
+#include "util/fs.h"
 
 /* The registry: a kind is one file with a parse function, and one line here.
  * "fit" names the linear formula with fitted coefficients: what `rehearse
@@ -108,11 +109,8 @@ static void dir_of(const char *path, char *dir, size_t n)
 
 cost_model *cost_load(const char *path, rh_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rh_fail(e, "%s: cannot open cost file: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = rh_fopen_regular(path, "cost file", e);
+    if (!f) return NULL;
     json_error_t je;
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);
