@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "traces/metrics/metrics.h"
+#include "traces/tools/stats.h"
 
 static void test_weighted_equals_expanded(void)
 {
@@ -145,9 +146,51 @@ static void test_hand_computed_run(void)
     metrics_free(m);
 }
 
+/* A trace's "failed" count (trace stats' first lines) is the serving
+ * metrics' own: measured requests that ended in an error or an abort
+ * (a router's "no healthy worker") count, as do those their source
+ * marked failed. */
+static void test_stats_count_failed_as_metrics_do(void)
+{
+    tr_request r[7] = {
+        {.id = 1, .arrival = 0.0, .input_len = 4, .output_len = 3, .flags = TR_REQ_MEASURED, .finish = TR_FINISH_LENGTH,
+         .ttft = 0.01, .e2e = 0.03},
+        {.id = 2, .arrival = 0.1, .input_len = 4, .output_len = 3, .flags = TR_REQ_MEASURED, .finish = TR_FINISH_STOP,
+         .ttft = 0.01, .e2e = 0.03},
+        {.id = 3, .arrival = 0.2, .input_len = 2, .output_len = 3, .flags = TR_REQ_MEASURED, .finish = TR_FINISH_ERROR},
+        {.id = 4, .arrival = 0.3, .input_len = 2, .output_len = 3, .flags = TR_REQ_MEASURED, .finish = TR_FINISH_ERROR},
+        {.id = 5, .arrival = 0.4, .input_len = 2, .output_len = 3, .flags = TR_REQ_MEASURED, .finish = TR_FINISH_ABORT},
+        {.id = 6, .arrival = 0.5, .input_len = 2, .output_len = 0, .flags = TR_REQ_FAILED},   /* BurstGPT's */
+        {.id = 7, .arrival = 0.6, .input_len = 2, .output_len = 3},                           /* a workload */
+    };
+    tr_stats_acc *a = tr_stats_new();
+    tr_sink sink = tr_stats_sink(a);
+    rh_err e;
+    tr_header h;
+    memset(&h, 0, sizeof h);
+    sink.header(sink.ctx, &h, &e);
+    metrics *m = metrics_new(NULL);
+    for (int i = 0; i < 7; i++) {
+        tr_record rec = {.kind = TR_REQUEST};
+        rec.req = r[i];
+        CU_ASSERT_EQUAL(sink.record(sink.ctx, &rec, &e), 0);
+        CU_ASSERT_EQUAL(metrics_add_request(m, &r[i]), 0);
+    }
+    tr_stats st;
+    CU_ASSERT_EQUAL(tr_stats_finish(a, &st, &e), 0);
+    metrics_summary ms;
+    CU_ASSERT_EQUAL(metrics_summarize(m, &ms), 0);
+    CU_ASSERT_EQUAL(st.failed, 4);
+    CU_ASSERT_EQUAL(ms.failed, 3);   /* the measured ones; the unmeasured workload is not the metrics' */
+    CU_ASSERT_EQUAL(ms.completed, 2);
+    tr_stats_free(a);
+    metrics_free(m);
+}
+
 void register_test_metrics(void)
 {
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
     CU_add_test(s, "weighted percentiles equal expanded", test_weighted_equals_expanded);
     CU_add_test(s, "hand-computed run", test_hand_computed_run);
+    CU_add_test(s, "trace stats count failed requests as the metrics do", test_stats_count_failed_as_metrics_do);
 }

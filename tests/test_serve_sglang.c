@@ -153,6 +153,11 @@ static void test_generate_refusals(void)
     expect_refusal("{\"text\": \"a\", \"return_logprob\": true}", "return_logprob");
     expect_refusal("{\"text\": \"a\", \"input_ids\": [1]}", "text");
     expect_refusal("{\"sampling_params\": {}}", "text");
+    /* text under input_ids is not tokenized as a prompt */
+    expect_refusal("{\"input_ids\": [\"text\"]}", "input_ids");
+    expect_refusal("{\"input_ids\": \"text\"}", "input_ids");
+    expect_refusal("{\"input_ids\": [[1, 2], \"text\"]}", "input_ids");
+    expect_refusal("{\"input_ids\": [1, [2]]}", "input_ids");
     expect_refusal("{\"text\": \"a\", \"sampling_params\": {\"temperature\": -1}}", "temperature");
 }
 

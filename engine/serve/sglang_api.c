@@ -65,6 +65,23 @@ static json_t *as_completions(json_t *root, oa_error *e)
     json_t *text = json_object_get(root, "text"), *ids = json_object_get(root, "input_ids");
     if (is_set(text) && is_set(ids))
         return oa_fail(e, 400, "text", "invalid_value", "give either 'text' or 'input_ids', not both"), NULL;
+    /* input_ids are ids: a list of them, or a batch of such lists; text
+     * under that name would be tokenized as a prompt */
+    if (is_set(ids)) {
+        bool batch = json_is_array(ids) && json_is_array(json_array_get(ids, 0));
+        for (size_t i = 0; json_is_array(ids) && i < json_array_size(ids); i++) {
+            json_t *v = json_array_get(ids, i);
+            if (batch ? !json_is_array(v) : !json_is_integer(v))
+                return oa_fail(e, 400, "input_ids", "invalid_type",
+                               "'input_ids[%zu]' must be %s; text goes in 'text'", i,
+                               batch ? "a list of token ids" : "a token id (an integer)"),
+                       NULL;
+        }
+        if (!json_is_array(ids))
+            return oa_fail(e, 400, "input_ids", "invalid_type",
+                           "'input_ids' must be a list of token ids (or of such lists); text goes in 'text'"),
+                   NULL;
+    }
     json_t *prompt = is_set(ids) ? ids : text;
     if (!prompt || json_is_null(prompt))
         return oa_fail(e, 400, "text", "missing_required_parameter", "'text' or 'input_ids' is required"), NULL;

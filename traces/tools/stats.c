@@ -59,7 +59,11 @@ static int acc_record(void *ctx, const tr_record *rec, rh_err *e)
     s->requests++;
     if (r->arrival < s->first_arrival) s->first_arrival = r->arrival;
     if (r->arrival > s->last_arrival) s->last_arrival = r->arrival;
-    if (r->flags & TR_REQ_FAILED) s->failed++;
+    /* Failed as the serving metrics count it (metrics_add_request): marked
+     * so by its source, or measured and not finished by length or stop
+     * (an error, an abort, still running when the trace ended). */
+    int done = r->finish == TR_FINISH_LENGTH || r->finish == TR_FINISH_STOP;
+    if ((r->flags & TR_REQ_FAILED) || ((r->flags & TR_REQ_MEASURED) && !done)) s->failed++;
     if (r->flags & TR_REQ_MEASURED) s->measured++;
     s->input_tokens += r->input_len;
     s->output_tokens += r->output_len;
