@@ -62,7 +62,8 @@ typedef struct replica {
     double link_free;        /* PD prefill side: when its KV link takes the next transfer */
     double kv_bytes_per_token;   /* PD prefill side: what a prompt token's KV moves, per GPU */
     uint32_t gpus;           /* what its cost model prices it on (set at the end) */
-    core *c;
+    core *c;                 /* NULL until it first gets a request (replica_core): an idle
+                                replica of a big cluster holds no pool, cache or script */
     metrics *m;              /* its own requests and steps (cluster runs) */
     step_row *rows;
     size_t n_rows, cap_rows;
@@ -256,6 +257,8 @@ static void on_step(void *ctx, const tr_step *st)
 
 /* Request `i`, sent at `sent`, enters its replica's core at `now`, the
  * replica's step boundary. */
+static core *replica_core(replica *rep, rh_err *e);
+
 static void admit_request(replica *rep, uint32_t i, double sent, double now)
 {
     run *r = rep->run;
@@ -281,6 +284,10 @@ static void admit_request(replica *rep, uint32_t i, double sent, double now)
         d.kv_ready = true;
         d.block_hashes = NULL;
         d.n_block_hashes = 0;
+    }
+    if (!replica_core(rep, &r->err)) {
+        r->failed = 1;
+        return;
     }
     rh_err why;
     core_fit fit = core_check_fit(rep->c, d.id, d.prompt_len, d.max_new_tokens, &why);
@@ -343,7 +350,7 @@ static int route(run *r, router *rt, uint32_t first, uint32_t n, uint32_t i)
         replica *rep = &r->reps[first + k];
         r->view[k] = (router_replica){.healthy = true, .outstanding = rep->outstanding};
         router_policy pol = r->cfg->router.policy;
-        if (pol == ROUTER_LEAST_KV || pol == ROUTER_LUA) {   /* SGLang's token_usage: pages held by requests */
+        if ((pol == ROUTER_LEAST_KV || pol == ROUTER_LUA) && rep->c) {   /* SGLang's token_usage: pages held by requests */
             core_stats st;
             core_get_stats(rep->c, &st);
             r->view[k].kv_use = st.pages_total ? (double)st.pages_used / (double)st.pages_total : 0;
@@ -632,6 +639,18 @@ static double guard_clock(void *ctx)
     return rh_now();
 }
 
+/* The replica's core, made on first use from its group's knobs: the same
+ * core whenever it is made (no clock, nothing seen before its first
+ * request), so a run is the same as with every core made up front. NULL
+ * with e. */
+static core *replica_core(replica *rep, rh_err *e)
+{
+    if (rep->c) return rep->c;
+    core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
+    rep->c = core_new(&rep->cfg->core, &hooks, e);
+    return rep->c;
+}
+
 /* Step 1: the run's state — records per request, metrics, the sender, the
  * replicas' cores, the router, and the output file when one is asked for. */
 static int run_open(run *r, const sim_config *cfg, const sim_group *groups, const double *kv_bytes, uint32_t n_groups,
@@ -666,10 +685,10 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
         rep->cfg = &groups[g].cfg;
         rep->cost = groups[g].cost;
         rep->kv_bytes_per_token = kv_bytes[g];
-        const sim_config *own = rep->cfg;
-        rep->tp = own->tp;
-        core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
-        if (!(rep->c = core_new(&own->core, &hooks, e))) return -1;
+        rep->tp = rep->cfg->tp;
+        /* Each group's first core now, so a bad knob or script stops the
+         * run before it starts; the others when they first get work. */
+        if ((k == 0 || rep->group != r->reps[k - 1].group) && !replica_core(rep, e)) return -1;
         if (r->n_reps > 1 && !(rep->m = metrics_new(&cfg->slo))) return rh_fail(e, "out of memory");
     }
     uint32_t front = r->n_prefill ? r->n_prefill : r->n_reps;
@@ -757,7 +776,7 @@ static int boundary(replica *rep, double now, rh_err *e)
         size_t h = rep->pend_head++;
         admit_request(rep, rep->pend[h], rep->pend_sent[h], now);
     }
-    if (r->failed) return 0;
+    if (r->failed || !rep->c) return 0;
     uint32_t k = core_schedule(rep->c, now, &rep->batch);
     const char *policy_err = cfg->policy_fallback ? NULL : core_policy_error(rep->c);
     if (policy_err)   /* a study must never report fcfs numbers under a policy's name */
@@ -816,7 +835,7 @@ static int run_loop(run *r, rh_err *e)
             /* Nothing runs and nothing is left to send: done, unless requests
              * wait for room that never comes. */
             for (uint32_t k = 0; k < r->n_reps && rc == 0; k++)
-                if (!core_idle(r->reps[k].c))
+                if (r->reps[k].c && !core_idle(r->reps[k].c))
                     rc = rh_fail(e, "the scheduler made no progress at t=%.3f s with requests queued: "
                                     "the KV pool is too small for them (raise --max-total-tokens)",
                                  r->now);
@@ -924,6 +943,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
     if (r->itl_count && metrics_add_itl(r->m, r->itl_gap, r->itl_count) < 0) return rh_fail(e, "out of memory");
     if (metrics_summarize(r->m, &out->summary) < 0) return rh_fail(e, "out of memory");
     for (uint32_t k = 0; k < r->n_reps; k++) {
+        if (!r->reps[k].c) continue;   /* never used */
         core_stats st;
         core_get_stats(r->reps[k].c, &st);
         out->summary.policy_errors += st.policy_errors;

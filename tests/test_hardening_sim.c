@@ -208,6 +208,40 @@ static void test_not_regular_files_refused(void)
     hu_watchdog(0);
 }
 
+/* A CLUSTER.json of 4096 replicas (the most allowed) with a handful of
+ * requests: each replica's core (its KV pool, prefix cache, script) is
+ * made when it first gets work, so the run fits in 1 GB of address space
+ * (every core up front took 5 GB for 4096 replicas of 16384 pages). */
+static void test_idle_replicas_cost_nothing(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    printf("(skipped: an address-space limit and AddressSanitizer's shadow memory do not mix) ");
+    return;
+#endif
+    hu_watchdog(120);
+    char cluster[256];
+    tu_tmp_path("hsim-4096.json", cluster, sizeof cluster);
+    char abs_cost[4096], text[8192];
+    CU_ASSERT_FATAL(realpath(cost, abs_cost) != NULL);
+    snprintf(text, sizeof text, "{\"groups\": [{\"count\": 4096, \"cost\": \"%s\"}]}", abs_cost);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cluster, text, strlen(text)), 0);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "ulimit -v 1000000; %s sim %s --cluster %s --json >%s 2>%s", tu_bin(), trace, cluster,
+             out_path, err_path);
+    int rc = tu_run(cmd, NULL, 0);
+    size_t n;
+    char *o = hu_slurp(out_path, &n), *e = hu_slurp(err_path, &n);
+    json_t *j = o ? json_loads(o, 0, NULL) : NULL;
+    int completed = j ? (int)json_integer_value(json_object_get(j, "completed")) : -1;
+    if (rc != 0 || completed != 60) printf("\n    4096 replicas: exit %d, %d completed: %s", rc, completed, e ? e : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(completed, 60);
+    json_decref(j);
+    free(o);
+    free(e);
+    hu_watchdog(0);
+}
+
 void register_test_hardening_sim(void)
 {
     CU_pSuite s = CU_add_suite("hardening_sim", NULL, NULL);
@@ -218,5 +252,7 @@ void register_test_hardening_sim(void)
     CU_add_test(s, "sim stops at a policy error; --policy-fallback counts it", test_sim_stops_at_a_policy_error);
     CU_add_test(s, "a policy's print goes to stderr", test_policy_print_goes_to_stderr);
     CU_add_test(s, "FIFOs, devices and binary chunks as inputs: refused at once", test_not_regular_files_refused);
+    CU_add_test(s, "4096 replicas, few requests: idle replicas hold no core (1 GB of address space)",
+                test_idle_replicas_cost_nothing);
     CU_add_test(s, "sim.run stops at a policy error; policy_fallback counts it", test_lua_sim_run_stops_at_a_policy_error);
 }
