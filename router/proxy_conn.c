@@ -17,27 +17,15 @@
 #include <sys/socket.h>
 
 #include "router/proxy_impl.h"
+#include "engine/serve/mhd_conn.h"
 #include "util/progress.h"
-
-static uint32_t client_ip(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET) return 0;
-    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
-}
-
-static rh_guard_conn *guard_of(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
-}
 
 void rp_conn_event(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
 {
     rproxy *p = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_ctx = fd ? rh_guard_open(p->guard, fd->connect_fd, client_ip(c), rh_now() + p->cfg.header_timeout_s)
+        *socket_ctx = fd ? rh_guard_open(p->guard, fd->connect_fd, mhd_client_ip(c), rh_now() + p->cfg.header_timeout_s)
                          : NULL;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         rh_guard_close(p->guard, *socket_ctx);
@@ -47,9 +35,9 @@ void rp_conn_event(void *cls, struct MHD_Connection *c, void **socket_ctx, enum 
 
 uint64_t rp_conn_header_in(rproxy *p, struct MHD_Connection *c)
 {
-    rh_guard_deadline(p->guard, guard_of(c), 0);
+    rh_guard_deadline(p->guard, mhd_guard_of(c), 0);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)p->cfg.idle_timeout_s);
-    uint32_t ip = client_ip(c);
+    uint32_t ip = mhd_client_ip(c);
     uint64_t mine = ip ? rh_guard_open_from(p->guard, ip) : 0;
     return mine > p->client_cap ? mine : 0;
 }
@@ -57,7 +45,7 @@ uint64_t rp_conn_header_in(rproxy *p, struct MHD_Connection *c)
 void rp_conn_response_done(rproxy *p, struct MHD_Connection *c)
 {
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)p->cfg.idle_timeout_s);
-    rh_guard_deadline(p->guard, guard_of(c), rh_now() + p->cfg.idle_timeout_s + p->cfg.header_timeout_s);
+    rh_guard_deadline(p->guard, mhd_guard_of(c), rh_now() + p->cfg.idle_timeout_s + p->cfg.header_timeout_s);
 }
 
 bool rp_client_gone(int fd, bool *pending)

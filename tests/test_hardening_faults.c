@@ -79,19 +79,6 @@ typedef struct kl_client {
     int n_got;
 } kl_client;
 
-static size_t kl_collect(char *p, size_t size, size_t n, void *ud)
-{
-    ts_buf *b = ud;
-    size_t add = size * n;
-    char *q = realloc(b->p, b->n + add + 1);
-    if (!q) return 0;
-    memcpy(q + b->n, p, add);
-    b->p = q;
-    b->n += add;
-    b->p[b->n] = '\0';
-    return add;
-}
-
 /* Closed loop: each request a unique (prompt length, max_tokens) pair, every
  * other one streamed; a completion counts once its whole body (or [DONE])
  * arrived. Quiet when the server is gone. */
@@ -113,7 +100,7 @@ static void *kl_run(void *arg)
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kl_collect);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ts_collect);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <CUnit/CUnit.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -251,6 +252,27 @@ static inline int hu_health_kept_alive(int fd)
         reply[got += (size_t)k] = '\0';
     }
     return strstr(reply, " 200 ") != NULL;
+}
+
+/* A server started with --header-timeout 1 --idle-timeout 1 on port:
+ * a dripped first header is cut at its deadline (1 s after the connection
+ * opened) and a kept-alive connection's next one 1 + 1 s after its answer,
+ * never before. Asserts both and prints when each came. */
+static inline void hu_check_header_deadline(uint16_t port)
+{
+    int fd = hu_connect_from("127.0.0.1", port);
+    CU_ASSERT_FATAL(fd >= 0);
+    double first = hu_drip_until_closed(fd, 0.1, 20);
+    close(fd);
+    fd = hu_connect_from("127.0.0.1", port);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(hu_health_kept_alive(fd));
+    double next = hu_drip_until_closed(fd, 0.1, 20);
+    close(fd);
+    printf("(closed %.2f s into the first header, %.2f s after an answer) ", first, next);
+    CU_ASSERT(first >= 0.9);   /* never before its deadline */
+    CU_ASSERT(next >= 1.9);
+    CU_ASSERT(first > 0 && next > 0);   /* -1: still open after 20 s */
 }
 
 #endif

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "engine/serve/server_impl.h"
+#include "engine/serve/mhd_conn.h"
 #include "engine/serve/sglang_api.h"
 #include "util/conn_guard.h"
 #include "util/progress.h"
@@ -472,31 +473,16 @@ static enum MHD_Result resumed(struct MHD_Connection *c, const hreq *h)
 }
 
 /* ---- the handler ---- */
-/* The client's IPv4 address (0: not IPv4). */
-static uint32_t client_ip(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET) return 0;
-    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
-}
-
-/* The connection's entry in the guard (NULL: unguarded, out of memory). */
-static rh_guard_conn *guard_of(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
-}
-
 static enum MHD_Result first_call(server *s, struct MHD_Connection *c, const char *url, const char *method, hreq *h)
 {
     /* The header is in: its deadline is off, and from now on the
      * connection may sit idle (mid-body, between requests) for the idle
      * timeout, not the (shorter) header timeout. */
-    rh_guard_deadline(s->guard, guard_of(c), 0);
+    rh_guard_deadline(s->guard, mhd_guard_of(c), 0);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->cfg.idle_timeout_s);
     if (atomic_load(&s->n_conns) > s->cfg.max_connections)
         return fail(c, 503, NULL, "too_many_connections", "too many open connections; try again later");
-    uint32_t ip = client_ip(c);
+    uint32_t ip = mhd_client_ip(c);
     uint64_t mine = ip ? rh_guard_open_from(s->guard, ip) : 0;
     if (mine > s->client_cap) {
         oa_error e;
@@ -575,7 +561,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     (void)toe;
     /* The connection waits for its next request: that one's header must be
      * in within the idle timeout (the wait) plus the header timeout. */
-    rh_guard_deadline(s->guard, guard_of(c), rh_now() + s->cfg.idle_timeout_s + s->cfg.header_timeout_s);
+    rh_guard_deadline(s->guard, mhd_guard_of(c), rh_now() + s->cfg.idle_timeout_s + s->cfg.header_timeout_s);
     hreq *h = *con_cls;
     if (!h) return;
     if (h->job) sv_release(h->job);
@@ -594,7 +580,7 @@ static void connection_event(void *cls, struct MHD_Connection *c, void **socket_
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->n_conns, 1);
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_ctx = fd ? rh_guard_open(s->guard, fd->connect_fd, client_ip(c), rh_now() + s->cfg.header_timeout_s) : NULL;
+        *socket_ctx = fd ? rh_guard_open(s->guard, fd->connect_fd, mhd_client_ip(c), rh_now() + s->cfg.header_timeout_s) : NULL;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         atomic_fetch_sub(&s->n_conns, 1);
         rh_guard_close(s->guard, *socket_ctx);
