@@ -103,13 +103,16 @@ static void test_run_json_and_trace_agree(void)
 }
 
 /* Goodput counts only the requests within every SLO. Output lengths spread
- * over 2..8 tokens at 10 ms apart, so E2E runs from about 20 to 80 ms and
- * an E2E bound of 45 ms splits the requests; the count in the JSON equals
- * the count made by hand from the recorded trace, and is neither none nor
- * all (else the SLO was not what decided). */
+ * over 2..8 tokens 100 ms apart, so E2E runs from 110 to 710 ms, and an
+ * E2E bound of 450 ms splits the requests whatever the machine's load: the
+ * mock sends each token at its deadline, never before, so a request of 6
+ * tokens or more (510 ms at the least) is always outside it, and one of 2
+ * (110 ms) is inside unless the load delays it by 340 ms. The count in the
+ * JSON equals the count made by hand from the recorded trace, and is
+ * neither none nor all (else the SLO was not what decided). */
 static void test_goodput_counts_every_slo(void)
 {
-    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.010, .vocab_size = 32000};
+    bench_mock_opts mo = {.first_token_s = 0.010, .itl_s = 0.100, .vocab_size = 32000};
     rh_err e;
     bench_mock *m = bench_mock_start(&mo, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -118,7 +121,7 @@ static void test_goodput_counts_every_slo(void)
     tu_tmp_path("bench_goodput.rhtr", trace, sizeof trace);
     snprintf(args, sizeof args,
              "--base-url %s --num-prompts 12 --random-input-len 16 --random-output-len 5 --random-range-ratio 0.6 "
-             "--max-concurrency 12 --seed 5 --slo-ttft 1000 --slo-e2e 45 --result-json %s --record-trace %s",
+             "--max-concurrency 12 --seed 5 --slo-ttft 1000 --slo-e2e 450 --result-json %s --record-trace %s",
              bench_mock_url(m), json, trace);
     int rc = bench(args);
     CU_ASSERT_EQUAL(rc, 0);
@@ -129,10 +132,15 @@ static void test_goodput_counts_every_slo(void)
     tr_trace t;
     CU_ASSERT_EQUAL_FATAL(tr_trace_load(trace, &t, &e), 0);
     CU_ASSERT_EQUAL_FATAL(t.n_requests, 12);
-    long good = 0;
-    for (size_t i = 0; i < t.n_requests; i++)
-        good += t.requests[i].ttft * 1e3 <= 1000 && t.requests[i].e2e * 1e3 <= 45;
+    long good = 0, shortest = 0, longer = 0;
+    for (size_t i = 0; i < t.n_requests; i++) {
+        const tr_request *q = &t.requests[i];
+        good += q->ttft * 1e3 <= 1000 && q->e2e * 1e3 <= 450;
+        shortest += q->output_len == 2;
+        longer += q->output_len >= 6;
+    }
     printf("(%ld of 12 within the SLOs) ", good);
+    CU_ASSERT(shortest > 0 && longer > 0);   /* the seed's lengths: some on either side */
     CU_ASSERT(good > 0 && good < 12);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "good_requests")), good);
     double duration = json_real_value(json_object_get(j, "duration"));

@@ -1,12 +1,20 @@
 /* test_calibrate_live.c — calibrating against a server seen only from
- * outside, with a known answer: `rehearse serve --backend sim` runs secret
- * physics (a roofline's efficiencies and a per-step overhead, each step
- * with 2% lognormal noise), `rehearse probe` measures it client-side,
- * `rehearse fit` must find the secret from those timings alone, and on a
- * held-out workload (a slice of the Azure conversation trace sent by
- * `rehearse bench`) `rehearse validate --measured` must predict what the
- * server did. The same run checks the emulated server itself: each step
- * it recorded took what the secret cost model prices it at. */
+ * outside, with a known answer: secret physics (a roofline's efficiencies
+ * and a per-step overhead, each step with 2% lognormal noise) that `rehearse
+ * fit` must find from client-side timings alone, and a held-out workload (a
+ * slice of the Azure conversation trace) that `rehearse validate
+ * --measured` must then predict.
+ *
+ * Twice: once on the virtual clock, where the probe's campaign and the
+ * held-out run are measured by the simulator (no HTTP, no wall clock, the
+ * same numbers on every run and every build), so the fit is held to its
+ * targets; and once live — `rehearse serve --backend sim` runs the secret,
+ * `rehearse probe` and `rehearse bench` measure it over HTTP — where a
+ * loaded machine's wall clock moves every figure a few percent, so the
+ * live run is held to what no such noise reaches and a broken pipeline
+ * does not pass: every request measured, the fit within a factor of the
+ * secret, the held-out prediction in its range, and each step the emulated
+ * server took priced as the secret prices it. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <math.h>
@@ -15,23 +23,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/probe.h"
+#include "sim/sim.h"
 #include "testutil.h"
+#include "traces/import/import.h"
+#include "util/rng.h"
 
-
-/* The fit's accuracy against the secret, asserted in the plain build. The
- * sanitizer build's server does its own work per step several times slower
- * and its probe is as noisy: there its fits moved to compute_efficiency
- * -12.3% and held-out ITL p99 +23.6% and +25.6% in CI runs where the plain
- * build's stayed within 5% and 8%; there the figures are printed, and the
- * run itself (probe, fit, validate, the served steps) is what is checked. */
-#if defined(__SANITIZE_ADDRESS__)
-#define FIT_ASSERT(cond)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) printf("\n    (sanitizer build: not within the bound: %s)", #cond);                  \
-    } while (0)
-#else
-#define FIT_ASSERT(cond) CU_ASSERT(cond)
-#endif
 static const double secret_compute = 0.8, secret_memory = 0.7, secret_step_s = 0.004;
 
 static json_t *run_json(const char *cmd, const char *json_path)
@@ -56,6 +53,285 @@ static double table_error(json_t *summary, const char *metric)
     }
     return NAN;
 }
+
+
+/* ---- the probe's campaign on the virtual clock ----
+ * What `rehearse probe` would measure of `serve --backend sim --cost SECRET
+ * --noise X`, written by the simulator: the same plan (client/probe.h),
+ * each run simulated in turn from an idle server (closed loop at its
+ * concurrency, or open loop), every step priced as serve_sim.c prices it,
+ * the secret's time times a seeded lognormal factor exp(X·z). No HTTP and
+ * no wall clock: the trace is the same on every run, so what is fitted
+ * from it can be held to the target bounds. */
+typedef struct noisy_cost {
+    cost_model base;            /* first: the simulator sees a cost_model */
+    const cost_model *secret;
+    double noise;
+    rh_rng *rng;                /* advanced by each step priced */
+} noisy_cost;
+
+static double noisy_step(const cost_model *m, const cost_batch *b)
+{
+    const noisy_cost *n = (const noisy_cost *)m;
+    return cost_step_time(n->secret, b) * exp(n->noise * rh_rng_normal(n->rng));
+}
+
+static void noisy_memory(const cost_model *m, uint32_t tp, cost_memory *out)
+{
+    cost_memory_of(((const noisy_cost *)m)->secret, tp, out);
+}
+
+static int noisy_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
+{
+    return cost_check_tp(((const noisy_cost *)m)->secret, tp, e);
+}
+
+static const cost_ops noisy_ops = {.kind = "noisy", .step_time = noisy_step, .check_tp = noisy_check_tp,
+                                   .memory = noisy_memory};
+
+/* The secret with noise; its per-step overheads are inside the secret's
+ * step time, the per-request ones (arrival_s, ...) the simulator reads here. */
+static void noisy_init(noisy_cost *n, const cost_model *secret, double noise, rh_rng *rng)
+{
+    static char path[] = "";
+    *n = (noisy_cost){.base = {.ops = &noisy_ops, .path = path, .draft_ratio = secret->draft_ratio,
+                               .over = secret->over},
+                      .secret = secret, .noise = noise, .rng = rng};
+    n->base.over.step_s = n->base.over.forward_s = 0;
+}
+
+/* One simulation of `in` against the noisy secret, its measured requests
+ * (every token's time) appended to `out` with their sends moved by
+ * `offset`; *end is when the last request finished on that clock. */
+static int simulate_into(const tr_trace *in, const noisy_cost *cost, double rate_scale, uint32_t concurrency,
+                         const char *tmp, double offset, tr_trace *out, double *end, rh_err *e)
+{
+    sim_config c;
+    sim_config_default(&c);
+    c.rate_scale = rate_scale;
+    c.max_concurrency = concurrency;
+    c.out_path = tmp;
+    c.token_times = 1;
+    sim_result r;
+    if (sim_run(&c, in, &cost->base, &r, e) < 0) return -1;
+    sim_result_free(&r);
+    tr_trace got;
+    if (tr_trace_load(tmp, &got, e) < 0) return -1;
+    if (!out->n_requests && tr_header_copy(&out->header, &got.header) < 0) {
+        tr_trace_free(&got);
+        return rh_fail(e, "out of memory");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < got.n_requests && rc == 0; i++) {
+        tr_request q = got.requests[i];
+        if (q.arrival + q.e2e > *end - offset) *end = offset + q.arrival + q.e2e;
+        q.arrival += offset;
+        rc = tr_trace_add_request(out, &q, e);
+    }
+    tr_trace_free(&got);
+    return rc;
+}
+
+/* The campaign of a probe with max_concurrency N against a server whose
+ * context is `context`, simulated run after run; written to `path`. */
+static int simulate_probe(const noisy_cost *cost, uint32_t context, uint32_t N, const char *dir, const char *path,
+                          size_t *n_planned, rh_err *e)
+{
+    probe_opts o;
+    probe_opts_default(&o);
+    o.max_context = context;
+    o.max_concurrency = N;
+    probe_plan p;
+    if (probe_plan_make(&o, &p, e) < 0) return -1;
+    *n_planned = p.d.n;
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s/run.rhtr", dir);
+    tr_trace all;
+    tr_trace_init(&all);
+    tr_header_free(&all.header);   /* copied from the first run's */
+    double t = 0;
+    int rc = 0;
+    for (size_t k = 0; k < p.n_runs && rc == 0; k++) {
+        const probe_run *run = &p.runs[k];
+        tr_trace in;
+        tr_trace_init(&in);
+        in.header.block_size = p.d.trace_block_size;
+        for (size_t i = run->start; i < run->start + run->n && rc == 0; i++) {
+            const bench_item *it = &p.d.items[i];
+            tr_request q = {.id = i + 1, .arrival = it->arrival, .input_len = it->input_len,
+                            .output_len = it->output_len, .n_hashes = it->n_hashes, .hashes = it->hashes};
+            rc = tr_trace_add_request(&in, &q, e);
+        }
+        double end = t;
+        if (rc == 0) rc = simulate_into(&in, cost, 1, run->concurrency, tmp, t, &all, &end, e);
+        t = end + 0.01;   /* the next run starts when this one is done */
+        tr_trace_free(&in);
+    }
+    probe_plan_free(&p);
+    if (rc == 0) {
+        tr_trace_sort_requests(&all);
+        rc = tr_header_set(&all.header, "source", "rehearse probe, simulated") < 0 ? rh_fail(e, "out of memory")
+                                                                                : tr_trace_save(&all, path, e);
+    }
+    tr_trace_free(&all);
+    return rc;
+}
+
+/* The fit's accuracy, on a campaign the simulator measured: the probe's
+ * plan against the secret physics with 2% noise and 1 ms on each request's
+ * way in (the network and HTTP a live server's clients see), fitted by
+ * `rehearse fit`; then a held-out slice of the Azure conversation trace at
+ * twice its rate, simulated the same way, predicted by `rehearse validate
+ * --measured`. Every number here is the same on every run, so the targets
+ * are asserted as they are: each term within 5%, the held-out medians
+ * within 3% and p99s within 8%. */
+static const double secret_arrival_s = 0.001;
+
+static void test_fit_simulated_probe(void)
+{
+    char azure[512], dir[256], cmd[4096];
+    if (!tu_shared_file("AzureLLMInferenceTrace_conv.csv", azure, sizeof azure)) return;
+    tu_tmp_path("calibrate-sim", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    char secret[300], probe[300], fitted[300], held[300], slice[300], res[300], tmp[300];
+    snprintf(secret, sizeof secret, "%s/secret.json", dir);
+    snprintf(probe, sizeof probe, "%s/probe.rhtr", dir);
+    snprintf(fitted, sizeof fitted, "%s/fitted.json", dir);
+    snprintf(held, sizeof held, "%s/held.rhtr", dir);
+    snprintf(slice, sizeof slice, "%s/azure.rhtr", dir);
+    snprintf(tmp, sizeof tmp, "%s/run.rhtr", dir);
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", "
+             "\"compute_efficiency\": %g, \"memory_efficiency\": %g, \"overheads\": {\"step_s\": %g, "
+             "\"arrival_s\": %g}}\n",
+             secret_compute, secret_memory, secret_step_s, secret_arrival_s);
+    CU_ASSERT_FATAL(tu_write_file(secret, text, strlen(text)) == 0);
+    rh_err e = {{0}};
+    cost_model *sm = cost_load(secret, &e);
+    if (!sm) printf("\n    %s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sm);
+    cost_memory mem;
+    uint32_t context = cost_memory_of(sm, 0, &mem) && mem.context_length ? mem.context_length : 8192;
+    rh_rng rng;
+    rh_rng_seed(&rng, 7);
+    noisy_cost noisy;
+    noisy_init(&noisy, sm, 0.02, &rng);
+
+    /* The campaign: every request of the plan measured. */
+    size_t planned = 0;
+    int rc = simulate_probe(&noisy, context, 16, dir, probe, &planned, &e);
+    if (rc < 0) printf("\n    simulated probe: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    tr_trace pt;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(probe, &pt, &e), 0);
+    CU_ASSERT_EQUAL(pt.n_requests, planned);
+    size_t whole = 0;
+    for (size_t i = 0; i < pt.n_requests; i++) {
+        const tr_request *q = &pt.requests[i];
+        whole += q->ttft > 0 && q->e2e >= q->ttft && q->n_times == q->output_len;
+    }
+    CU_ASSERT_EQUAL(whole, planned);
+    tr_trace_free(&pt);
+
+    /* The held-out workload. */
+    snprintf(cmd, sizeof cmd, "%s trace slice %s -o %s --from 600 --to 630 --max-total-len 8000 2>&1", tu_bin(), azure,
+             slice);
+    char out[8192];
+    rc = tu_run(cmd, out, sizeof out);
+    if (rc != 0) printf("\n    %s: exit %d\n%s\n", cmd, rc, out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    tr_trace az, ht;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(slice, &az, &e), 0);
+    tr_trace_init(&ht);
+    tr_header_free(&ht.header);
+    double end = 0;
+    rc = simulate_into(&az, &noisy, 2, 0, tmp, 0, &ht, &end, &e);
+    if (rc == 0) rc = tr_trace_save(&ht, held, &e);
+    if (rc < 0) printf("\n    simulated held-out run: %s\n", e.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(ht.n_requests, az.n_requests);
+    tr_trace_free(&az);
+    tr_trace_free(&ht);
+    cost_free(sm);
+
+    /* Fit from the campaign's timings alone. */
+    snprintf(res, sizeof res, "%s/fit.json", dir);
+    snprintf(cmd, sizeof cmd, "%s fit %s --model llama-3-8b --gpu h100-sxm -o %s --no-plot --json > %s 2>/dev/null",
+             tu_bin(), probe, fitted, res);
+    json_t *fit = run_json(cmd, res);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fit);
+    json_t *terms = json_object_get(fit, "terms");
+    struct { const char *name; double secret, bound; } want[] = {{"compute_efficiency", secret_compute, 0.05},
+                                                                  {"memory_efficiency", secret_memory, 0.05},
+                                                                  {"overheads.step_s", secret_step_s, 0.05}};
+    printf("\n    fitted from %lld simulated probe requests:",
+           (long long)json_integer_value(json_object_get(fit, "requests")));
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        double got = json_number_value(json_object_get(terms, want[i].name)), err = got / want[i].secret - 1;
+        printf("  %s %.4g (secret %.4g, %+.2f%%)", want[i].name, got, want[i].secret, 100 * err);
+        CU_ASSERT(fabs(err) <= want[i].bound);
+    }
+    /* A probe sends token ids, so the one-at-a-time tokenizer (request_s)
+     * and the way in (arrival_s) both sit under every lone prompt's TTFT:
+     * the campaign tells only their sum, which the fit puts 21% short of
+     * the secret's 1 ms: 0.2 ms, 2% of a lone short prompt's TTFT. */
+    double ar = json_number_value(json_object_get(terms, "overheads.arrival_s")),
+           rq = json_number_value(json_object_get(terms, "overheads.request_s"));
+    printf("  arrival_s %.3g + request_s %.3g (secret %.3g, %+.1f%%)\n", ar, rq, secret_arrival_s,
+           100 * ((ar + rq) / secret_arrival_s - 1));
+    CU_ASSERT(fabs((ar + rq) / secret_arrival_s - 1) <= 0.30);
+    json_decref(fit);
+
+    /* The linear kind on the same campaign. */
+    char lin[300];
+    snprintf(lin, sizeof lin, "%s/linear.json", dir);
+    snprintf(res, sizeof res, "%s/fit-linear.json", dir);
+    snprintf(cmd, sizeof cmd, "%s fit %s --kind linear -o %s --no-plot --json > %s 2>/dev/null", tu_bin(), probe, lin,
+             res);
+    json_t *lf = run_json(cmd, res);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lf);
+    json_t *lerr = json_object_get(lf, "relative_error");
+    double l_ttft = json_number_value(json_object_get(json_object_get(lerr, "ttft"), "median"));
+    double l_itl = json_number_value(json_object_get(json_object_get(lerr, "itl"), "median"));
+    printf("    linear fit of the same campaign: per-request median error TTFT %.2f%%, ITL %.2f%%\n", 100 * l_ttft,
+           100 * l_itl);
+    CU_ASSERT(l_ttft <= 0.10);
+    CU_ASSERT(l_itl <= 0.05);
+    json_decref(lf);
+
+    /* Predict the held-out run. */
+    snprintf(res, sizeof res, "%s/validate.json", dir);
+    snprintf(cmd, sizeof cmd, "%s validate --measured %s --cost %s -o %s/validate --json > %s 2>/dev/null", tu_bin(),
+             held, fitted, dir, res);
+    json_t *val = run_json(cmd, res);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(val);
+    const char *metrics[] = {"ttft", "tpot", "itl", "e2el"};
+    printf("    held-out (%lld simulated requests of the Azure conversation trace), fitted against secret:\n",
+           (long long)json_integer_value(json_object_get(val, "requests")));
+    for (size_t i = 0; i < 4; i++) {
+        char med[64], p99[64];
+        snprintf(med, sizeof med, "median_%s_ms", metrics[i]);
+        snprintf(p99, sizeof p99, "p99_%s_ms", metrics[i]);
+        double em = table_error(val, med), ep = table_error(val, p99);
+        printf("      %-5s median %+6.2f%%   p99 %+6.2f%%\n", metrics[i], em, ep);
+        CU_ASSERT(fabs(em) <= 3);
+        CU_ASSERT(fabs(ep) <= 8);
+    }
+    json_decref(val);
+}
+
+/* The live path: the secret served over HTTP, measured from outside.
+ * Every figure moves with the machine's load (the client's clock, the
+ * server's sleeps): by up to 5% on the fitted terms and 15% on a held-out
+ * p99 in runs on a busy machine, 12% and 26% in the sanitizer build's CI
+ * runs. The bounds here are several times that, and far inside what a
+ * broken pipeline gives (a probe timing the wrong events, a fit that does
+ * not converge, a server pricing the wrong batch are off by factors). */
+#define LIVE_FACTOR 1.5      /* each fitted term within [secret / 1.5, secret x 1.5] */
+#define LIVE_MEDIAN_PCT 25   /* held-out medians */
+#define LIVE_P99_PCT 50      /* held-out p99s */
 
 static void test_secret_physics(void)
 {
@@ -83,14 +359,17 @@ static void test_secret_physics(void)
                     "--port", "0", "--record-trace", served, NULL};
     CU_ASSERT_FATAL(tu_server_start(&srv, "calibrate-live", args) == 0);
 
-    /* Measure, from outside. */
+    /* Measure, from outside: the whole campaign (it takes about a minute;
+     * the budget is the default, ten times that). */
     char out[8192];
-    snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --max-concurrency 16 --budget-s 120 2>&1", tu_bin(),
+    snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --max-concurrency 16 --budget-s 600 2>&1", tu_bin(),
              srv.url, probe);
     int rc = tu_run(cmd, out, sizeof out);
-    if (rc != 0 || !strstr(out, "0 failed")) printf("\n    probe: exit %d\n%s\n", rc, out);
+    if (rc != 0 || !strstr(out, " 0 failed") || !strstr(out, " 0 runs skipped"))
+        printf("\n    probe: exit %d\n%s\n", rc, out);
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 runs skipped"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, " 0 failed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, " 0 runs skipped"));
 
     /* The held-out workload: another trace, at twice its rate. */
     snprintf(cmd, sizeof cmd,
@@ -102,6 +381,28 @@ static void test_secret_physics(void)
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(tu_server_stop(&srv), 0);
 
+    /* Every request of the plan is in the trace, each with every token's
+     * time: the same campaign the simulated probe measured. */
+    rh_err e = {{0}};
+    tr_trace pt;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(probe, &pt, &e), 0);
+    probe_opts po;
+    probe_opts_default(&po);
+    po.max_concurrency = 16;
+    const char *mc = tr_header_get(&pt.header, "probe.max_context");
+    po.max_context = mc ? (uint32_t)atoi(mc) : 0;
+    probe_plan plan;
+    CU_ASSERT_EQUAL_FATAL(probe_plan_make(&po, &plan, &e), 0);
+    size_t whole = 0;
+    for (size_t i = 0; i < pt.n_requests; i++) {
+        const tr_request *q = &pt.requests[i];
+        whole += q->ttft > 0 && q->e2e >= q->ttft && q->n_times == q->output_len;
+    }
+    CU_ASSERT_EQUAL(pt.n_requests, plan.d.n);
+    CU_ASSERT_EQUAL(whole, plan.d.n);
+    probe_plan_free(&plan);
+    tr_trace_free(&pt);
+
     /* Fit from the probe's client-side timings alone. */
     char res[300];
     snprintf(res, sizeof res, "%s/fit.json", dir);
@@ -110,41 +411,17 @@ static void test_secret_physics(void)
     json_t *fit = run_json(cmd, res);
     CU_ASSERT_PTR_NOT_NULL_FATAL(fit);
     json_t *terms = json_object_get(fit, "terms");
-    /* The target is 5% for each. The step's constant is told from memory
-     * bandwidth only by how ITL grows with context (KV reads against the
-     * weights'), so it carries about twice the efficiency's error: in ten
-     * runs it landed within 5% eight times, at most 8.3% off (the
-     * efficiencies within 3.2%); 12% leaves room for a loaded machine. */
-    struct { const char *name; double secret, bound; } want[] = {{"compute_efficiency", secret_compute, 0.05},
-                                                                  {"memory_efficiency", secret_memory, 0.05},
-                                                                  {"overheads.step_s", secret_step_s, 0.12}};
+    struct { const char *name; double secret; } want[] = {{"compute_efficiency", secret_compute},
+                                                           {"memory_efficiency", secret_memory},
+                                                           {"overheads.step_s", secret_step_s}};
     printf("\n    fitted from %lld probe requests:", (long long)json_integer_value(json_object_get(fit, "requests")));
     for (size_t i = 0; i < 3; i++) {
-        double got = json_number_value(json_object_get(terms, want[i].name)), err = got / want[i].secret - 1;
-        printf("  %s %.4g (secret %.4g, %+.1f%%)", want[i].name, got, want[i].secret, 100 * err);
-        FIT_ASSERT(fabs(err) <= want[i].bound);
+        double got = json_number_value(json_object_get(terms, want[i].name)), ratio = got / want[i].secret;
+        printf("  %s %.4g (secret %.4g, %+.1f%%)", want[i].name, got, want[i].secret, 100 * (ratio - 1));
+        CU_ASSERT(ratio >= 1 / LIVE_FACTOR && ratio <= LIVE_FACTOR);
     }
     printf("\n");
     json_decref(fit);
-
-    /* The linear kind on the same probe: no preset, its five coefficients
-     * found from the timings alone, the roofline's requests reproduced. */
-    char lin[300];
-    snprintf(lin, sizeof lin, "%s/linear.json", dir);
-    snprintf(res, sizeof res, "%s/fit-linear.json", dir);
-    snprintf(cmd, sizeof cmd, "%s fit %s --kind linear -o %s --no-plot --json > %s 2>/dev/null", tu_bin(), probe, lin,
-             res);
-    json_t *lf = run_json(cmd, res);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(lf);
-    json_t *lerr = json_object_get(lf, "relative_error");
-    double l_ttft = json_number_value(json_object_get(json_object_get(lerr, "ttft"), "median"));
-    double l_itl = json_number_value(json_object_get(json_object_get(lerr, "itl"), "median"));
-    printf("    linear fit of the same probe: per-request median error TTFT %.1f%%, ITL %.1f%%\n", 100 * l_ttft,
-           100 * l_itl);
-    FIT_ASSERT(l_ttft <= 0.10);
-    FIT_ASSERT(l_itl <= 0.05);
-    CU_ASSERT(json_number_value(json_object_get(json_object_get(lf, "terms"), "base_s")) > 0.005);   /* a step is ~12 ms */
-    json_decref(lf);
 
     /* Predict the held-out run. */
     snprintf(res, sizeof res, "%s/validate.json", dir);
@@ -161,13 +438,8 @@ static void test_secret_physics(void)
         snprintf(p99, sizeof p99, "p99_%s_ms", metrics[i]);
         double em = table_error(val, med), ep = table_error(val, p99);
         printf("      %-5s median %+6.1f%%   p99 %+6.1f%%\n", metrics[i], em, ep);
-        /* Targets are 3% and 8% (the issue's); these bounds leave room
-         * for a loaded machine's wall clock. TTFT's median moves most from
-         * run to run (−3.6% to +5.6% over eight): it carries the network
-         * and HTTP time of each request, which the fit learns from the
-         * probe's traffic, not the held-out's. */
-        FIT_ASSERT(fabs(em) <= (i == 0 ? 10 : 5));
-        FIT_ASSERT(fabs(ep) <= 15);
+        CU_ASSERT(fabs(em) <= LIVE_MEDIAN_PCT);
+        CU_ASSERT(fabs(ep) <= LIVE_P99_PCT);
     }
     json_decref(val);
 
@@ -264,7 +536,9 @@ static int init_presets(void)
 void register_test_calibrate_live(void)
 {
     CU_pSuite s = CU_add_suite("calibrate against a live server", init_presets, NULL);
-    CU_add_test(s, "secret physics: probe, fit within 5%, held-out validate --measured", test_secret_physics);
+    CU_add_test(s, "secret physics, simulated probe: fit within 5%, held-out validate --measured within 3% and 8%",
+                test_fit_simulated_probe);
+    CU_add_test(s, "secret physics, live: probe, fit and held-out validate --measured over HTTP", test_secret_physics);
     CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
 }

@@ -8,6 +8,7 @@
  * cached, it ended exactly the requests it admitted (finished + aborted =
  * streams begun), and the second wave did not grow the resident memory the
  * first one left (no leak per request). */
+#include <cblas.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -360,15 +361,36 @@ static void test_thousand_streaming_clients(void)
     tiny = NULL;
 }
 
+/* The tiny model's GEMMs on one BLAS thread. With OpenBLAS's default (a
+ * thread per core) each GEMM of each layer hands half its rows to a helper
+ * thread and spins (sched_yield) until it is done; with the cores busy the
+ * helper waits for a time slice at every GEMM, the engine's steps crawl, and
+ * the spinning starves the MHD workers and the clients of this same process.
+ * On a loaded machine a wave then had hundreds of requests read too late and
+ * closed unanswered by the server's 10 s header timeout ("Server returned
+ * nothing": 256 in one such wave 2), or transfers still running 90 s after
+ * the wave. With one thread the test passes even when it runs at nice 19
+ * against two busy loops; what it checks (whole streams or clean refusals,
+ * pages, memory) does not depend on how fast a GEMM runs. */
+static int blas_threads;
+
+static int init(void)
+{
+    blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    return 0;
+}
+
 static int cleanup(void)
 {
     hu_watchdog(0);
+    if (blas_threads > 0) openblas_set_num_threads(blas_threads);
     return 0;
 }
 
 void register_test_hardening_load(void)
 {
-    CU_pSuite s = CU_add_suite("hardening_load", NULL, cleanup);
+    CU_pSuite s = CU_add_suite("hardening_load", init, cleanup);
     CU_add_test(s, "1,000 streaming clients: whole streams or clean 429/503, no leaked pages, flat memory",
                 test_thousand_streaming_clients);
 }
