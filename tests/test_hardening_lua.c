@@ -400,6 +400,15 @@ static void test_hostile_answers_and_c_loops(void)
                "concat_pcall.lua:2:", "budget of 50000 instructions");
     refused("strmeta_top.lua", "getmetatable('').__index = string.sub\nfunction policy() end\n", "strmeta_top.lua:1:",
             "index a boolean");
+    /* An __index on _G that recurses through pcall, with no policy defined:
+     * looking the policy up once ran it for ever, outside any budget (the
+     * fuzzer's find). It is read raw. */
+    double t0 = rh_now();
+    refused("index_g.lua",
+            "setmetatable(_G, {__index = function(tt, k) pcall(function() rawset(w, 1, pcall(function()\n"
+            "  load('return 1')() load('return 1')() end)) end) return 0 end})\n",
+            "index_g.lua", "defines no global function policy");
+    CU_ASSERT(rh_now() - t0 < 10);
     hu_watchdog(0);
 }
 

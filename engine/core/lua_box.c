@@ -529,10 +529,14 @@ static void describe_function(lbox *b)
 
 /* Takes the global named by the light userdata argument into the registry;
  * its reference is returned on the stack (false: no such function).
- * Protected for the same reason as sandbox(). */
+ * Protected for the same reason as sandbox(). Read raw: no budget runs
+ * here, and a script that set an __index on _G would have it called (one
+ * that recursed through pcall ran for ever). */
 static int take_function(lua_State *L)
 {
-    lua_getglobal(L, (const char *)lua_touserdata(L, 1));
+    lua_pushglobaltable(L);
+    lua_pushstring(L, (const char *)lua_touserdata(L, 1));
+    lua_rawget(L, -2);
     if (!lua_isfunction(L, -1)) {
         lua_pushboolean(L, 0);
         return 1;
