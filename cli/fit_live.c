@@ -35,6 +35,7 @@ static const char *help =
     "  --kind K           roofline (with --model and --gpu; the default) or linear (no\n"
     "                     preset: for hardware none describes, e.g. rehearse's CPU engine)\n"
     "  --dtype D          bf16 or fp8 (bf16); --kv-dtype D as the roofline's\n"
+    "  --host H           the serving framework's host preset the roofline keeps (sglang; none: no host time)\n"
     "  -o COST            the cost file to write (required)\n"
     "  --plot-dir DIR     where the plots go (reports/fit)\n"
     "  --no-plot          no plots\n"
@@ -183,7 +184,8 @@ int fit_live_main(int argc, char **argv)
     }
     live_fit_opts o;
     live_fit_opts_default(&o);
-    const char *model = NULL, *gpu = NULL, *kind = "roofline", *dtype = NULL, *kv_dtype = NULL, *out = NULL, *plot_dir = "reports/fit";
+    const char *model = NULL, *gpu = NULL, *kind = "roofline", *dtype = NULL, *kv_dtype = NULL, *out = NULL,
+               *plot_dir = "reports/fit", *host = NULL;
     unsigned long long tp = 1;
     int json = 0, no_plot = 0;
     /* Flags are applied after the trace's header: kept as name, value. */
@@ -203,6 +205,7 @@ int fit_live_main(int argc, char **argv)
         const char **dst = !strcmp(name, "model") ? &model : !strcmp(name, "gpu") ? &gpu
                          : !strcmp(name, "kind") ? &kind
                          : !strcmp(name, "dtype") ? &dtype : !strcmp(name, "kv-dtype") ? &kv_dtype
+                         : !strcmp(name, "host") ? &host
                          : (!strcmp(name, "o") || !strcmp(name, "output")) ? &out
                          : !strcmp(name, "plot-dir") ? &plot_dir : NULL;
         if (dst) {
@@ -242,6 +245,7 @@ int fit_live_main(int argc, char **argv)
                                    "gpu", gpu, "tp", (json_int_t)tp);
     if (dtype) json_object_set_new(base, "dtype", json_string(dtype));
     if (kv_dtype) json_object_set_new(base, "kv_dtype", json_string(kv_dtype));
+    if (host) json_object_set_new(base, "host", json_string(host));
     char *base_text = json_dumps(base, 0);
     json_decref(base);
     o.base_json = base_text;

@@ -73,7 +73,22 @@ typedef struct sim_flags {
     bool on;
     const char *cost;
     double noise;
+    sim_config serving;      /* the serving flags (--ep-size, --enable-dp-attention, ...) that price the steps */
+    bool serving_given;
 } sim_flags;
+
+/* The simulator's serving flags, which a --backend sim server prices its
+ * steps with (sim.h's SIM_SERVE_*). */
+static bool is_serving_flag(const char *name)
+{
+    static const char *const names[] = {"ep-size", "expert-parallel-size", "enable-dp-attention", "dp-size",
+                                        "moe-a2a-backend", "deepep-mode", "enable-two-batch-overlap",
+                                        "expert-imbalance", "enable-eplb", "cuda-graph-max-bs",
+                                        "disable-cuda-graph"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
 
 /* The server's own flags; 1 handled, 0 not one of them, -1 bad value. */
 static int own_flag(server_config *c, const char *name, rh_args *a, double *grace, sim_flags *sim, rh_err *e)
@@ -92,6 +107,13 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     if (!strcmp(name, "disable-overlap-schedule")) {
         if (rh_args_no_value(a, e) < 0) return -1;
         c->disable_overlap = true;
+        return sim_config_set(&sim->serving, name, "", e) < 0 ? -1 : 1;
+    }
+    if (is_serving_flag(name)) {
+        int takes = sim_config_takes_value(name);
+        const char *v = takes ? rh_args_value(a, e) : (a->inline_val ? rh_args_value(a, e) : "");
+        if (!v || sim_config_set(&sim->serving, name, v, e) < 0) return -1;
+        sim->serving_given = true;
         return 1;
     }
     int own = engine_flag_takes_value(name);
@@ -192,6 +214,7 @@ int serve_main(int argc, char **argv)
     server_config_default(&cfg);
     double grace = 30;
     sim_flags sim = {0};
+    sim_config_default(&sim.serving);
     rh_args a;
     rh_args_init(&a, argc, argv);
     a.i = 1;
@@ -220,12 +243,16 @@ int serve_main(int argc, char **argv)
     }
     if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
     if ((sim.cost || sim.noise > 0) && !sim.on) return bad("--cost and --noise go with --backend sim");
+    if (sim.serving_given && !sim.on)
+        return bad("--ep-size, --enable-dp-attention, --moe-a2a-backend, --enable-two-batch-overlap, "
+                   "--expert-imbalance and the CUDA-graph flags price the steps of --backend sim");
     if (sim.on && !sim.cost) return bad("--backend sim needs --cost COST (the cost model that prices each step)");
     if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
     cfg.seed = cfg.engine.core.seed;
     if (cfg.engine.tp.node_rank) return follow(&cfg.engine);
     serve_sim *priced = NULL;
-    if (sim.on && !(priced = serve_sim_new(sim.cost, sim.noise, cfg.seed, &cfg.engine, &e))) return bad(e.msg);
+    if (sim.on && !(priced = serve_sim_new(sim.cost, sim.noise, cfg.seed, &sim.serving, &cfg.engine, &e)))
+        return bad(e.msg);
     int rc = run(&cfg, grace);
     serve_sim_free(priced);
     return rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sim/pool.h"
+#include "util/progress.h"
 #include "util/rng.h"
 
 struct serve_sim {
@@ -21,6 +22,9 @@ struct serve_sim {
     uint64_t rng;
     cost_seq *seqs;
     uint32_t cap;
+    cost_serving serving;    /* the cost file's own, or as the flags say */
+    double prev_gpu;         /* the GPU time of the step priced last */
+    double prev_end;         /* when that step ends on the monotonic clock */
     engine_pricer pricer;
     char hardware[4200];
 };
@@ -44,13 +48,26 @@ static double price(void *ctx, const core_batch *b)
     }
     for (uint32_t i = 0; i < b->n; i++)
         s->seqs[i] = (cost_seq){.n_new = b->seqs[i].n_new, .context = b->seqs[i].start, .prefill = b->seqs[i].prefill};
-    cost_batch cb = {.seqs = s->seqs, .n = b->n};
+    cost_batch cb = {.seqs = s->seqs, .n = b->n, .serving = &s->serving};
     cost_batch_summarize(&cb);
-    double t = cost_step_time(s->cost, &cb);
-    return s->noise > 0 ? t * exp(s->noise * normal(&s->rng)) : t;
+    cost_parts p;
+    cost_step_parts(s->cost, &cb, &p);
+    if (s->noise > 0) {
+        double f = exp(s->noise * normal(&s->rng));
+        p.forward_s *= f;
+        p.draft_s *= f;
+    }
+    /* the host's scheduling hides under the previous step's GPU time when
+     * this step follows it directly (the server was not idle between) */
+    double now = rh_now(), prev = now <= s->prev_end + 1e-3 ? s->prev_gpu : 0;
+    double t = cost_parts_duration(&p, s->serving.overlap, prev);
+    s->prev_gpu = p.forward_s + p.draft_s;
+    s->prev_end = now + t;
+    return t;
 }
 
-serve_sim *serve_sim_new(const char *cost_path, double noise, uint64_t seed, engine_config *ec, rh_err *e)
+serve_sim *serve_sim_new(const char *cost_path, double noise, uint64_t seed, sim_config *serving, engine_config *ec,
+                         rh_err *e)
 {
     serve_sim *s = calloc(1, sizeof *s);
     if (!s) return rh_fail(e, "out of memory"), NULL;
@@ -58,10 +75,11 @@ serve_sim *serve_sim_new(const char *cost_path, double noise, uint64_t seed, eng
         free(s);
         return NULL;
     }
-    if (cost_check_tp(s->cost, 0, e) < 0) {
+    if (cost_check_tp(s->cost, 0, e) < 0 || sim_serving_resolve(serving, s->cost, e) < 0) {
         serve_sim_free(s);
         return NULL;
     }
+    s->serving = serving->serving;
     s->noise = noise;
     s->rng = rh_hash64(seed ^ 0x5e57e5ull);
     snprintf(s->hardware, sizeof s->hardware, "sim: %s%s", cost_path, noise > 0 ? " with noise" : "");
@@ -70,7 +88,7 @@ serve_sim *serve_sim_new(const char *cost_path, double noise, uint64_t seed, eng
     /* The pool the deployment the cost model prices would hold. */
     cost_memory mem;
     core_config *k = &ec->core;
-    if (!k->max_total_tokens && cost_memory_of(s->cost, 0, &mem)) {
+    if (!k->max_total_tokens && cost_memory_of_serving(s->cost, 0, &s->serving, &mem)) {
         sim_pool_opts o = {ec->mem_fraction > 0 && ec->mem_fraction != 0.3 ? ec->mem_fraction : 0, 0, false};
         sim_pool p;
         if (sim_pool_size(&mem, k, &o, &p, e) < 0) {

@@ -205,6 +205,50 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (rh_parse_double(v, "--pd-kv-bytes-per-token", &d, e) < 0) return -1;
         if (!(d > 0) || d > 1e12) return rh_fail(e, "--pd-kv-bytes-per-token must be > 0 (got %s)", v);
         c->pd_kv_bytes_per_token = d;
+    } else if (!strcmp(name, "ep-size") || !strcmp(name, "expert-parallel-size") || !strcmp(name, "dp-size") ||
+               !strcmp(name, "cuda-graph-max-bs")) {
+        const char *flag = name[0] == 'e' ? "--ep-size" : name[0] == 'd' ? "--dp-size" : "--cuda-graph-max-bs";
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        if (u > 4096 || (u < 1 && name[0] != 'c')) return rh_fail(e, "%s must be %s..4096 (got %s)", flag, name[0] == 'c' ? "0" : "1", v);
+        if (name[0] == 'e') c->serve_flags.ep = (uint32_t)u, c->serve_set |= SIM_SERVE_EP;
+        else if (name[0] == 'd') c->serve_dp_size = (uint32_t)u, c->serve_set |= SIM_SERVE_DP_SIZE;
+        else c->serve_flags.cuda_graph_max_bs = (int32_t)u, c->serve_set |= SIM_SERVE_GRAPH_BS;
+    } else if (!strcmp(name, "enable-dp-attention") || !strcmp(name, "enable-two-batch-overlap") ||
+               !strcmp(name, "disable-cuda-graph") || !strcmp(name, "disable-overlap-schedule") ||
+               !strcmp(name, "enable-eplb")) {
+        bool on;
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !*v) on = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "0")) on = false;
+        else return rh_fail(e, "--%s takes no value (or true/false), not '%s'", name, v);
+        if (!strcmp(name, "enable-dp-attention")) c->serve_flags.dp = on ? 0 : 1, c->serve_set |= SIM_SERVE_DP;
+        else if (!strcmp(name, "enable-two-batch-overlap")) c->serve_flags.two_batch_overlap = on, c->serve_set |= SIM_SERVE_TBO;
+        else if (!strcmp(name, "disable-cuda-graph")) {
+            if (on) c->serve_flags.cuda_graph_max_bs = 0, c->serve_set |= SIM_SERVE_GRAPH_BS;
+        } else if (!strcmp(name, "enable-eplb")) {
+            /* the experts balanced as uniform routing balances them: the
+             * statistical imbalance, which --expert-imbalance overrides */
+            if (on && !(c->serve_set & SIM_SERVE_IMBALANCE)) c->serve_flags.expert_imbalance = 0;
+        } else c->serve_flags.overlap = !on, c->serve_set |= SIM_SERVE_OVERLAP;
+    } else if (!strcmp(name, "moe-a2a-backend")) {
+        if (!strcmp(v, "deepep")) c->serve_flags.deepep = true;
+        else if (!strcmp(v, "none")) c->serve_flags.deepep = false;
+        else return rh_fail(e, "--moe-a2a-backend: '%s' is not none or deepep", v);
+        c->serve_set |= SIM_SERVE_A2A;
+    } else if (!strcmp(name, "deepep-mode")) {
+        if (!strcmp(v, "auto")) c->serve_flags.deepep_mode = COST_DEEPEP_AUTO;
+        else if (!strcmp(v, "normal")) c->serve_flags.deepep_mode = COST_DEEPEP_NORMAL;
+        else if (!strcmp(v, "low_latency") || !strcmp(v, "low-latency")) c->serve_flags.deepep_mode = COST_DEEPEP_LOW_LATENCY;
+        else return rh_fail(e, "--deepep-mode: '%s' is not auto, normal or low_latency", v);
+        c->serve_set |= SIM_SERVE_DEEPEP_MODE;
+    } else if (!strcmp(name, "expert-imbalance")) {
+        if (rh_parse_double(v, "--expert-imbalance", &d, e) < 0) return -1;
+        if (!(d >= 1 && d <= 1000)) return rh_fail(e, "--expert-imbalance must be 1..1000: the busiest GPU's routed tokens over the mean (got %s)", v);
+        c->serve_flags.expert_imbalance = d;
+        c->serve_set |= SIM_SERVE_IMBALANCE;
+    } else if (!strcmp(name, "speculative-accept-length")) {
+        if (rh_parse_double(v, "--speculative-accept-length", &d, e) < 0) return -1;
+        if (!(d >= 1 && d <= 64)) return rh_fail(e, "--speculative-accept-length must be 1..64 tokens a verify (got %s)", v);
+        c->spec_accept_length = d;
     } else if (!strcmp(name, "token-times")) {
         if (rh_parse_u64(v, "--token-times", &u, e) < 0) return -1;
         c->token_times = u != 0;
@@ -230,10 +274,15 @@ int sim_config_takes_value(const char *name_in)
                                         "network-delay-ms", "cache-threshold", "balance-abs-threshold",
                                         "balance-rel-threshold", "prefill-replicas", "decode-replicas",
                                         "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
-                                        "pd-kv-bytes-per-token"};
+                                        "pd-kv-bytes-per-token", "ep-size", "expert-parallel-size", "dp-size",
+                                        "cuda-graph-max-bs", "moe-a2a-backend", "deepep-mode", "expert-imbalance",
+                                        "speculative-accept-length"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
-    if (!strcmp(name, "policy-fallback")) return 0;
+    if (!strcmp(name, "policy-fallback") || !strcmp(name, "enable-dp-attention") ||
+        !strcmp(name, "enable-two-batch-overlap") || !strcmp(name, "disable-cuda-graph") ||
+        !strcmp(name, "disable-overlap-schedule") || !strcmp(name, "enable-eplb"))
+        return 0;
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
         if (!strcmp(name, knobs[i])) return 1;
     return core_config_takes_value(name);
@@ -288,6 +337,25 @@ const char *sim_config_help(void)
            "  --pd-link L               nvlink, ib (default) or rdma: bandwidth and latency per GPU;\n"
            "                            or --pd-link-gbps G --pd-link-latency-us U\n"
            "  --pd-kv-bytes-per-token B KV bytes per token per GPU (default: the cost model's)\n"
+           "  --ep-size N               experts spread over the N = tp GPUs (default 1: split like the MLP)\n"
+           "  --enable-dp-attention     data-parallel attention: each request on one of --dp-size groups\n"
+           "                            (default: tp groups of one GPU); the MLPs and experts see every\n"
+           "                            group's tokens, gathered\n"
+           "  --moe-a2a-backend B       none (default) or deepep: tokens dispatched to their experts and\n"
+           "                            combined back by DeepEP's kernels (implies --ep-size tp)\n"
+           "  --deepep-mode M           auto (default: normal kernels for prefill, low latency for\n"
+           "                            decode), normal or low_latency\n"
+           "  --enable-two-batch-overlap  two micro-batches, each one's communication under the\n"
+           "                            other's kernels\n"
+           "  --expert-imbalance X      the busiest GPU's routed tokens over the mean under EP (default:\n"
+           "                            the statistical imbalance of uniform routing, what EPLB\n"
+           "                            achieves; --enable-eplb keeps that default)\n"
+           "  --cuda-graph-max-bs N     decode batches up to N replay a CUDA graph (default: SGLang's\n"
+           "                            for the GPU's memory and tp); --disable-cuda-graph: none\n"
+           "  --disable-overlap-schedule  the host's scheduling is not hidden under the previous\n"
+           "                            step's GPU time (these seven: a roofline cost model prices them)\n"
+           "  --speculative-accept-length L  mean tokens a verify commits (the bonus token included):\n"
+           "                            the per-token acceptance that gives it for the chain's depth\n"
            "  --policy-fallback         a Lua policy's error makes that step fcfs and is counted\n"
            "                            (policy_errors), a router script's makes that pick\n"
            "                            least-outstanding's (router_errors); without it the run\n"
@@ -318,4 +386,29 @@ void sim_config_from_header_and_flags(sim_config *c, const tr_header *h, const s
     sim_config_default(c);
     sim_config_from_header(c, h);
     for (int i = 0; i < k->n; i++) sim_config_set(c, k->kv[i][0], k->kv[i][1], &ignore);   /* checked when taken */
+}
+
+int sim_serving_resolve(sim_config *c, const cost_model *cost, rh_err *e)
+{
+    cost_serving *sv = &c->serving;
+    const cost_serving *f = &c->serve_flags;
+    cost_serving_default(cost, c->tp, sv);
+    cost_memory mem;
+    uint32_t g = c->tp ? c->tp : cost_memory_of(cost, 0, &mem) && mem.gpus ? mem.gpus : 1;
+    if (c->serve_set & SIM_SERVE_EP) sv->ep = f->ep;
+    if (c->serve_set & SIM_SERVE_A2A) {
+        sv->deepep = f->deepep;
+        if (f->deepep && !(c->serve_set & SIM_SERVE_EP)) sv->ep = g;   /* as SGLang sets --ep-size for DeepEP */
+    }
+    if (c->serve_set & SIM_SERVE_DEEPEP_MODE) sv->deepep_mode = f->deepep_mode;
+    if (c->serve_set & SIM_SERVE_DP) sv->dp = f->dp == 1 ? 1 : (c->serve_set & SIM_SERVE_DP_SIZE) ? c->serve_dp_size : g;
+    else if ((c->serve_set & SIM_SERVE_DP_SIZE) && sv->dp > 1) sv->dp = c->serve_dp_size;
+    if (c->serve_set & SIM_SERVE_TBO) sv->two_batch_overlap = f->two_batch_overlap;
+    if (c->serve_set & SIM_SERVE_IMBALANCE) sv->expert_imbalance = f->expert_imbalance;
+    if (c->serve_set & SIM_SERVE_GRAPH_BS) sv->cuda_graph_max_bs = f->cuda_graph_max_bs;
+    if (c->serve_set & SIM_SERVE_OVERLAP) sv->overlap = f->overlap;
+    if (sv->deepep && sv->dp <= 1)
+        return rh_fail(e, "--moe-a2a-backend deepep moves each attention group's tokens to the experts: it needs "
+                          "--enable-dp-attention");
+    return cost_serving_check(cost, c->tp, sv, e);
 }

@@ -15,6 +15,8 @@
  * messages are GiB, as the devices report them. */
 #include "sim/pool.h"
 
+#include "sim/cost/roofline.h"
+
 #include <math.h>
 #include <stdio.h>
 
@@ -26,12 +28,7 @@
  * grows with it. */
 static double cuda_graph_max_bs(double mib, uint32_t tp)
 {
-    double gb = mib / 1024;
-    if (gb < 20) return 8;
-    if (gb < 35) return tp < 4 ? 24 : 80;
-    if (gb < 60) return tp < 4 ? 32 : 160;
-    if (gb < 160) return tp < 4 ? 256 : 512;
-    return 512;
+    return rl_sglang_cuda_graph_max_bs(mib * MIB, tp);
 }
 
 double sim_sglang_mem_fraction(double gpu_bytes, uint32_t tp, int32_t chunked_prefill_size, bool speculative)

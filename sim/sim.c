@@ -84,6 +84,7 @@ typedef struct replica {
     bool busy;               /* a step is in flight until `end` */
     double end;
     core_batch batch;
+    double prev_gpu;         /* the GPU time of the step before, when the replica has been busy since (else 0) */
     uint32_t outstanding;    /* routed here, not finished: the router's view */
     uint64_t routed, steps;
     double busy_s;
@@ -750,14 +751,19 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
             draft_seqs++;
         }
     }
-    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp};
+    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
         cb.draft_width = cfg->spec_topk;   /* tokens per request in each pass */
     }
     cost_batch_summarize(&cb);
-    *dt = cost_step_time(rep->cost, &cb);
+    /* the host's scheduling of this step ran during the previous step's
+     * GPU time (overlap scheduling), as far as it fits */
+    cost_parts parts;
+    cost_step_parts(rep->cost, &cb, &parts);
+    *dt = cost_parts_duration(&parts, cfg->serving.overlap, rep->prev_gpu);
+    rep->prev_gpu = parts.forward_s + parts.draft_s;
     if (!(*dt > 0) || !isfinite(*dt))
         return rh_fail(e, "cost model %s returned %g s for a step of %u sequences",
                        rep->cost->path ? rep->cost->path : "", *dt, b->n);
@@ -777,6 +783,7 @@ static int boundary(replica *rep, double now, rh_err *e)
         admit_request(rep, rep->pend[h], rep->pend_sent[h], now);
     }
     if (r->failed || !rep->c) return 0;
+    if (!rep->busy && now > rep->end) rep->prev_gpu = 0;   /* idle since its last step: nothing to hide under */
     uint32_t k = core_schedule(rep->c, now, &rep->batch);
     const char *policy_err = cfg->policy_fallback ? NULL : core_policy_error(rep->c);
     if (policy_err)   /* a study must never report fcfs numbers under a policy's name */
@@ -1017,9 +1024,29 @@ static void run_close(run *r)
  * default when it speculates: server_args, the speculative settings). */
 #define SGLANG_SPEC_MAX_RUNNING 48
 
+/* The per-token acceptance a chain of `steps` drafts needs for a mean of
+ * `len` tokens committed per verify (the bonus token included):
+ * Σ_{i=0..steps} α^i = len, by bisection. */
+static double alpha_for_length(double len, uint32_t steps)
+{
+    if (len >= steps + 1) return 1;
+    double lo = 0, hi = 1;
+    for (int it = 0; it < 100; it++) {
+        double a = (lo + hi) / 2, sum = 0, p = 1;
+        for (uint32_t i = 0; i <= steps; i++) sum += p, p *= a;
+        if (sum < len) lo = a;
+        else hi = a;
+    }
+    return (lo + hi) / 2;
+}
+
 static int spec_shape(sim_config *c, sim_result *out, rh_err *e)
 {
     core_config *k = &c->core;
+    if (c->spec_accept_length > 0 && k->spec_steps) {
+        c->accept.alpha = alpha_for_length(c->spec_accept_length, k->spec_steps);
+        c->accept.hist_n = 0;
+    }
     if (!k->spec_steps || !c->spec_draft_model) return 0;
     if (!c->max_running_set && k->preset == CORE_PRESET_SGLANG && k->max_running_requests > SGLANG_SPEC_MAX_RUNNING)
         k->max_running_requests = SGLANG_SPEC_MAX_RUNNING;
@@ -1040,18 +1067,43 @@ static int spec_shape(sim_config *c, sim_result *out, rh_err *e)
     return 0;
 }
 
+/* Without --max-running-requests, the servers' own default where the
+ * deployment is known: SGLang's from the pool (model_runner: requests the
+ * pool holds at the context length, times 512, within 2048..4096, and at
+ * most half the pool's tokens, per attention group), vLLM's max_num_seqs
+ * (engine/arg_utils: 1024 on a GPU of 70 GiB or more, else 256). Model-
+ * drafted speculation keeps SGLang's 48 (spec_shape). */
+static void default_max_running(sim_config *c, const cost_memory *mem)
+{
+    core_config *k = &c->core;
+    if (c->max_running_set || (k->spec_steps && c->spec_draft_model)) return;
+    if (k->preset == CORE_PRESET_VLLM) {
+        k->max_running_requests = mem->gpu_bytes >= 70 * 1073741824.0 ? 1024 : 256;
+        return;
+    }
+    double groups = c->serving.dp > 1 ? c->serving.dp : 1, pool = (double)k->max_total_tokens / groups;
+    double ctx = k->context_length ? k->context_length : mem->context_length ? mem->context_length : 4096;
+    double reqs = fmax(fmin(pool / ctx * 512, 4096), 2048);
+    reqs = fmin(reqs, floor(pool / 2));
+    if (reqs >= 1) k->max_running_requests = (uint32_t)(reqs * groups);
+}
+
 static int size_deployment(sim_config *c, const cost_model *cost, sim_result *out, rh_err *e)
 {
     cost_memory mem;
-    if (!cost_memory_of(cost, c->tp, &mem)) return 0;
+    if (!cost_memory_of_serving(cost, c->tp, &c->serving, &mem)) return 0;
     if (!c->core.context_length) c->core.context_length = mem.context_length;
-    if (c->core.max_total_tokens) return 0;
+    if (c->core.max_total_tokens) {
+        default_max_running(c, &mem);
+        return 0;
+    }
     sim_pool_opts o = {c->mem_fraction_static, c->gpu_memory_utilization,
                        c->core.spec_steps > 0 && c->spec_draft_model};
     sim_pool p;
     if (sim_pool_size(&mem, &c->core, &o, &p, e) < 0) return -1;
     c->core.max_total_tokens = p.tokens;
     snprintf(out->pool_how, sizeof out->pool_how, "%s", p.how);
+    default_max_running(c, &mem);
     return 0;
 }
 
@@ -1118,7 +1170,8 @@ static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv
         if (x->role != SIM_ROLE_BOTH && x->cfg.core.preset != CORE_PRESET_SGLANG)
             return rh_fail(e, "prefill-decode disaggregation runs the SGLang scheduler, not the vLLM one%s%s",
                            *label ? ": " : "", label);
-        if (cost_check_tp(x->cost, x->cfg.tp, e) < 0) return *label ? rh_prefix(e, "%s", label) : -1;
+        if (cost_check_tp(x->cost, x->cfg.tp, e) < 0 || sim_serving_resolve(&x->cfg, x->cost, e) < 0)
+            return *label ? rh_prefix(e, "%s", label) : -1;
         if (spec_shape(&x->cfg, out, e) < 0 || size_deployment(&x->cfg, x->cost, out, e) < 0)
             return *label && x->name ? rh_prefix(e, "%s", label) : -1;
         kv_bytes[i] = 0;

@@ -83,7 +83,23 @@ typedef struct sim_config {
     uint32_t pd_prefill_tp, pd_decode_tp;
     double pd_link_Bps, pd_link_latency_s;
     double pd_kv_bytes_per_token;
+    /* How the server runs the model (SGLang's flags, sim/cost/cost.h's
+     * cost_serving): the fields a flag set (SIM_SERVE_* bits in
+     * serve_set) laid over the cost file's own when the run starts, into
+     * `serving` (what every step is priced with). */
+    unsigned serve_set;
+    cost_serving serve_flags, serving;
+    uint32_t serve_dp_size;      /* --dp-size (serve_flags.dp says whether --enable-dp-attention is on) */
+    double spec_accept_length;   /* --speculative-accept-length: mean tokens a verify commits; 0: off */
 } sim_config;
+
+enum {
+    SIM_SERVE_EP = 1, SIM_SERVE_DP = 2, SIM_SERVE_DP_SIZE = 4, SIM_SERVE_A2A = 8, SIM_SERVE_DEEPEP_MODE = 16,
+    SIM_SERVE_TBO = 32, SIM_SERVE_IMBALANCE = 64, SIM_SERVE_GRAPH_BS = 128, SIM_SERVE_OVERLAP = 256
+};
+/* cfg->serving from the cost model's own and the flags, checked against
+ * what the cost model can price. 0, or -1 naming the flag. */
+int sim_serving_resolve(sim_config *cfg, const cost_model *cost, rh_err *e);
 
 /* A KV link by name ("nvlink", "ib", "rdma"): bytes/s per GPU each way and
  * the latency of one transfer; 0 when known, -1 for another name. */

@@ -264,7 +264,7 @@ static void test_import_vidur(void)
     vidur_profile_free(&p);
 
     cost_model *roof = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-2-7b\", "
-                                  "\"gpu\": \"h100-sxm\"}", "r.json", &e);
+                                  "\"gpu\": \"h100-sxm\", \"host\": \"none\"}", "r.json", &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(roof);
     cost_seq seqs[128];
     static const struct { uint32_t n, chunk; } cases[] = {{1, 512}, {1, 2048}, {1, 0}, {32, 0}, {128, 0}};

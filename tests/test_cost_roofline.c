@@ -56,7 +56,7 @@ static int breakdown(cost_model *m, const cost_seq *s, uint32_t n, uint32_t tp, 
 /* Four decodes at contexts 1000..4000 on one H100, bf16. */
 static void test_llama8b_decode_by_hand(void)
 {
-    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\"}");
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\", \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_seq s[] = {{1, 1000, false}, {1, 2000, false}, {1, 3000, false}, {1, 4000, false}};
     rl_breakdown bd;
@@ -108,7 +108,7 @@ static void test_llama8b_decode_by_hand(void)
 /* One 2048-token prompt, no context, on one H100, bf16. */
 static void test_llama8b_prefill_by_hand(void)
 {
-    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\"}");
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\",\n                         \"kernels\": \"none\", \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_seq s = {2048, 0, true};
     rl_breakdown bd;
@@ -206,13 +206,32 @@ static void test_llama8b_tp2(void)
     cost_free(m);
 }
 
-/* DeepSeek-V3, 64 decodes: tp=8 all-reduces vs ep=8 all-to-alls (8 H200 in
- * one node), and the same on 16 GPUs over two nodes. */
+/* The serving frameworks' custom all-reduce inside a node (h100-sxm.json,
+ * SGLang PR #2904's H100 figures) and DeepEP's low-latency kernels (the
+ * H800 fit with H100's NVLink: 148 x 450 / 200 = 333 GB/s, RDMA 44 GB/s,
+ * 30 us a call). */
+#define CAR_LAT 6.1e-6
+#define CAR_BW 33e9
+#define LL_LAT 3.0e-5
+#define LL_NVL 333e9
+#define LL_RDMA 44e9
+
+/* An all-reduce of S bytes on n GPUs of one node: NCCL's ring or the
+ * custom all-reduce, whichever is faster. */
+static double ar_in_node(double n, double S)
+{
+    return fmin(ring_in_node(n, S), CAR_LAT + S / CAR_BW);
+}
+
+/* DeepSeek-V3, 64 decodes: tensor parallel over 8 H200 (all-reduces) against
+ * "ep": 8 (DeepSeek's layout: data-parallel attention, experts spread,
+ * DeepEP's low-latency dispatch and combine), and the same on 16 GPUs over
+ * two nodes. */
 static void test_deepseek_tp_vs_ep(void)
 {
     cost_seq s[64];
     for (int i = 0; i < 64; i++) s[i] = (cost_seq){1, 2000, false};
-    const double T = 64, h = 7168, k = 8;
+    const double T = 64, h = 7168, k = 8, V = 129280;
     rl_breakdown tp, ep;
 
     cost_model *mt = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", \"gpu\": \"h200\","
@@ -223,32 +242,46 @@ static void test_deepseek_tp_vs_ep(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(me);
     CU_ASSERT_EQUAL_FATAL(breakdown(mt, s, 64, 0, &tp), 0);
     CU_ASSERT_EQUAL_FATAL(breakdown(me, s, 64, 0, &ep), 0);
-    /* TP: 61 layers x 2 + 1 all-reduces of 64 x 7168 bf16, ring 2·7/8 */
-    CLOSE(tp.op[RL_ALLREDUCE].bytes, 123 * 2 * 7.0 / 8 * T * h * 2);
-    CLOSE(tp.op[RL_ALLREDUCE].seconds, 123 * ring_in_node(8, T * h * 2));
+    /* TP: the embedding's, 61 after attention, 3 after the dense MLPs, 58
+     * after the MoE layers: 123 all-reduces of 64 x 7168 bf16, ring 2·7/8
+     * (the custom all-reduce here, the faster at 0.9 MB) */
+    const double S = T * h * 2;
+    CLOSE(tp.op[RL_ALLREDUCE].bytes, 123 * 2 * 7.0 / 8 * S);
+    CLOSE(tp.op[RL_ALLREDUCE].seconds, 123 * ar_in_node(8, S));
+    CU_ASSERT(CAR_LAT + S / CAR_BW < ring_in_node(8, S));
     CU_ASSERT_EQUAL(tp.op[RL_ALLTOALL].bytes, 0);
-    /* EP: 58 MoE layers, each GPU dispatches its 8 tokens to 8 experts, 7/8
-     * of them on other GPUs, and gets as much back in the combine */
-    CU_ASSERT_EQUAL(ep.op[RL_ALLREDUCE].bytes, 0);
-    CU_ASSERT_EQUAL(ep.op[RL_LOGITS_GATHER].bytes, 0);
-    CLOSE(ep.op[RL_ALLTOALL].bytes, 58 * 2 * (T / 8) * k * h * 2 * 7.0 / 8);
-    CLOSE(ep.op[RL_ALLTOALL].seconds, 58 * 2 * (P2P_LAT + (T / 8) * k * h * 2 * 7.0 / 8 / NVL));
-    /* the routed expert FLOPs per GPU are the same (a GPU computes 1/8 of
-     * the 512 token-expert pairs either way); EP attention is data parallel
-     * but the per-GPU attention FLOPs are also 1/8 */
-    CLOSE(ep.op[RL_MOE_EXPERTS].flops, tp.op[RL_MOE_EXPERTS].flops);
-    CLOSE(tp.op[RL_MOE_EXPERTS].flops, 58 * 6 * (T * k) * h * (2048.0 / 8));
+    /* logits of the 64 sampled rows gathered: 7/8 of 64·129280 bf16 */
+    CLOSE(tp.op[RL_LOGITS_GATHER].bytes, 7.0 / 8 * T * V * 2);
+    /* EP: each rank's 8 tokens dispatched to 8 experts each (FP8 with a
+     * scale per 128), combined back in bf16, 7/8 of them to other GPUs; the
+     * dense layers' and the head's tokens gathered from every rank and
+     * scattered back */
+    const double Tr = T / 8, Sd = Tr * k * (h + h / 128 * 4), Sc = Tr * k * h * 2;
+    CLOSE(ep.op[RL_ALLTOALL].bytes, 58 * 7.0 / 8 * (Sd + Sc));
+    CLOSE(ep.op[RL_ALLTOALL].seconds, 58 * (2 * LL_LAT + 7.0 / 8 * (Sd + Sc) / LL_NVL));
+    CLOSE(ep.op[RL_ALLREDUCE].bytes, (2 * 3 + 1) * 7.0 / 8 * S);
+    CLOSE(ep.op[RL_LOGITS_GATHER].bytes, 7.0 / 8 * T * V * 2);
+    /* routed experts per GPU: under TP 1/8 of the 2048 columns for each of
+     * the 512 token-expert pairs and the fused shared expert's 64; under EP
+     * whole experts for the busiest GPU's pairs: 64 on average, times the
+     * statistical imbalance of uniform routing, 1 + sqrt(2 ln 8)·sqrt((7/8) / 64) */
+    CLOSE(tp.op[RL_MOE_EXPERTS].flops, 58 * 6 * (T * (k + 1)) * h * (2048.0 / 8));
+    const double imb = 1 + sqrt(2 * log(8.0)) * sqrt((7.0 / 8) / 64);
+    CLOSE(ep.op[RL_MOE_EXPERTS].flops, 58 * 6 * (T * k / 8 * imb) * h * 2048.0);
+    /* the shared expert apart under EP, whole, on the rank's 8 tokens */
+    CLOSE(ep.op[RL_SHARED_EXPERT].flops, 58 * 6 * Tr * h * 2048.0);
     CLOSE(ep.op[RL_ATTN_DECODE].flops, tp.op[RL_ATTN_DECODE].flops);
-    /* but under TP each GPU reads the whole MLA latent cache (576 per
-     * token, bf16), under EP only its eighth */
-    CLOSE(tp.op[RL_ATTN_DECODE].bytes, 61 * ((128000 + 2 * T) * 576 * 2 + T * 16 * (2 * 512 + 64) * 2));
-    CLOSE(ep.op[RL_ATTN_DECODE].bytes, 61 * ((128000 + 2 * T) * 576 * 2 + T * 128 * (2 * 512 + 64) * 2) / 8);
+    /* under TP each GPU reads the whole MLA latent cache (576 per token,
+     * bf16), under EP its rank's eighth */
+    CLOSE(tp.op[RL_ATTN_DECODE].bytes, 61 * ((128000 + T) * 576 * 2 + T * 16 * (2 * 512 + 64) * 2));
+    CLOSE(ep.op[RL_ATTN_DECODE].bytes, 61 * ((16000 + Tr) * 576 * 2 + Tr * 128 * (2 * 512 + 64) * 2));
     cost_free(mt);
     cost_free(me);
 
     /* Two nodes of 8: the TP ring crosses InfiniBand, its eight NICs at once
-     * bounding it below NVLink, twice the slow hop's latency; the EP
-     * all-to-all sends 7 of 16 shares over NVLink, 8 over InfiniBand. */
+     * bounding it below NVLink, twice the slow hop's latency, NCCL's alone
+     * (the custom all-reduce is one node's); DeepEP sends 7 of 16 shares
+     * over NVLink, 8 over RDMA. */
     mt = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", \"gpu\": \"h200\","
               " \"tp\": 16, \"dtype\": \"fp8\"}");
     me = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", \"gpu\": \"h200\","
@@ -257,12 +290,12 @@ static void test_deepseek_tp_vs_ep(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(me);
     CU_ASSERT_EQUAL_FATAL(breakdown(mt, s, 64, 0, &tp), 0);
     CU_ASSERT_EQUAL_FATAL(breakdown(me, s, 64, 0, &ep), 0);
-    double ar = 123 * 2 * 15.0 / 16 * T * h * 2;
-    CLOSE(tp.op[RL_ALLREDUCE].bytes, ar);
-    CLOSE(tp.op[RL_ALLREDUCE].seconds, 123 * (AR_LAT + 2 * IB_LAT + 2 * 15.0 / 16 * T * h * 2 / fmin(NVL, 8 * IB)));
-    double a2a = 58 * 2 * (T / 16) * k * h * 2 * 15.0 / 16, S = (T / 16) * k * h * 2;
-    CLOSE(ep.op[RL_ALLTOALL].bytes, a2a);
-    CLOSE(ep.op[RL_ALLTOALL].seconds, 58 * 2 * (P2P_LAT + IB_LAT + fmax(S * 7 / 16 / NVL, S * 8 / 16 / IB)));
+    CLOSE(tp.op[RL_ALLREDUCE].bytes, 123 * 2 * 15.0 / 16 * S);
+    CLOSE(tp.op[RL_ALLREDUCE].seconds, 123 * (AR_LAT + 2 * IB_LAT + 2 * 15.0 / 16 * S / fmin(NVL, 8 * IB)));
+    const double Tr16 = T / 16, Sd16 = Tr16 * k * (h + h / 128 * 4), Sc16 = Tr16 * k * h * 2;
+    CLOSE(ep.op[RL_ALLTOALL].bytes, 58 * 15.0 / 16 * (Sd16 + Sc16));
+    CLOSE(ep.op[RL_ALLTOALL].seconds, 58 * (2 * LL_LAT + fmax(Sd16 * 7 / 16 / LL_NVL, Sd16 * 8 / 16 / LL_RDMA) +
+                                            fmax(Sc16 * 7 / 16 / LL_NVL, Sc16 * 8 / 16 / LL_RDMA)));
     CU_ASSERT(ep.op[RL_ALLTOALL].seconds < tp.op[RL_ALLREDUCE].seconds);
     cost_free(mt);
     cost_free(me);
@@ -333,7 +366,7 @@ static void test_params_match_published(void)
 static void test_mtp_draft(void)
 {
     cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", \"gpu\": \"h200\","
-                         " \"tp\": 8, \"dtype\": \"fp8\"}");
+                         " \"tp\": 8, \"dtype\": \"fp8\", \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_seq s[32];
     for (int i = 0; i < 32; i++) s[i] = (cost_seq){3, 1000, false};     /* verify 2 drafts */
@@ -342,9 +375,12 @@ static void test_mtp_draft(void)
     rl_breakdown fwd, d0, d1;
     rh_err e;
     CU_ASSERT_EQUAL_FATAL(roofline_breakdown(m, &b, &fwd, &e), 0);
-    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 32000, 0, &d0, &e), 0);
-    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 32032, 0, &d1, &e), 0);
+    /* SGLang's EAGLE worker with an MTP module: steps − 1 one-token passes,
+     * then one extend pass over each request's 3 verified tokens */
+    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 32, 32000, 0, &d0, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 96, 32000, 0, &d1, &e), 0);
     CLOSE(cost_step_time(m, &b), fwd.total_s + d0.total_s + d1.total_s);
+    CLOSE(d1.op[RL_MTP_PROJ].flops, 2 * 96.0 * (2 * 7168) * 7168);
     /* the verify runs 96 tokens through the GEMMs */
     CLOSE(fwd.op[RL_O_PROJ].flops, 61 * 2 * 96.0 * (16 * 128) * 7168);
     /* an MTP forward is one MoE layer of the model plus eh_proj (2h -> h)
@@ -366,7 +402,7 @@ static void test_mtp_draft(void)
     m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-70b\", \"gpu\": \"h100-sxm\","
              " \"tp\": 4, \"draft_model\": \"llama-3-8b\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 32000, 0, &d0, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(roofline_draft_breakdown(m, 32, 32, 32000, 0, &d0, &e), 0);
     cost_model *small = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\","
                              " \"gpu\": \"h100-sxm\", \"tp\": 4}");
     CU_ASSERT_EQUAL_FATAL(breakdown(small, one, 32, 0, &plain), 0);
@@ -374,7 +410,7 @@ static void test_mtp_draft(void)
     cost_free(small);
     cost_free(m);
     m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\","
-             " \"draft_ratio\": 0.2}");
+             " \"draft_ratio\": 0.2, \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_batch b1 = {.seqs = one, .n = 32};
     cost_batch_summarize(&b1);
@@ -388,10 +424,10 @@ static void test_mtp_draft(void)
 static void test_efficiency_overhead_latency(void)
 {
     cost_model *a = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\","
-                         " \"tp\": 2}");
+                         " \"tp\": 2, \"host\": \"none\"}");
     cost_model *b = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\","
                          " \"tp\": 2, \"efficiency\": {\"default\": 0.8, \"mlp\": 0.5}, \"step_overhead_s\": 0.002,"
-                         " \"collective_latency_s\": 1e-5}");
+                         " \"collective_latency_s\": 1e-5, \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     cost_seq s[] = {{700, 0, true}, {1, 5000, false}};
@@ -443,7 +479,7 @@ static void test_bad_roofline_files(void)
 {
     bad(RL "\"model\": \"llama-9b\", \"gpu\": \"h200\"}", "bad.json: field 'model': no model preset 'llama-9b'");
     bad(RL "\"model\": \"llama-9b\", \"gpu\": \"h200\"}", "known: deepseek-r1, deepseek-v3, llama-2-70b");
-    bad(RL "\"model\": \"llama-3-8b\", \"gpu\": \"b200\"}", "bad.json: field 'gpu': no GPU preset 'b200'");
+    bad(RL "\"model\": \"llama-3-8b\", \"gpu\": \"x200\"}", "bad.json: field 'gpu': no GPU preset 'x200'");
     bad(RL "\"model\": \"../../etc/x\", \"gpu\": \"h200\"}", "'model': preset file");
     bad(RL "\"model\": \"llama 3\", \"gpu\": \"h200\"}", "not a preset name");
     bad(RL "\"gpu\": \"h200\"}", "'model': missing");
@@ -485,7 +521,8 @@ static void test_presets_by_path(void)
                     " \"nvlink_GBps\": 100, \"ib_GBps\": 10, \"gpus_per_node\": 4}";
     CU_ASSERT_EQUAL_FATAL(tu_write_file(gpu, g, strlen(g)), 0);
     snprintf(path, sizeof path, "%s/cost.json", dir);
-    const char *c = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"config.json\", \"gpu\": \"mygpu.json\"}";
+    const char *c = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"config.json\", \"gpu\": \"mygpu.json\","
+                    " \"host\": \"none\"}";
     CU_ASSERT_EQUAL_FATAL(tu_write_file(path, c, strlen(c)), 0);
     rh_err e;
     cost_model *m = cost_load(path, &e);
@@ -494,7 +531,7 @@ static void test_presets_by_path(void)
     CU_ASSERT_STRING_EQUAL(roofline_gpu(m)->name, "mygpu");
     CU_ASSERT_EQUAL(roofline_model(m)->head_dim, 128);
     /* same model, same prices per byte: a decode of one at 1000 GB/s */
-    cost_model *ref = load(RL "\"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\"}");
+    cost_model *ref = load(RL "\"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", \"kernels\": \"none\", \"host\": \"none\"}");
     cost_seq s = {1, 100, false};
     rl_breakdown x, y;
     CU_ASSERT_EQUAL_FATAL(breakdown(m, &s, 1, 0, &x), 0);
@@ -528,9 +565,9 @@ static void test_presets_by_path(void)
  * names the config.json it copies. */
 static void test_shipped_presets_cite_sources(void)
 {
-    const char *cats[] = {"gpus", "models"};
+    const char *cats[] = {"gpus", "models", "hosts"};
     int files = 0;
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         char d[64];
         snprintf(d, sizeof d, "sim/cost/presets/%s", cats[c]);
         DIR *dir = opendir(d);
@@ -551,6 +588,7 @@ static void test_shipped_presets_cite_sources(void)
                 if (!json_is_number(v)) continue;
                 int cited = (src && json_is_string(json_object_get(src, key))) ||
                             (c == 1 && json_is_string(json_object_get(o, "source")));
+                if (c == 2 && !cited) printf("\n  %s: '%s' needs a source in \"sources\"\n", p, key);
                 if (!cited) printf("\n  %s: '%s' has no source\n", p, key);
                 CU_ASSERT(cited);
             }
@@ -562,6 +600,9 @@ static void test_shipped_presets_cite_sources(void)
             if (c == 0) {
                 rl_gpu g;
                 CU_ASSERT_EQUAL(rl_gpu_load(name, &g, &e), 0);
+            } else if (c == 2) {
+                rl_host h;
+                CU_ASSERT_EQUAL(rl_host_load(name, &h, &e), 0);
             } else {
                 rl_model m;
                 CU_ASSERT_EQUAL(rl_model_load(name, &m, &e), 0);
@@ -569,7 +610,7 @@ static void test_shipped_presets_cite_sources(void)
         }
         closedir(dir);
     }
-    CU_ASSERT_EQUAL(files, 7 + 11);
+    CU_ASSERT_EQUAL(files, 9 + 11 + 1);
 }
 
 /* Data-parallel attention (ep = tp): a request runs on one rank. A lone 8k

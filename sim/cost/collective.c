@@ -63,3 +63,30 @@ double rl_alltoall_s(const rl_gpu *g, uint32_t n, uint32_t per_node, double byte
     double t = fmax(intra / (l->nvlink_Bps * eff), inter > 0 ? inter / (l->slow_Bps * eff) : 0);
     return l->send_recv_latency_s + (inter > 0 ? l->slow_hop_latency_s : 0) + t;
 }
+
+double rl_custom_allreduce_s(const rl_gpu *g, double bytes, double eff)
+{
+    const rl_links *l = &g->links;
+    if (!(l->custom_allreduce_Bps > 0)) return INFINITY;
+    return l->custom_allreduce_latency_s + bytes / (l->custom_allreduce_Bps * eff);
+}
+
+double rl_deepep_split_s(const rl_gpu *g, bool low_latency, double nvlink_bytes, double rdma_bytes, double eff)
+{
+    const rl_links *l = &g->links;
+    double lat = low_latency ? l->ep_ll_latency_s : l->ep_normal_latency_s;
+    double bn = low_latency ? l->ep_ll_nvlink_Bps : l->ep_normal_nvlink_Bps;
+    double br = low_latency ? l->ep_ll_rdma_Bps : l->ep_normal_rdma_Bps;
+    if (!(bn > 0)) bn = l->nvlink_Bps;
+    if (!(br > 0)) br = l->slow_Bps;
+    if (!(lat > 0)) lat = l->send_recv_latency_s + (rdma_bytes > 0 ? l->slow_hop_latency_s : 0);
+    return lat + fmax(nvlink_bytes / (bn * eff), rdma_bytes > 0 ? rdma_bytes / (br * eff) : 0);
+}
+
+double rl_deepep_s(const rl_gpu *g, bool low_latency, uint32_t n, uint32_t per_node, double bytes, double eff)
+{
+    if (n < 2) return 0;
+    double q, m;
+    span(g, n, per_node, &q, &m);
+    return rl_deepep_split_s(g, low_latency, bytes * (q - 1) / n, bytes * (n - q) / n, eff);
+}

@@ -30,5 +30,16 @@ double rl_send_recv_s(const rl_gpu *g, bool across, double bytes, double eff);
 double rl_allreduce_s(const rl_gpu *g, uint32_t n, uint32_t per_node, double bytes, double eff);
 double rl_allgather_s(const rl_gpu *g, uint32_t n, uint32_t per_node, double bytes, double eff);
 double rl_alltoall_s(const rl_gpu *g, uint32_t n, uint32_t per_node, double bytes, double eff);
+/* The custom all-reduce of a buffer inside one NVLink domain:
+ * latency + bytes / bandwidth (INFINITY without one in the preset). */
+double rl_custom_allreduce_s(const rl_gpu *g, double bytes, double eff);
+/* DeepEP's dispatch or combine of `bytes` sent per GPU to n GPUs, per_node
+ * on each node: latency + the slower of the NVLink share over its
+ * bandwidth and the RDMA share over its (normal or low-latency kernels). */
+double rl_deepep_s(const rl_gpu *g, bool low_latency, uint32_t n, uint32_t per_node, double bytes, double eff);
+/* The same with the bytes over each link given: nvlink_bytes inside the
+ * node, rdma_bytes to other nodes (crossing adds the slow hop's latency
+ * where the preset gives no DeepEP latency). */
+double rl_deepep_split_s(const rl_gpu *g, bool low_latency, double nvlink_bytes, double rdma_bytes, double eff);
 
 #endif

@@ -144,9 +144,14 @@ cost_model *cost_parse(const char *json_text, const char *label, rh_err *e)
 
 int cost_memory_of(const cost_model *m, uint32_t tp, cost_memory *out)
 {
+    return cost_memory_of_serving(m, tp, NULL, out);
+}
+
+int cost_memory_of_serving(const cost_model *m, uint32_t tp, const cost_serving *sv, cost_memory *out)
+{
     memset(out, 0, sizeof *out);
     if (!m->ops->memory) return 0;
-    m->ops->memory(m, tp, out);
+    m->ops->memory(m, tp, sv, out);
     return 1;
 }
 
@@ -250,10 +255,48 @@ static double overhead_time(const cost_model *m, const cost_batch *b)
     return m->over.step_s + m->over.forward_s * cost_forwards(b);
 }
 
+double cost_step_parts(const cost_model *m, const cost_batch *b, cost_parts *p)
+{
+    *p = (cost_parts){0};
+    if (batch_empty(b)) return 0;
+    if (m->ops->parts) {
+        m->ops->parts(m, b, p);
+    } else {
+        p->forward_s = m->ops->step_time(m, b);
+        p->draft_s = cost_draft_time(m, b);
+    }
+    p->exposed_s += overhead_time(m, b);
+    return p->forward_s + p->draft_s + p->launch_s + p->exposed_s + p->hidden_s;
+}
+
+double cost_parts_duration(const cost_parts *p, bool overlap, double prev_gpu_s)
+{
+    double hidden = overlap ? fmax(0, p->hidden_s - prev_gpu_s) : p->hidden_s;
+    return p->forward_s + p->draft_s + p->launch_s + p->exposed_s + hidden;
+}
+
 double cost_step_time(const cost_model *m, const cost_batch *b)
 {
-    if (batch_empty(b)) return 0;
-    return m->ops->step_time(m, b) + cost_draft_time(m, b) + overhead_time(m, b);
+    cost_parts p;
+    return cost_step_parts(m, b, &p);
+}
+
+void cost_serving_default(const cost_model *m, uint32_t tp, cost_serving *out)
+{
+    *out = (cost_serving){.ep = 1, .dp = 1, .expert_imbalance = 1, .overlap = true};
+    if (m->ops->serving) m->ops->serving(m, tp, out);
+}
+
+int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
+{
+    if (m->ops->check_serving) return m->ops->check_serving(m, tp, s, e);
+    const char *what = s->ep > 1 ? "--ep-size" : s->dp > 1 ? "--enable-dp-attention" : s->deepep ? "--moe-a2a-backend"
+                       : s->two_batch_overlap ? "--enable-two-batch-overlap"
+                       : s->expert_imbalance > 1 ? "--expert-imbalance" : NULL;
+    if (what)
+        return rh_fail(e, "%s: a %s cost model prices no expert or data parallelism (%s needs a roofline)",
+                       m->path[0] ? m->path : "cost model", m->ops->kind, what);
+    return 0;
 }
 
 int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max)
@@ -264,14 +307,19 @@ int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, i
         terms[0] = (cost_term){"empty batch", 0, 0, 0, ""};
         return 1;
     }
+    cost_parts p;
+    cost_step_parts(m, b, &p);
     if (m->ops->breakdown) {
         n = m->ops->breakdown(m, b, terms, max);
     } else {
         terms[0] = (cost_term){"step", m->ops->step_time(m, b), 0, 0, ""};
         n = 1;
     }
-    double d = cost_draft_time(m, b);
-    if (d > 0 && n < max) terms[n++] = (cost_term){"drafting", d, 0, 0, ""};
+    if (p.draft_s > 0 && n < max) terms[n++] = (cost_term){"drafting", p.draft_s, 0, 0, ""};
+    if (p.launch_s > 0 && n < max) terms[n++] = (cost_term){"eager launches (host)", p.launch_s, 0, 0, "host"};
+    double fw = p.exposed_s - overhead_time(m, b);
+    if (fw > 1e-15 && n < max) terms[n++] = (cost_term){"host per step", fw, 0, 0, "host"};
+    if (p.hidden_s > 0 && n < max) terms[n++] = (cost_term){"host scheduling", p.hidden_s, 0, 0, "host"};
     if (m->over.step_s > 0 && n < max) terms[n++] = (cost_term){"step cpu", m->over.step_s, 0, 0, ""};
     double launches = m->over.forward_s * cost_forwards(b);
     if (launches > 0 && n < max) terms[n++] = (cost_term){"launches", launches, 0, 0, ""};

@@ -36,10 +36,26 @@ typedef struct cost_seq {
     bool prefill;
 } cost_seq;
 
+/* How the server runs the model beyond its tensor-parallel size: SGLang's
+ * flags of the same names. A roofline prices every field; the other kinds
+ * price none (cost_serving_check refuses what a kind cannot price). */
+enum { COST_DEEPEP_AUTO, COST_DEEPEP_NORMAL, COST_DEEPEP_LOW_LATENCY };
+typedef struct cost_serving {
+    uint32_t ep;                 /* --ep-size: 1 (experts split like the MLP) or the GPUs (experts spread) */
+    uint32_t dp;                 /* --dp-size with --enable-dp-attention: attention data-parallel groups; 1: off */
+    bool deepep;                 /* --moe-a2a-backend deepep: dispatch and combine by DeepEP's kernels */
+    int deepep_mode;             /* --deepep-mode: COST_DEEPEP_* (auto: normal for prefill, low latency for decode) */
+    bool two_batch_overlap;      /* --enable-two-batch-overlap */
+    double expert_imbalance;     /* the busiest GPU's routed tokens over the mean (>= 1); --enable-eplb lowers it */
+    int32_t cuda_graph_max_bs;   /* decode batches up to this run as one CUDA graph; 0: none (--disable-cuda-graph) */
+    bool overlap;                /* the overlap scheduler (off: --disable-overlap-schedule) */
+} cost_serving;
+
 typedef struct cost_batch {
     const cost_seq *seqs;
     uint32_t n;
     uint32_t tp;          /* tensor-parallel size; 0: the cost file's own (1 when it names none) */
+    const cost_serving *serving;   /* NULL: the cost file's own (cost_serving_default) */
     /* Aggregates, filled by cost_batch_summarize (models read only these). */
     uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
     uint64_t decode_context, prefill_context, prefill_attn;
@@ -92,6 +108,17 @@ typedef struct cost_memory {
     char gpu_name[64], model_name[64];
 } cost_memory;
 
+/* A step's time in the parts the simulator composes (cost_step_time is
+ * their sum): the GPU's (the forward with its graph gaps, the drafting),
+ * the host's launches the GPU waits for (eager forwards), the host time on
+ * the critical path of every step, and the scheduling an overlap scheduler
+ * hides under the previous step's GPU time. */
+typedef struct cost_parts {
+    double forward_s, draft_s;   /* GPU */
+    double launch_s;             /* eager launches beyond the GPU's time */
+    double exposed_s;            /* overheads.step_s, forward_s per forward pass, the framework's per-step time */
+    double hidden_s;             /* scheduling, hideable */
+} cost_parts;
 typedef struct cost_ops {
     const char *kind;
     double (*step_time)(const cost_model *m, const cost_batch *b);
@@ -106,7 +133,15 @@ typedef struct cost_ops {
     int (*breakdown)(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
     /* The memory of a deployment at tensor-parallel size tp (0: its own);
      * NULL: the kind knows no GPU (linear, table). */
-    void (*memory)(const cost_model *m, uint32_t tp, cost_memory *out);
+    void (*memory)(const cost_model *m, uint32_t tp, const cost_serving *sv, cost_memory *out);
+    /* The step in parts (cost_parts; the overheads of cost.h are added by
+     * cost_step_parts); NULL: step_time and draft_time are all GPU. */
+    void (*parts)(const cost_model *m, const cost_batch *b, cost_parts *out);
+    /* The file's own serving (ep, dp attention, ...); NULL: SGLang's defaults
+     * with nothing spread. */
+    void (*serving)(const cost_model *m, uint32_t tp, cost_serving *out);
+    /* Whether the kind prices s; NULL: only what cost_serving_default gives. */
+    int (*check_serving)(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e);
     void (*free)(cost_model *m);
 } cost_ops;
 
@@ -156,11 +191,23 @@ double cost_draft_time(const cost_model *m, const cost_batch *b);
 /* The price of one draft forward for a kind without its own drafter:
  * draft_ratio x a decode-only step of n sequences at summed context. */
 double cost_draft_fallback(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp);
+double cost_step_parts(const cost_model *m, const cost_batch *b, cost_parts *p);
+/* The step's duration after the previous one's GPU time prev_gpu_s (0 after
+ * an idle gap): with the overlap scheduler its scheduling runs meanwhile. */
+double cost_parts_duration(const cost_parts *p, bool overlap, double prev_gpu_s);
+/* The serving the cost file describes at tensor-parallel size tp (0: its
+ * own): its own fields, else SGLang's defaults for the GPU. */
+void cost_serving_default(const cost_model *m, uint32_t tp, cost_serving *out);
+/* 0 when m can price s at tp, else -1 naming the flag it cannot. */
+int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e);
+
 /* Terms of cost_step_time (then drafting, "step cpu" and "launches" when
  * present); their seconds add up to it. Returns the count written (at most max). */
 int cost_breakdown(const cost_model *m, const cost_batch *b, cost_term *terms, int max);
 /* 1 and *out filled when the kind knows its GPU and model (roofline), else 0. */
 int cost_memory_of(const cost_model *m, uint32_t tp, cost_memory *out);
+/* The same laid out as sv says (NULL: the cost file's own serving). */
+int cost_memory_of_serving(const cost_model *m, uint32_t tp, const cost_serving *sv, cost_memory *out);
 void cost_free(cost_model *m);
 
 /* The linear kind, built in code (tests, Lua). Coefficients in seconds. */

@@ -34,12 +34,14 @@ uint64_t cost_draft_context(const cost_batch *b, uint32_t i);
  * may be a Hugging Face config.json: unknown keys are ignored there. */
 struct rl_model;
 struct rl_gpu;
+struct rl_host;
 int rl_model_from_json(json_t *o, const cost_src *src, struct rl_model *m, rh_err *e);
 int rl_gpu_from_json(json_t *o, const cost_src *src, struct rl_gpu *g, rh_err *e);
 /* Finds and loads the preset a cost file names in field `key` of category
  * "models" or "gpus"; messages name the cost file's field or the preset's. */
 int rl_model_resolve(const char *name, const char *key, const cost_src *src, struct rl_model *m, rh_err *e);
 int rl_gpu_resolve(const char *name, const char *key, const cost_src *src, struct rl_gpu *g, rh_err *e);
+int rl_host_resolve(const char *name, const char *key, const cost_src *src, struct rl_host *h, rh_err *e);
 
 /* Sets m->path from src (a copy) and the defaults every model shares. */
 int cost_model_init(cost_model *m, const cost_ops *ops, const cost_src *src);

@@ -1,27 +1,8 @@
-/* cost_roofline.c — the roofline kind (see roofline.h for the model).
- *
- * Conventions of the operator counts below, per GPU and summed over layers:
- *   - a GEMM of M tokens, K inputs, N outputs does 2·M·K·N FLOPs and moves
- *     its weights (K·N at the weight dtype) plus its input and output
- *     activations (M·K and M·N, bf16); elementwise work fused into a GEMM
- *     (SiLU·mul, rotary, biases) is not counted;
- *   - attention does 2·d FLOPs per (query, key) pair per head for QKᵀ and as
- *     many for PV, over the causal pairs; it reads the KV cache of every
- *     attended token once (context + new), writes the new tokens' KV, and
- *     moves Q and O;
- *   - an RMSNorm does 4 FLOPs per element and reads and writes its input;
- *   - routed experts: a token picks top_k of E experts uniformly, so a batch
- *     of T tokens touches E·(1 − (1 − k/E)^T) distinct experts, whose
- *     weights are read once each;
- *   - MLA (DeepSeek): prefill chunks use the decompressed form (K and V of
- *     context and new tokens expanded by kv_b_proj, then ordinary attention
- *     with head dims nope+rope and v); decodes use the absorbed form
- *     (W_UK folded into the query, attention over the kv_lora_rank + rope
- *     latent shared by all heads, W_UV applied after). Under tensor
- *     parallelism every GPU reads the whole latent cache.
- * Weights are at the cost file's dtype (bf16 2 bytes, fp8 1 byte) in the
- * layers; the embedding, router and LM head stay bf16 as in DeepSeek-V3's FP8
- * checkpoint; activations and collectives are bf16. */
+/* cost_roofline.c — the roofline kind (see roofline.h for the model): a
+ * forward's kernels (roofline_forward.c) laid out on the GPUs as the
+ * serving flags say, its collectives on the GPU preset's links, the gaps of
+ * a CUDA graph or the host's eager launches, and the host's time per step
+ * (a "hosts" preset). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,45 +12,18 @@
 #include "sim/cost/cost_impl.h"
 #include "sim/cost/kernel_time.h"
 #include "sim/cost/roofline.h"
-
-#define AB 2.0   /* bytes of a bf16 activation */
+#include "sim/cost/roofline_impl.h"
 
 static const char *const op_names[RL_N_OPS] = {
     "embed", "norm", "qkv_proj", "mla_down_proj", "mla_up_proj", "attn_prefill", "attn_decode",
     "o_proj", "mlp", "moe_gate", "moe_experts", "shared_expert", "mtp_proj", "lm_head", "rope", "activation",
-    "allreduce", "alltoall", "logits_gather",
+    "allreduce", "alltoall", "logits_gather", "quant", "kv_store", "copy", "moe_route", "attn_meta", "sample",
 };
 
 const char *rl_op_name(int op)
 {
     return (op >= 0 && op < RL_N_OPS) ? op_names[op] : "?";
 }
-
-/* Layer GEMMs run at the file's dtype; the rest at bf16 peak. */
-static bool op_in_weight_dtype(int op)
-{
-    return op == RL_QKV_PROJ || op == RL_MLA_DOWN_PROJ || op == RL_MLA_UP_PROJ || op == RL_O_PROJ ||
-           op == RL_MLP || op == RL_MOE_EXPERTS || op == RL_SHARED_EXPERT || op == RL_MTP_PROJ;
-}
-
-static bool op_is_collective(int op)
-{
-    return op == RL_ALLREDUCE || op == RL_ALLTOALL || op == RL_LOGITS_GATHER;
-}
-
-typedef struct cost_roofline {
-    cost_model base;
-    rl_model model, draft;
-    bool has_draft;          /* a draft_model preset was named */
-    rl_gpu gpu;
-    uint32_t tp;             /* the file's own size */
-    bool ep;                 /* experts spread over the tp GPUs (ep == tp) */
-    bool fp8;
-    double kv_bytes;         /* per element of the KV cache */
-    double eff[RL_N_OPS];
-    rl_kernel kern[RL_K_N];  /* the GPU preset's kernel parameters, or the pure roofline's */
-    double latency_s;
-} cost_roofline;
 
 static const cost_ops roofline_ops;
 
@@ -78,21 +32,31 @@ static const cost_roofline *as_roofline(const cost_model *m)
     return (m && m->ops == &roofline_ops) ? (const cost_roofline *)m : NULL;
 }
 
-/* The batch as the counts below read it. */
-typedef struct shape {
-    double Tp, Sp, Td, Sd;   /* prefill tokens and chunks, decode tokens and sequences */
-    double pctx, pairs_p;    /* Σ prefill context; causal (query, key) pairs of the chunks */
-    double dctx, pairs_d;    /* Σ decode context; pairs of the decodes' 1 + k queries */
-    /* The whole batch's tokens, for the routed experts every rank serves,
-     * and whether the fields above are one data-parallel rank's own
-     * requests (else the batch's, spread evenly over the ranks). */
-    double T_all;
-    bool one_rank;
-} shape;
+/* ---- collectives ---- */
 
-static shape shape_of(const cost_batch *b)
+double rl_comm_call_s(const cost_roofline *r, int kind, double msg, double n, const rl_layout *l, double eff)
 {
-    shape s;
+    const rl_gpu *g = &r->gpu;
+    uint32_t gn = (uint32_t)n, per_node = gn < g->gpus_per_node ? gn : g->gpus_per_node;
+    bool one_domain = gn <= (g->links.nvlink_domain ? g->links.nvlink_domain : g->gpus_per_node);
+    switch (kind) {
+    case RL_COMM_ALLREDUCE: {
+        double nccl = rl_allreduce_s(g, gn, per_node, msg, eff);
+        return one_domain ? fmin(nccl, rl_custom_allreduce_s(g, msg, eff)) : nccl;
+    }
+    case RL_COMM_ALLGATHER:
+    case RL_COMM_REDUCE_SCATTER:
+        return rl_allgather_s(g, gn, per_node, msg, eff);
+    default:
+        return rl_deepep_s(g, l->low_latency, gn, per_node, msg, eff);
+    }
+}
+
+/* ---- the batch and its layout ---- */
+
+static rl_shape shape_of(const cost_batch *b)
+{
+    rl_shape s;
     s.Tp = b->prefill_tokens;
     s.Sp = b->prefill_seqs;
     s.Td = b->decode_tokens > b->decode_seqs ? b->decode_tokens : b->decode_seqs;
@@ -111,279 +75,110 @@ static shape shape_of(const cost_batch *b)
     double nbar = s.Sd > 0 ? s.Td / s.Sd : 0;
     s.pairs_d = nbar * s.dctx + s.Td * (nbar + 1) / 2;
     s.T_all = s.Tp + s.Td;
-    s.one_rank = false;
+    s.R_all = s.Td + s.Sp;
     return s;
 }
 
-/* How a model is laid out on g GPUs. */
-typedef struct layout {
-    double g, ts, hs;        /* GPUs; share of the tokens; share of heads and columns */
-    double qh, kvh;          /* query and KV heads per GPU */
-    bool ep;
-} layout;
-
-static layout layout_of(const rl_model *md, uint32_t g, bool ep)
+/* One rank's share of a batch known only by its aggregates: even. */
+static rl_shape shape_share(const rl_shape *all, double ranks)
 {
-    layout l;
+    rl_shape s = *all;
+    double f = 1 / ranks;
+    s.Tp *= f, s.Sp *= f, s.Td *= f, s.Sd *= f, s.pctx *= f, s.pairs_p *= f, s.dctx *= f, s.pairs_d *= f;
+    return s;
+}
+
+static const cost_serving *serving_of(const cost_roofline *r, const cost_batch *b)
+{
+    return b->serving ? b->serving : &r->serving;
+}
+
+static bool is_deepseek(const rl_model *md)
+{
+    return md->mla && md->moe;
+}
+
+static rl_layout layout_of(const cost_roofline *r, const rl_model *md, uint32_t g, const cost_serving *sv,
+                           const rl_shape *all)
+{
+    rl_layout l;
+    memset(&l, 0, sizeof l);
     l.g = g;
-    l.ep = ep && g > 1;
-    l.ts = l.ep ? 1.0 / g : 1.0;
-    l.hs = l.ep ? 1.0 : 1.0 / g;
-    l.qh = md->heads * l.hs;
+    l.dp = sv->dp > 1 && g > 1 ? sv->dp : 1;
+    l.atp = g / l.dp;
+    l.qh = md->heads / l.atp;
     /* Fewer KV heads than GPUs: each GPU keeps a copy of one. */
-    l.kvh = l.ep ? md->kv_heads : (md->kv_heads >= g ? (double)md->kv_heads / g : 1);
+    l.kvh = md->kv_heads >= l.atp ? md->kv_heads / l.atp : 1;
+    l.ep = md->moe && g > 1 && sv->ep > 1;
+    l.deepep = l.ep && sv->deepep;
+    bool decode_only = all->Tp == 0;
+    l.low_latency = l.deepep && (sv->deepep_mode == COST_DEEPEP_LOW_LATENCY ||
+                                 (sv->deepep_mode == COST_DEEPEP_AUTO && decode_only));
+    l.tbo = sv->two_batch_overlap;
+    l.imbalance = sv->expert_imbalance;
+    l.per_node_split = g > r->gpu.gpus_per_node;
+    /* SGLang fuses DeepSeek's shared expert into the routed ones when the
+     * experts are not spread (deepseek_v2.py: shared-experts fusion) */
+    l.fused_shared = is_deepseek(md) && !l.ep && md->shared_experts > 0;
+    /* FlashInfer's all-reduce + add + RMSNorm: DeepSeek, tensor-parallel
+     * attention on one node, at most 2048 tokens (communicator.py) */
+    l.fused_ar_norm = is_deepseek(md) && l.atp > 1 && l.dp == 1 && !l.per_node_split && !l.deepep &&
+                      all->T_all <= 2048;
     return l;
 }
 
-/* One forward's counting and timing: every kernel call gets its FLOPs and
- * bytes counted and its time from kernel_time.h, with the parameters of
- * r's GPU (or the pure roofline's, "kernels": "none"). */
-typedef struct counter {
-    const cost_roofline *r;
-    rl_breakdown *out;
-    double hbm;
-} counter;
-
-static double peak_of(const counter *c, int op)
+/* Bounds of every operator and kernel, and the forward's GPU time. */
+static void finish(const cost_roofline *r, const rl_counter *c, rl_breakdown *out, bool graph)
 {
-    const rl_gpu *g = &c->r->gpu;
-    return (c->r->fp8 && op_in_weight_dtype(op) ? g->fp8_tflops : g->bf16_tflops) * 1e12;
-}
-
-static const rl_kernel *kernel(const counter *c, int kind)
-{
-    return &c->r->kern[kind];
-}
-
-/* Adds calls of one kernel: its time, and the compute or memory share of
- * it for the operator's bound. */
-static void account(counter *c, int op, double calls, double flops, double bytes, double seconds, double tc,
-                    double tm)
-{
-    rl_op_cost *o = &c->out->op[op];
-    o->flops += calls * flops;
-    o->bytes += calls * bytes;
-    o->calls += calls;
-    o->seconds += calls * seconds;
-    o->compute_s += calls * tc;
-    o->memory_s += calls * tm;
-}
-
-static void gemm(counter *c, int op, double calls, double M, double K, double N, double wbytes)
-{
-    if (M <= 0 || calls <= 0) return;
-    const rl_kernel *k = kernel(c, RL_K_GEMM);
-    double peak = peak_of(c, op), eff = c->r->eff[op], bytes = K * N * wbytes + M * K * AB + M * N * AB;
-    account(c, op, calls, 2 * M * K * N, bytes, rl_gemm_s(k, peak, c->hbm, M, K, N, wbytes, eff),
-            2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff), bytes / (c->hbm * k->memory_eff * eff));
-}
-
-/* A MoE layer's grouped GEMM: `rows` token-expert pairs over `experts`. */
-static void grouped(counter *c, int op, double calls, double rows, double experts, double K, double N, double wbytes)
-{
-    if (rows <= 0 || calls <= 0) return;
-    const rl_kernel *k = kernel(c, RL_K_GEMM);
-    double peak = peak_of(c, op), eff = c->r->eff[op];
-    double bytes = experts * K * N * wbytes + rows * (K + N) * AB;
-    account(c, op, calls, 2 * rows * K * N, bytes, rl_grouped_gemm_s(k, peak, c->hbm, rows, experts, K, N, wbytes, eff),
-            2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
-            bytes / (c->hbm * k->memory_eff * eff));
-}
-
-static void attention(counter *c, int op, double calls, double flops, double bytes)
-{
-    if (calls <= 0 || (flops <= 0 && bytes <= 0)) return;
-    const rl_kernel *k = kernel(c, RL_K_ATTENTION);
-    double peak = peak_of(c, op), eff = c->r->eff[op];
-    account(c, op, calls, flops, bytes, rl_attention_s(k, peak, c->hbm, flops, bytes, eff),
-            flops / (peak * k->compute_eff * eff), bytes / (c->hbm * k->memory_eff * eff));
-}
-
-/* A kernel streaming `bytes` that walks each token's `row` elements. */
-static void stream(counter *c, int op, int kind, double calls, double flops, double bytes, double row)
-{
-    if (calls <= 0 || bytes <= 0) return;
-    const rl_kernel *k = kernel(c, kind);
-    double eff = c->r->eff[op];
-    account(c, op, calls, flops, bytes, rl_stream_s(k, c->hbm, bytes, row, eff), 0,
-            bytes / (c->hbm * k->memory_eff * eff));
-}
-
-/* An RMSNorm of `width` over `rows` tokens: 4 FLOPs an element, the
- * input read and written, its weights read. */
-static void norm(counter *c, double calls, double rows, double width)
-{
-    stream(c, RL_NORM, RL_K_NORM, calls, 4 * rows * width, 2 * rows * width * AB + width * AB, width);
-}
-
-/* FLOPs and bytes of a forward over Ld dense and Lm MoE layers (plus the
- * MTP module's own parts when mtp) of model md on g GPUs, and every
- * kernel's time. */
-static void count_ops(const cost_roofline *r, const rl_model *md, double Ld, double Lm, bool mtp, const shape *s,
-                      uint32_t g, rl_breakdown *out)
-{
-    memset(out, 0, sizeof *out);
-    counter cn = {r, out, r->gpu.hbm_GBps * 1e9}, *c = &cn;
-    layout l = layout_of(md, g, r->ep && md->moe);
-    if (s->one_rank) l.ts = 1;   /* the shape is already one rank's */
-    double wb = r->fp8 ? 1 : 2, kvb = r->kv_bytes;
-    double h = md->hidden, L = Ld + Lm, T = s->Tp + s->Td, Tt = T * l.ts, ts = l.ts;
-    double qh = l.qh, kvh = l.kvh;
-
-    if (Tt > 0) {
-        const rl_kernel *k = kernel(c, RL_K_EMBED);
-        double bytes = 2 * Tt * h * AB, eff = r->eff[RL_EMBED];
-        account(c, RL_EMBED, 1, 0, bytes, rl_embedding_s(k, c->hbm, Tt, bytes, eff), 0,
-                bytes / (c->hbm * k->memory_eff * eff));
-    }
-
-    /* two per layer and the final one; MLA's q and kv latents; MTP's enorm and hnorm */
-    norm(c, 2 * L + 1 + (mtp ? 2 : 0), Tt, h);
-    if (md->mla) {
-        if (md->q_lora_rank) norm(c, L, Tt, md->q_lora_rank);
-        norm(c, L, Tt, md->kv_lora_rank);
-    }
-
-    if (!md->mla) {
-        double hd = md->head_dim;
-        gemm(c, RL_QKV_PROJ, L, Tt, h, (qh + 2 * kvh) * hd, wb);
-        /* rotary on Q and K, reading its cos/sin cache */
-        stream(c, RL_ROPE, RL_K_ROPE, L, 0, 4 * Tt * (qh + kvh) * hd + 2 * Tt * hd, (qh + kvh) * hd);
-        if (s->Tp > 0)
-            attention(c, RL_ATTN_PREFILL, L, 4 * hd * qh * s->pairs_p * ts,
-                      ts * ((s->pctx + 2 * s->Tp) * 2 * kvh * hd * kvb + 2 * s->Tp * qh * hd * AB));
-        if (s->Sd > 0)
-            attention(c, RL_ATTN_DECODE, L, 4 * hd * qh * s->pairs_d * ts,
-                      ts * ((s->dctx + 2 * s->Td) * 2 * kvh * hd * kvb + 2 * s->Td * qh * hd * AB));
-        gemm(c, RL_O_PROJ, L, Tt, qh * hd, h, wb);
-    } else {
-        double qr = md->q_lora_rank, kr = md->kv_lora_rank, rope = md->qk_rope_dim;
-        double nope = md->qk_nope_dim, vd = md->v_head_dim;
-        gemm(c, RL_MLA_DOWN_PROJ, L, Tt, h, qr + kr + rope, wb);           /* replicated */
-        gemm(c, RL_MLA_UP_PROJ, L, Tt, qr > 0 ? qr : h, qh * (nope + rope), wb);
-        stream(c, RL_ROPE, RL_K_ROPE, L, 0, 4 * Tt * (qh + 1) * rope + 2 * Tt * rope, (qh + 1) * rope);
-        if (s->Tp > 0) {
-            double kv_tokens = (s->pctx + s->Tp) * ts;
-            gemm(c, RL_MLA_UP_PROJ, L, kv_tokens, kr, qh * (nope + vd), wb);   /* decompress K, V */
-            attention(c, RL_ATTN_PREFILL, L, 2 * (nope + rope + vd) * qh * s->pairs_p * ts,
-                      kv_tokens * (qh * (nope + vd) * AB + rope * kvb) +
-                          ts * s->Tp * ((kr + rope) * kvb + qh * (nope + rope + vd) * AB));
-        }
-        if (s->Sd > 0) {
-            /* absorb W_UK and W_UV: one batched GEMM over the heads each, a
-             * weight matrix per head (a grouped GEMM of qh groups) */
-            grouped(c, RL_MLA_UP_PROJ, L, s->Td * ts * qh, qh, nope, kr, wb);
-            grouped(c, RL_MLA_UP_PROJ, L, s->Td * ts * qh, qh, kr, vd, wb);
-            attention(c, RL_ATTN_DECODE, L, 2 * (2 * kr + rope) * qh * s->pairs_d * ts,
-                      ts * ((s->dctx + 2 * s->Td) * (kr + rope) * kvb + s->Td * qh * (2 * kr + rope) * AB));
-        }
-        gemm(c, RL_O_PROJ, L, Tt, qh * vd, h, wb);
-    }
-
-    /* SiLU(gate)·up reads 2·I and writes I per token */
-    double I = md->intermediate, Ig_dense = I * l.hs;
-    gemm(c, RL_MLP, Ld, Tt, h, 2 * Ig_dense, wb);
-    stream(c, RL_ACT, RL_K_ACT, Ld, 0, 3 * Tt * Ig_dense * AB, Ig_dense);
-    gemm(c, RL_MLP, Ld, Tt, Ig_dense, h, wb);
-
-    if (Lm > 0 && md->moe) {
-        double E = md->experts, k = md->top_k, Im = md->moe_intermediate, Ta = s->T_all;
-        gemm(c, RL_MOE_GATE, Lm, Tt, h, E, AB);
-        double here = l.ep ? E / g : E, Ig = l.ep ? Im : Im / g, A = Ta * k * (l.ep ? 1.0 / g : 1.0);
-        double active = here * (1 - pow(1 - k / E, Ta));
-        grouped(c, RL_MOE_EXPERTS, Lm, A, active, h, 2 * Ig, wb);
-        stream(c, RL_ACT, RL_K_ACT, Lm, 0, 3 * A * Ig * AB, Ig);
-        grouped(c, RL_MOE_EXPERTS, Lm, A, active, Ig, h, wb);
-        double Is = (double)md->shared_experts * Im;
-        if (md->shared_experts) {
-            gemm(c, RL_SHARED_EXPERT, Lm, Tt, h, 2 * Is * l.hs, wb);
-            stream(c, RL_ACT, RL_K_ACT, Lm, 0, 3 * Tt * Is * l.hs * AB, Is * l.hs);
-            gemm(c, RL_SHARED_EXPERT, Lm, Tt, Is * l.hs, h, wb);
-        }
-        if (l.ep) {
-            /* dispatch and combine: each GPU's tokens' k copies of h */
-            rl_op_cost *o = &out->op[RL_ALLTOALL];
-            o->bytes += Lm * 2 * Tt * k * h * AB * (g - 1.0) / g;
-            o->calls += 2 * Lm;
-            o->msg = Tt * k * h * AB;
-        }
-    }
-    if (mtp) gemm(c, RL_MTP_PROJ, 1, Tt, 2 * h, h, wb);                        /* replicated */
-
-    double M = (s->Td + s->Sp) * ts, V = md->vocab;
-    gemm(c, RL_LM_HEAD, 1, M, h, V * l.hs, AB);
-
-    if (!l.ep && g > 1) {
-        double calls = 2 * L + 1;                   /* attention, MLP, the embedding */
-        rl_op_cost *o = &out->op[RL_ALLREDUCE];
-        o->bytes += calls * 2 * (g - 1.0) / g * T * h * AB;
-        o->calls += calls;
-        o->msg = T * h * AB;
-        o = &out->op[RL_LOGITS_GATHER];
-        o->bytes += (g - 1.0) / g * M * V * AB;
-        o->calls += 1;
-        o->msg = M * V * AB;
-    }
-}
-
-/* One call of a collective on r's GPU with g GPUs in the group, per_node
- * of them on each node (collective.h). */
-static double collective_call(const cost_roofline *r, int op, uint32_t g, double msg, double eff)
-{
-    uint32_t per_node = g < r->gpu.gpus_per_node ? g : r->gpu.gpus_per_node;
-    if (op == RL_ALLREDUCE) return rl_allreduce_s(&r->gpu, g, per_node, msg, eff);
-    if (op == RL_LOGITS_GATHER) return rl_allgather_s(&r->gpu, g, per_node, msg, eff);
-    return rl_alltoall_s(&r->gpu, g, per_node, msg, eff);
-}
-
-/* The collectives' times, every operator's bound, and the sum. */
-static void price(const cost_roofline *r, uint32_t g, rl_breakdown *out)
-{
-    out->total_s = 0;
     for (int i = 0; i < RL_N_OPS; i++) {
         rl_op_cost *o = &out->op[i];
-        o->bound = "";
-        if (o->calls == 0) continue;
-        if (op_is_collective(i)) {
-            o->seconds = o->calls * (collective_call(r, i, g, o->msg, r->eff[i]) + r->latency_s);
-            o->bound = "link";
-        } else {
-            o->bound = o->compute_s >= o->memory_s ? "compute" : "memory";
-        }
-        out->total_s += o->seconds;
+        o->bound = o->calls == 0 ? "" : (i == RL_ALLREDUCE || i == RL_ALLTOALL || i == RL_LOGITS_GATHER) ? "link"
+                   : o->compute_s >= o->memory_s ? "compute" : "memory";
     }
+    for (int i = 0; i < out->nk; i++) {
+        rl_kernel_cost *k = &out->k[i];
+        k->bound = (k->op == RL_ALLREDUCE || k->op == RL_ALLTOALL || k->op == RL_LOGITS_GATHER) ? "link"
+                   : k->compute_s >= k->memory_s ? "compute" : "memory";
+    }
+    out->graph = graph;
+    /* the least a kernel takes in a stream of them: a tiny kernel costs
+     * that much however little it does */
+    out->gaps_s = 0;
+    for (int i = 0; i < out->nk; i++) {
+        const rl_kernel_cost *k = &out->k[i];
+        if (k->calls > 0) out->gaps_s += k->calls * fmax(0, r->host.kernel_min_s - k->seconds / k->calls);
+    }
+    /* two-batch overlap: each micro-batch's communication under the other's kernels */
+    out->overlap_saved_s = c->scale > 1 ? fmin(c->comm_s, c->compute_s) : 0;
+    out->total_s = out->kernels_s + out->gaps_s - out->overlap_saved_s;
 }
 
-/* Why md cannot run on g GPUs (ep: experts spread), or "" when it can. */
-static int check_layout(const rl_model *md, const rl_gpu *gpu, uint32_t g, bool ep, char *why, size_t n)
+/* Whether a forward of this rank's shape replays a CUDA graph: a decode
+ * batch (verify included) of at most cuda_graph_max_bs requests, or any
+ * forward when the host runs prefills as graphs too. */
+static bool runs_as_graph(const cost_roofline *r, const cost_serving *sv, const rl_shape *s)
 {
-    why[0] = '\0';
-    if (g == 0) return snprintf(why, n, "tensor-parallel size 0");
-    if (g > gpu->gpus_per_node && g % gpu->gpus_per_node)
-        return snprintf(why, n, "tp %u spans nodes of %u GPUs (%s) unevenly", g, gpu->gpus_per_node, gpu->name);
-    if (ep && md->moe) {
-        if (md->experts % g)
-            return snprintf(why, n, "%u experts of %s do not spread evenly over %u GPUs", md->experts, md->name,
-                            g);
-        return 0;
-    }
-    if (md->heads % g)
-        return snprintf(why, n, "tp %u does not divide the %u attention heads of %s", g, md->heads, md->name);
-    if (!md->mla && (md->kv_heads >= g ? md->kv_heads % g : g % md->kv_heads))
-        return snprintf(why, n, "tp %u and the %u KV heads of %s neither divide the other", g, md->kv_heads,
-                        md->name);
-    return 0;
+    if (sv->cuda_graph_max_bs <= 0) return false;
+    if (s->Tp > 0) return r->host.prefill_graph;
+    return s->Sd <= sv->cuda_graph_max_bs;
 }
 
-static int roofline_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
+/* One rank's forward: every kernel, halved into two micro-batches under
+ * two-batch overlap (when there are two to make). */
+static void forward_of(const cost_roofline *r, const rl_model *md, double Ld, double Lm, bool mtp, const rl_shape *s,
+                       const rl_layout *l, bool graph, rl_breakdown *out)
 {
-    const cost_roofline *r = as_roofline(m);
-    uint32_t g = tp ? tp : r->tp;
-    char why[512];
-    if (check_layout(&r->model, &r->gpu, g, r->ep, why, sizeof why) ||
-        (r->has_draft && check_layout(&r->draft, &r->gpu, g, r->ep, why, sizeof why)))
-        return rh_fail(e, "%s: field 'tp': %s", m->path[0] ? m->path : "roofline cost model", why);
-    return 0;
+    rl_counter c;
+    rl_counter_init(&c, r, out);
+    if (l->tbo && (s->Sp + s->Sd >= 2 || s->Tp >= 2)) {
+        rl_shape half = shape_share(s, 2);
+        half.T_all /= 2, half.R_all /= 2;
+        c.scale = 2;
+        rl_count_forward(&c, md, Ld, Lm, mtp, &half, l);
+    } else {
+        rl_count_forward(&c, md, Ld, Lm, mtp, s, l);
+    }
+    finish(r, &c, out, graph);
 }
 
 static double dense_layers(const rl_model *md)
@@ -391,17 +186,69 @@ static double dense_layers(const rl_model *md)
     return md->moe ? md->dense_layers : md->layers;
 }
 
-static double roofline_step(const cost_model *m, const cost_batch *b)
+/* Why md cannot run on g GPUs as sv lays it out, or "" when it can. */
+static int check_layout(const rl_model *md, const rl_gpu *gpu, uint32_t g, const cost_serving *sv, char *why,
+                        size_t n)
 {
-    rl_breakdown bd;
-    return roofline_breakdown(m, b, &bd, NULL) < 0 ? NAN : bd.total_s;
+    why[0] = '\0';
+    if (g == 0) return snprintf(why, n, "tensor-parallel size 0");
+    if (g > gpu->gpus_per_node && g % gpu->gpus_per_node)
+        return snprintf(why, n, "tp %u spans nodes of %u GPUs (%s) unevenly", g, gpu->gpus_per_node, gpu->name);
+    uint32_t dp = sv->dp > 1 ? sv->dp : 1;
+    if (g % dp) return snprintf(why, n, "dp-size %u does not divide tp %u", dp, g);
+    uint32_t atp = g / dp;
+    if (sv->ep > 1 && md->moe && md->experts % g)
+        return snprintf(why, n, "%u experts of %s do not spread evenly over %u GPUs", md->experts, md->name, g);
+    char over[64];
+    if (dp > 1) snprintf(over, sizeof over, "attention over %u GPUs (tp %u, dp-size %u)", atp, g, dp);
+    else snprintf(over, sizeof over, "tp %u", g);
+    if (md->heads % atp)
+        return snprintf(why, n, "%s does not divide the %u attention heads of %s", over, md->heads, md->name);
+    if (!md->mla && (md->kv_heads >= atp ? md->kv_heads % atp : atp % md->kv_heads))
+        return snprintf(why, n, "%s and the %u KV heads of %s neither divide the other", over, md->kv_heads,
+                        md->name);
+    return 0;
 }
 
-/* Data-parallel attention (ep): each request runs on one rank. The
+static int check_with(const cost_model *m, uint32_t tp, const cost_serving *sv, rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    uint32_t g = tp ? tp : r->tp;
+    char why[512];
+    if (check_layout(&r->model, &r->gpu, g, sv, why, sizeof why) ||
+        (r->has_draft && check_layout(&r->draft, &r->gpu, g, sv, why, sizeof why)))
+        return rh_fail(e, "%s: field 'tp': %s", m->path[0] ? m->path : "roofline cost model", why);
+    return 0;
+}
+
+static int roofline_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
+{
+    return check_with(m, tp, &as_roofline(m)->serving, e);
+}
+
+static int roofline_check_serving(const cost_model *m, uint32_t tp, const cost_serving *sv, rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    uint32_t g = tp ? tp : r->tp;
+    const char *at = m->path[0] ? m->path : "roofline cost model";
+    if (sv->ep > 1 && sv->ep != g)
+        return rh_fail(e, "%s: --ep-size %u: the experts spread over all %u GPUs (ep 1 or %u)", at, sv->ep, g, g);
+    if (sv->ep > 1 && !r->model.moe) return rh_fail(e, "%s: --ep-size: %s has no experts", at, r->model.name);
+    if (sv->deepep && sv->ep <= 1)
+        return rh_fail(e, "%s: --moe-a2a-backend deepep moves tokens to experts spread over the GPUs (ep %u)", at, g);
+    if (sv->dp > g) return rh_fail(e, "%s: --dp-size %u is more than the %u GPUs", at, sv->dp, g);
+    if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
+        return rh_fail(e, "%s: --expert-imbalance %g: the busiest GPU has at least the mean (>= 1)", at,
+                       sv->expert_imbalance);
+    return check_with(m, tp, sv, e);
+}
+
+/* Data-parallel attention: each request runs on one attention group. The
  * batch's sequences are placed as a balancing dispatcher places them, the
- * next largest on the least loaded rank (load: new tokens, plus a decode's
- * context at 1/128 of a token), and rank[i] says where sequence i went. */
-static void place(const cost_batch *b, uint32_t g, uint32_t *rank, uint32_t *order, double *load)
+ * next largest on the least loaded group (load: new tokens, plus a
+ * decode's context at 1/128 of a token), and rank[i] says where sequence i
+ * went. */
+static void place(const cost_batch *b, uint32_t groups, uint32_t *rank, uint32_t *order, double *load)
 {
     for (uint32_t i = 0; i < b->n; i++) order[i] = i;
     for (uint32_t i = 1; i < b->n; i++)   /* by descending load, stable */
@@ -413,49 +260,70 @@ static void place(const cost_batch *b, uint32_t g, uint32_t *rank, uint32_t *ord
             uint32_t t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
-    for (uint32_t k = 0; k < g; k++) load[k] = 0;
+    for (uint32_t k = 0; k < groups; k++) load[k] = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         const cost_seq *x = &b->seqs[order[i]];
         uint32_t best = 0;
-        for (uint32_t k = 1; k < g; k++)
+        for (uint32_t k = 1; k < groups; k++)
             if (load[k] < load[best]) best = k;
         rank[order[i]] = best;
         load[best] += x->n_new + (x->prefill ? 0 : x->context / 128.0);
     }
 }
 
-/* The step under data-parallel attention: every rank's own requests through
- * attention and the dense parts, all the batch's tokens through the routed
- * experts; the ranks step together, so the slowest one's forward is the
- * step's. */
-static int per_rank(const cost_roofline *r, const cost_batch *b, uint32_t g, rl_breakdown *out, rh_err *e)
+/* The step under data-parallel attention: every group's own requests
+ * through attention, all the batch's tokens through the gathered parts
+ * and the experts; the groups step together, so the slowest one's forward
+ * is the step's. Groups of the same shape are priced once. */
+static int per_group(const cost_roofline *r, const cost_batch *b, uint32_t g, const cost_serving *sv,
+                     const rl_shape *all, rl_breakdown *out, rh_err *e)
 {
+    uint32_t groups = sv->dp;
     uint32_t *rank = malloc(2 * (size_t)b->n * sizeof *rank);
     cost_seq *mine = malloc((size_t)b->n * sizeof *mine);
-    double *load = malloc(g * sizeof *load);
-    if (!rank || !mine || !load) {
-        free(rank), free(mine), free(load);
+    double *load = malloc(groups * sizeof *load);
+    rl_shape *seen = malloc(groups * sizeof *seen);
+    rl_breakdown *bd = malloc(sizeof *bd);
+    if (!rank || !mine || !load || !seen || !bd) {
+        free(rank), free(mine), free(load), free(seen), free(bd);
         return rh_fail(e, "out of memory");
     }
-    place(b, g, rank, rank + b->n, load);
-    double T_all = (double)b->prefill_tokens + (b->decode_tokens > b->decode_seqs ? b->decode_tokens : b->decode_seqs);
+    place(b, groups, rank, rank + b->n, load);
     double Ld = dense_layers(&r->model);
+    rl_layout l = layout_of(r, &r->model, g, sv, all);
     out->total_s = -1;
-    for (uint32_t k = 0; k < g; k++) {
+    uint32_t n_seen = 0;
+    for (uint32_t k = 0; k < groups; k++) {
         uint32_t n = 0;
         for (uint32_t i = 0; i < b->n; i++)
             if (rank[i] == k) mine[n++] = b->seqs[i];
         cost_batch rb = {.seqs = mine, .n = n, .tp = b->tp};
         cost_batch_summarize(&rb);
-        shape s = shape_of(&rb);
-        s.T_all = T_all;
-        s.one_rank = true;
-        rl_breakdown bd;
-        count_ops(r, &r->model, Ld, r->model.layers - Ld, false, &s, g, &bd);
-        price(r, g, &bd);
-        if (bd.total_s > out->total_s) *out = bd;   /* an idle rank still runs the experts' layers */
+        rl_shape s = shape_of(&rb);
+        s.T_all = all->T_all, s.R_all = all->R_all;
+        bool dup = false;
+        for (uint32_t j = 0; j < n_seen && !dup; j++) dup = !memcmp(&seen[j], &s, sizeof s);
+        if (dup) continue;
+        seen[n_seen++] = s;
+        forward_of(r, &r->model, Ld, r->model.layers - Ld, false, &s, &l, runs_as_graph(r, sv, &s), bd);
+        if (bd->total_s > out->total_s) *out = *bd;   /* an idle group still runs the gathered layers */
     }
-    free(rank), free(mine), free(load);
+    free(rank), free(mine), free(load), free(seen), free(bd);
+    return 0;
+}
+
+static int breakdown_with(const cost_roofline *r, const cost_batch *b, rl_breakdown *out, rh_err *e)
+{
+    const cost_serving *sv = serving_of(r, b);
+    if (check_with(&r->base, b->tp, sv, e) < 0) return -1;
+    uint32_t g = b->tp ? b->tp : r->tp;
+    rl_shape all = shape_of(b);
+    if (sv->dp > 1 && g > 1 && b->seqs && b->n) return per_group(r, b, g, sv, &all, out, e);
+    rl_layout l = layout_of(r, &r->model, g, sv, &all);
+    /* a batch known only by its aggregates (a step record) is spread evenly */
+    rl_shape s = l.dp > 1 ? shape_share(&all, l.dp) : all;
+    double Ld = dense_layers(&r->model);
+    forward_of(r, &r->model, Ld, r->model.layers - Ld, false, &s, &l, runs_as_graph(r, sv, &s), out);
     return 0;
 }
 
@@ -463,41 +331,51 @@ int roofline_breakdown(const cost_model *m, const cost_batch *b, rl_breakdown *o
 {
     const cost_roofline *r = as_roofline(m);
     if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
-    if (roofline_check_tp(m, b->tp, e) < 0) return -1;
-    uint32_t g = b->tp ? b->tp : r->tp;
-    /* A batch whose sequences are known is placed rank by rank; one rebuilt
-     * from a step record (aggregates only) is spread evenly. */
-    if (r->ep && r->model.moe && g > 1 && b->seqs && b->n) return per_rank(r, b, g, out, e);
-    shape s = shape_of(b);
-    double Ld = dense_layers(&r->model);
-    count_ops(r, &r->model, Ld, r->model.layers - Ld, false, &s, g, out);
-    price(r, g, out);
-    return 0;
+    return breakdown_with(r, b, out, e);
 }
 
-int roofline_draft_breakdown(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp, rl_breakdown *out,
-                             rh_err *e)
+/* One draft forward of n rows at summed context (each row one token; an
+ * extend pass gives rows of its own): the MTP module (one MoE layer and
+ * the shared head) or the draft model. */
+static int draft_with(const cost_roofline *r, uint32_t n, uint32_t tokens, uint64_t context, uint32_t tp,
+                      const cost_serving *sv, rl_breakdown *out, rh_err *e)
 {
-    const cost_roofline *r = as_roofline(m);
-    if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
     if (!r->has_draft && !r->model.mtp_layers)
-        return rh_fail(e, "%s: neither an MTP module in %s nor a draft_model", m->path, r->model.name);
-    if (roofline_check_tp(m, tp, e) < 0) return -1;
+        return rh_fail(e, "%s: neither an MTP module in %s nor a draft_model", r->base.path, r->model.name);
+    if (check_with(&r->base, tp, sv, e) < 0) return -1;
     uint32_t g = tp ? tp : r->tp;
     cost_batch d;
     memset(&d, 0, sizeof d);
-    d.decode_seqs = d.decode_tokens = n;
+    d.decode_seqs = n;
+    d.decode_tokens = tokens > n ? tokens : n;
     d.decode_context = context;
-    shape s = shape_of(&d);
+    rl_shape all = shape_of(&d);
+    const rl_model *md = r->has_draft ? &r->draft : &r->model;
+    rl_layout l = layout_of(r, md, g, sv, &all);
+    rl_shape s = l.dp > 1 ? shape_share(&all, l.dp) : all;
+    bool graph = runs_as_graph(r, sv, &s);
     if (r->has_draft) {
-        double Ld = dense_layers(&r->draft);
-        count_ops(r, &r->draft, Ld, r->draft.layers - Ld, false, &s, g, out);
+        double Ld = dense_layers(md);
+        forward_of(r, md, Ld, md->layers - Ld, false, &s, &l, graph, out);
     } else {
         /* one MTP module: its decoder layer is a MoE layer in a MoE model */
-        count_ops(r, &r->model, r->model.moe ? 0 : 1, r->model.moe ? 1 : 0, true, &s, g, out);
+        forward_of(r, md, md->moe ? 0 : 1, md->moe ? 1 : 0, true, &s, &l, graph, out);
     }
-    price(r, g, out);
     return 0;
+}
+
+int roofline_draft_breakdown(const cost_model *m, uint32_t n, uint32_t tokens, uint64_t context, uint32_t tp,
+                             rl_breakdown *out, rh_err *e)
+{
+    const cost_roofline *r = as_roofline(m);
+    if (!r) return rh_fail(e, "%s: not a roofline cost model", m ? m->path : "(null)");
+    return draft_with(r, n, tokens, context, tp, &r->serving, out, e);
+}
+
+static double roofline_step(const cost_model *m, const cost_batch *b)
+{
+    rl_breakdown bd;
+    return roofline_breakdown(m, b, &bd, NULL) < 0 ? NAN : bd.total_s;
 }
 
 static double roofline_draft(const cost_model *m, uint32_t n, uint64_t context, uint32_t tp)
@@ -505,20 +383,79 @@ static double roofline_draft(const cost_model *m, uint32_t n, uint64_t context, 
     const cost_roofline *r = as_roofline(m);
     if (!r->has_draft && !r->model.mtp_layers) return cost_draft_fallback(m, n, context, tp);
     rl_breakdown bd;
-    return roofline_draft_breakdown(m, n, context, tp, &bd, NULL) < 0 ? NAN : bd.total_s;
+    return draft_with(r, n, n, context, tp, &r->serving, &bd, NULL) < 0 ? NAN : bd.total_s;
+}
+
+/* The host's launches a forward's GPU waits for: none in a graph; eagerly
+ * one launch per kernel, and the GPU idle where they fall behind. */
+static double eager_excess(const cost_roofline *r, const rl_breakdown *bd)
+{
+    if (bd->graph) return 0;
+    return fmax(0, bd->launches * r->host.eager_launch_s - bd->total_s);
+}
+
+/* The step in parts: the forward, the drafting as SGLang's EAGLE worker
+ * runs it with an MTP module (steps − 1 one-token draft passes, and one
+ * draft-extend pass over the verified tokens that drafts the next step's
+ * first token; a draft model: steps one-token passes), each graph or
+ * eager, and the host's time. */
+static void roofline_parts(const cost_model *m, const cost_batch *b, cost_parts *p)
+{
+    const cost_roofline *r = as_roofline(m);
+    const cost_serving *sv = serving_of(r, b);
+    rl_breakdown *bd = malloc(sizeof *bd);
+    if (!bd || breakdown_with(r, b, bd, NULL) < 0) {
+        free(bd);
+        p->forward_s = NAN;
+        return;
+    }
+    p->forward_s = bd->total_s;
+    p->launch_s = eager_excess(r, bd);
+    if (b->draft_steps && b->draft_seqs && (r->has_draft || r->model.mtp_layers)) {
+        uint32_t w = b->draft_width > 1 ? b->draft_width : 1, n = b->draft_seqs * w;
+        bool mtp = !r->has_draft;
+        uint32_t one_token = mtp ? b->draft_steps - 1 : b->draft_steps;
+        for (uint32_t i = 0; i < one_token + (mtp ? 1 : 0); i++) {
+            bool extend = mtp && i == one_token;
+            uint32_t seqs = extend ? b->draft_seqs : n, tokens = extend ? b->draft_seqs * (b->draft_steps + 1) : n;
+            uint64_t ctx = extend ? cost_draft_context(b, 0) : cost_draft_context(b, i) * w;
+            if (draft_with(r, seqs, tokens, ctx, b->tp, sv, bd, NULL) < 0) {
+                p->draft_s = NAN;
+                break;
+            }
+            p->draft_s += bd->total_s;
+            p->launch_s += eager_excess(r, bd);
+        }
+    } else if (b->draft_steps && b->draft_seqs) {
+        p->draft_s = cost_draft_time(m, b);
+    }
+    free(bd);
+    /* the host: per step on the critical path; the scheduling, per
+     * attention group (each runs its own scheduler) */
+    const rl_host *h = &r->host;
+    double groups = sv->dp > 1 ? sv->dp : 1;
+    p->exposed_s = h->step_exposed_s;
+    p->hidden_s = h->schedule_s + h->per_request_s * (b->prefill_seqs + b->decode_seqs) / groups +
+                  h->per_token_s * b->prefill_tokens / groups;
 }
 
 static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t, int max)
 {
-    rl_breakdown bd;
-    if (roofline_breakdown(m, b, &bd, NULL) < 0) {
+    rl_breakdown *bd = malloc(sizeof *bd);
+    if (!bd || roofline_breakdown(m, b, bd, NULL) < 0) {
+        free(bd);
         t[0] = (cost_term){"unsupported tp", NAN, 0, 0, ""};
         return 1;
     }
     int n = 0;
-    for (int i = 0; i < RL_N_OPS && n < max; i++)
-        if (bd.op[i].seconds > 0)
-            t[n++] = (cost_term){op_names[i], bd.op[i].seconds, bd.op[i].flops, bd.op[i].bytes, bd.op[i].bound};
+    for (int i = 0; i < bd->nk && n < max; i++)
+        if (bd->k[i].seconds > 0)
+            t[n++] = (cost_term){bd->k[i].name, bd->k[i].seconds, bd->k[i].flops, bd->k[i].bytes, bd->k[i].bound};
+    if (bd->gaps_s > 0 && n < max)
+        t[n++] = (cost_term){"tiny kernels' least time", bd->gaps_s, 0, 0, "launch"};
+    if (bd->overlap_saved_s > 0 && n < max)
+        t[n++] = (cost_term){"hidden by two-batch overlap", -bd->overlap_saved_s, 0, 0, "overlap"};
+    free(bd);
     return n;
 }
 
@@ -537,19 +474,29 @@ const rl_gpu *roofline_gpu(const cost_model *m)
 uint32_t roofline_tp(const cost_model *m, bool *ep)
 {
     const cost_roofline *r = as_roofline(m);
-    if (ep) *ep = r && r->ep;
+    if (ep) *ep = r && r->serving.ep > 1;
     return r ? r->tp : 0;
 }
 
+static void roofline_serving(const cost_model *m, uint32_t tp, cost_serving *out)
+{
+    const cost_roofline *r = as_roofline(m);
+    uint32_t g = tp ? tp : r->tp;
+    *out = r->serving;
+    if (out->ep > 1) out->ep = g;
+    if (out->dp > 1 && r->serving.dp == r->tp) out->dp = g;   /* "dp attention over every GPU" follows tp */
+    if (g != r->tp && !r->graph_bs_given)
+        out->cuda_graph_max_bs = (int32_t)rl_sglang_cuda_graph_max_bs(r->gpu.memory_GB * 1073741824.0, g);
+}
 /* Weights per GPU: the layers at the file's dtype, the embedding, LM head
- * and final norm in bf16; under ep the experts spread and the rest
- * replicated, else everything split. KV per token per GPU: MLA's latent
- * whole on every GPU (on its request's rank under ep), else K and V of the
- * GPU's KV heads (one copied head when fewer heads than GPUs). The MTP
- * module (its layer and projection; it shares embedding and head) or the
- * draft model go to the draft fields. */
-static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g, bool mtp, double *weights,
-                         double *kv_per_token)
+ * and final norm in bf16; the experts split or spread over every GPU, the
+ * rest split over the attention group (every GPU without data-parallel
+ * attention). KV per token per GPU: MLA's latent whole on every GPU of the
+ * group, else K and V of the GPU's KV heads (one copied head when fewer
+ * heads than GPUs). The MTP module (its layer and projection; it shares
+ * embedding and head) or the draft model go to the draft fields. */
+static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g, const cost_serving *sv, bool mtp,
+                         double *weights, double *kv_per_token)
 {
     rl_params p;
     rl_model_params(md, &p);
@@ -557,48 +504,35 @@ static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g,
     double outer = (double)md->vocab * h * (md->tie_embeddings ? 1 : 2) + h;
     double layers = mtp ? p.mtp : p.total - outer;
     double experts = !mtp ? p.experts : md->moe ? md->mtp_layers * 3.0 * h * md->moe_intermediate * md->experts : 0;
-    bool ep = r->ep && md->moe && g > 1;
-    double split = ep ? (layers - experts) + experts / g : layers / g;
-    *weights = split * wb + (mtp ? 0 : outer * 2 / (ep ? 1 : g));
+    double atp = sv->dp > 1 && g > 1 ? (double)g / sv->dp : g;
+    *weights = ((layers - experts) / atp + experts / g) * wb + (mtp ? 0 : outer * 2 / atp);
     double L = mtp ? md->mtp_layers : md->layers;
     if (md->mla) *kv_per_token = ((double)md->kv_lora_rank + md->qk_rope_dim) * L * r->kv_bytes;
-    else *kv_per_token = (md->kv_heads >= g ? (double)md->kv_heads / g : 1) * md->head_dim * 2 * L * r->kv_bytes;
+    else *kv_per_token = (md->kv_heads >= atp ? md->kv_heads / atp : 1) * md->head_dim * 2 * L * r->kv_bytes;
 }
 
-static void roofline_memory(const cost_model *m, uint32_t tp, cost_memory *out)
+static void roofline_memory(const cost_model *m, uint32_t tp, const cost_serving *sv_in, cost_memory *out)
 {
     const cost_roofline *r = as_roofline(m);
     uint32_t g = tp ? tp : r->tp;
+    cost_serving own;
+    roofline_serving(m, tp, &own);
+    const cost_serving *sv = sv_in ? sv_in : &own;
     out->gpu_bytes = r->gpu.memory_GB * 1073741824.0;
     out->gpus = g;
     out->context_length = r->model.max_position;
-    out->kv_per_rank = r->ep && r->model.moe && g > 1;
+    out->kv_per_rank = sv->dp > 1 && g > 1;
     out->hidden = r->model.hidden;
     out->intermediate_per_gpu = r->model.intermediate / g;
     out->vocab = r->model.vocab;
     snprintf(out->gpu_name, sizeof out->gpu_name, "%s", r->gpu.name);
     snprintf(out->model_name, sizeof out->model_name, "%s", r->model.name);
-    model_memory(r, &r->model, g, false, &out->weight_bytes, &out->kv_bytes_per_token);
+    model_memory(r, &r->model, g, sv, false, &out->weight_bytes, &out->kv_bytes_per_token);
     if (r->has_draft)
-        model_memory(r, &r->draft, g, false, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
+        model_memory(r, &r->draft, g, sv, false, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
     else if (r->model.mtp_layers)
-        model_memory(r, &r->model, g, true, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
+        model_memory(r, &r->model, g, sv, true, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
 }
-
-static void roofline_free(cost_model *m)
-{
-    free(m);
-}
-
-static const cost_ops roofline_ops = {
-    .kind = "roofline",
-    .step_time = roofline_step,
-    .draft_time = roofline_draft,
-    .check_tp = roofline_check_tp,
-    .breakdown = roofline_terms,
-    .memory = roofline_memory,
-    .free = roofline_free,
-};
 
 static int parse_dtype(json_t *root, const char *key, const char *def, bool allow_fp16, double *bytes,
                        const cost_src *src, rh_err *e)
@@ -631,12 +565,65 @@ static int parse_efficiency(json_t *root, cost_roofline *r, const cost_src *src,
     return 0;
 }
 
+static void roofline_free(cost_model *m)
+{
+    free(m);
+}
+
+static const cost_ops roofline_ops = {
+    .kind = "roofline",
+    .step_time = roofline_step,
+    .draft_time = roofline_draft,
+    .check_tp = roofline_check_tp,
+    .breakdown = roofline_terms,
+    .memory = roofline_memory,
+    .parts = roofline_parts,
+    .serving = roofline_serving,
+    .check_serving = roofline_check_serving,
+    .free = roofline_free,
+};
+
+/* The serving fields of a cost file (SGLang's flags, COST.md). */
+static int parse_serving(json_t *root, cost_roofline *r, uint32_t ep, const cost_src *src, rh_err *e)
+{
+    cost_serving *sv = &r->serving;
+    *sv = (cost_serving){.ep = ep, .dp = 1, .cuda_graph_max_bs = -1, .overlap = true};
+    /* "ep" = tp alone is DeepSeek's layout: data-parallel attention, the
+     * tokens moved to the experts by an all-to-all */
+    bool dp_given = json_object_get(root, "dp_attention") != NULL;
+    int dp_att, tbo;
+    const char *a2a;
+    uint32_t graph_bs;
+    if (cj_bool(root, "", "dp_attention", ep > 1, &dp_att, src, e) < 0 ||
+        cj_string(root, "", "moe_a2a_backend", 0, ep > 1 && !dp_given ? "deepep" : "none", &a2a, src, e) < 0 ||
+        cj_bool(root, "", "two_batch_overlap", 0, &tbo, src, e) < 0 ||
+        cj_number(root, "", "expert_imbalance", 0, 0, 0, 1e3, &sv->expert_imbalance, src, e) < 0 ||
+        cj_uint(root, "", "cuda_graph_max_bs", 0, UINT32_MAX, 0, UINT32_MAX, &graph_bs, src, e) < 0)
+        return -1;
+    if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
+        return cj_fail(src, "", "expert_imbalance", e, "%g: the busiest GPU has at least the mean (>= 1; 0: the "
+                       "statistical imbalance of uniform routing)", sv->expert_imbalance);
+    if (strcmp(a2a, "none") && strcmp(a2a, "deepep"))
+        return cj_fail(src, "", "moe_a2a_backend", e, "'%s' is not none or deepep", a2a);
+    sv->dp = dp_att ? r->tp : 1;
+    sv->deepep = !strcmp(a2a, "deepep");
+    sv->two_batch_overlap = tbo;
+    if (graph_bs != UINT32_MAX) sv->cuda_graph_max_bs = (int32_t)(graph_bs > INT32_MAX ? INT32_MAX : graph_bs);
+    r->graph_bs_given = graph_bs != UINT32_MAX;
+    if (sv->deepep && ep <= 1)
+        return cj_fail(src, "", "moe_a2a_backend", e, "deepep moves tokens to experts spread over the GPUs: set "
+                       "\"ep\" to tp (%u)", r->tp);
+    return 0;
+}
+
 cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
 {
     static const char *const allowed[] = {"kind", "version", "model", "gpu", "tp", "ep", "dtype", "kv_dtype",
                                           "efficiency", "step_overhead_s", "collective_latency_s",
                                           "draft_model", "draft_ratio", "kernels", "compute_efficiency",
-                                          "memory_efficiency", "fit", "comment", NULL};
+                                          "memory_efficiency", "host", "dp_attention", "moe_a2a_backend",
+                                          "two_batch_overlap", "expert_imbalance", "cuda_graph_max_bs", "fit",
+                                          "comment", NULL};
     cost_roofline *r = calloc(1, sizeof *r);
     if (!r || cost_model_init(&r->base, &roofline_ops, src) < 0) {
         if (r) free(r->base.path);
@@ -644,13 +631,14 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         rh_fail(e, "%s: out of memory", src->label);
         return NULL;
     }
-    const char *model, *gpu, *draft, *kernels;
+    const char *model, *gpu, *draft, *kernels, *host;
     uint32_t ep;
     double wbytes;
     if (cj_only_keys(root, "", allowed, src, e) < 0 || cj_string(root, "", "model", 1, NULL, &model, src, e) < 0 ||
         cj_string(root, "", "gpu", 1, NULL, &gpu, src, e) < 0 ||
         cj_string(root, "", "draft_model", 0, NULL, &draft, src, e) < 0 ||
         cj_string(root, "", "kernels", 0, "preset", &kernels, src, e) < 0 ||
+        cj_string(root, "", "host", 0, "sglang", &host, src, e) < 0 ||
         cj_uint(root, "", "tp", 0, 1, 1, 4096, &r->tp, src, e) < 0 ||
         cj_uint(root, "", "ep", 0, 1, 1, 4096, &ep, src, e) < 0 ||
         parse_dtype(root, "dtype", "bf16", true, &wbytes, src, e) < 0 ||
@@ -667,6 +655,7 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         if (rl_model_resolve(draft, "draft_model", src, &r->draft, e) < 0) goto fail;
         r->has_draft = true;
     }
+    if (strcmp(host, "none") && rl_host_resolve(host, "host", src, &r->host, e) < 0) goto fail;
     if (strcmp(kernels, "preset") && strcmp(kernels, "none")) {
         cj_fail(src, "", "kernels", e, "'%s' is not preset (the GPU's measured kernels) or none (the pure roofline)",
                 kernels);
@@ -697,7 +686,9 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         cj_fail(src, "", "ep", e, "%u: model %s has no experts to spread", ep, r->model.name);
         goto fail;
     }
-    r->ep = ep > 1;
+    if (parse_serving(root, r, ep, src, e) < 0) goto fail;
+    if (r->serving.cuda_graph_max_bs < 0)
+        r->serving.cuda_graph_max_bs = (int32_t)rl_sglang_cuda_graph_max_bs(r->gpu.memory_GB * 1073741824.0, r->tp);
     if (roofline_check_tp(&r->base, 0, e) < 0) goto fail;
     return &r->base;
 fail:

@@ -3,7 +3,8 @@
 
 #include <math.h>
 
-static const char *const names[RL_K_N] = {"gemm", "attention", "norm", "rope", "activation", "add", "embedding"};
+static const char *const names[RL_K_N] = {"gemm", "attention", "norm", "rope", "activation", "add", "embedding",
+                                            "gemm_fp8", "grouped_gemm"};
 
 const char *rl_kernel_name(int kind)
 {
@@ -15,22 +16,34 @@ rl_kernel rl_kernel_pure(void)
     return (rl_kernel){.compute_eff = 1, .memory_eff = 1};
 }
 
+double rl_gemm_in_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
+                    double in_bytes, double eff)
+{
+    if (M <= 0) return 0;
+    double bytes = K * N * wbytes + M * K * in_bytes + M * N * 2;
+    return k->floor_s + fmax(2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff),
+                             bytes / (hbm * k->memory_eff * eff));
+}
+
 double rl_gemm_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
                  double eff)
 {
-    if (M <= 0) return 0;
-    double bytes = K * N * wbytes + (M * K + M * N) * 2;
-    return k->floor_s + fmax(2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff),
+    return rl_gemm_in_s(k, peak, hbm, M, K, N, wbytes, 2, eff);
+}
+
+double rl_grouped_gemm_in_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
+                            double N, double wbytes, double in_bytes, double eff)
+{
+    if (rows <= 0 || experts <= 0) return 0;
+    double bytes = experts * K * N * wbytes + rows * (K * in_bytes + N * 2);
+    return k->floor_s + fmax(2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
                              bytes / (hbm * k->memory_eff * eff));
 }
 
 double rl_grouped_gemm_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
                          double N, double wbytes, double eff)
 {
-    if (rows <= 0 || experts <= 0) return 0;
-    double bytes = experts * K * N * wbytes + rows * (K + N) * 2;
-    return k->floor_s + fmax(2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
-                             bytes / (hbm * k->memory_eff * eff));
+    return rl_grouped_gemm_in_s(k, peak, hbm, rows, experts, K, N, wbytes, 2, eff);
 }
 
 double rl_attention_s(const rl_kernel *k, double peak, double hbm, double flops, double bytes, double eff)

@@ -19,10 +19,13 @@
 #define RH_COST_KERNEL_TIME_H
 
 enum rl_kernel_kind {
-    RL_K_GEMM, RL_K_ATTENTION, RL_K_NORM, RL_K_ROPE, RL_K_ACT, RL_K_ADD, RL_K_EMBED, RL_K_N
+    RL_K_GEMM, RL_K_ATTENTION, RL_K_NORM, RL_K_ROPE, RL_K_ACT, RL_K_ADD, RL_K_EMBED, RL_K_GEMM_FP8, RL_K_GROUPED,
+    RL_K_N
 };
-/* "gemm", "attention", "norm", "rope", "activation", "add", "embedding":
- * the keys of a preset's "kernels" object. */
+/* "gemm", "attention", "norm", "rope", "activation", "add", "embedding",
+ * "gemm_fp8" (FP8 block-scaled GEMMs: DeepGEMM), "grouped_gemm" (a MoE
+ * layer's expert GEMMs): the keys of a preset's "kernels" object. A preset
+ * without the last two prices those GEMMs with its "gemm". */
 const char *rl_kernel_name(int kind);
 
 typedef struct rl_kernel {
@@ -41,6 +44,12 @@ double rl_gemm_s(const rl_kernel *k, double peak, double hbm, double M, double K
                  double eff);
 double rl_grouped_gemm_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
                          double N, double wbytes, double eff);
+/* The same with the input's bytes per element (1 behind an FP8
+ * quantisation; the two above read bf16 inputs). */
+double rl_gemm_in_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
+                    double in_bytes, double eff);
+double rl_grouped_gemm_in_s(const rl_kernel *k, double peak, double hbm, double rows, double experts, double K,
+                            double N, double wbytes, double in_bytes, double eff);
 double rl_attention_s(const rl_kernel *k, double peak, double hbm, double flops, double bytes, double eff);
 double rl_stream_s(const rl_kernel *k, double hbm, double bytes, double row, double eff);
 double rl_embedding_s(const rl_kernel *k, double hbm, double M, double bytes, double eff);

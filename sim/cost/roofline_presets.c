@@ -8,6 +8,7 @@
  * finite. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/cost/cost_impl.h"
@@ -81,8 +82,15 @@ int rl_model_from_json(json_t *in, const cost_src *src, rl_model *m, rh_err *e)
                     e) < 0 ||
             cj_uint(o, "", "n_shared_experts", 0, 0, 0, 1024, &m->shared_experts, src, e) < 0 ||
             cj_uint(o, "", "first_k_dense_replace", 0, 0, 0, m->layers, &m->dense_layers, src, e) < 0 ||
-            cj_uint(o, "", "moe_layer_freq", 0, 1, 1, 4096, &mf, src, e) < 0)
+            cj_uint(o, "", "moe_layer_freq", 0, 1, 1, 4096, &mf, src, e) < 0 ||
+            cj_uint(o, "", "n_group", 0, 0, 0, m->experts, &m->n_group, src, e) < 0 ||
+            cj_uint(o, "", "topk_group", 0, 0, 0, m->n_group, &m->topk_group, src, e) < 0)
             goto out;
+        if (m->n_group && (m->experts % m->n_group || !m->topk_group)) {
+            cj_fail(src, "", "n_group", e, "%u groups: they must divide the %u experts, with topk_group 1..%u",
+                    m->n_group, m->experts, m->n_group);
+            goto out;
+        }
         if (mf != 1) {
             cj_fail(src, "", "moe_layer_freq", e, "%u: only models whose every layer past the first dense "
                     "ones is a MoE layer are modelled", mf);
@@ -98,6 +106,30 @@ out:
     return rc;
 }
 
+/* The "deepep" object of "collectives": DeepEP's dispatch and combine
+ * (collective.h); absent fields fall back to the links'. */
+static int deepep_from_json(json_t *d, const cost_src *src, rl_links *l, rh_err *e)
+{
+    static const char *const keys[] = {"normal_latency_s", "normal_nvlink_GBps", "normal_rdma_GBps",
+                                       "low_latency_latency_s", "low_latency_nvlink_GBps", "low_latency_rdma_GBps",
+                                       "source", "comment", NULL};
+    if (!d) return 0;
+    const char *at = "collectives.deepep";
+    if (!json_is_object(d)) return cj_fail(src, "collectives", "deepep", e, "must be an object (see COST.md)");
+    double nn, nr, ln, lr;
+    if (cj_only_keys(d, at, keys, src, e) < 0 ||
+        cj_number(d, at, "normal_latency_s", 0, 0, 0, 1, &l->ep_normal_latency_s, src, e) < 0 ||
+        cj_number(d, at, "normal_nvlink_GBps", 0, 0, 0, 1e7, &nn, src, e) < 0 ||
+        cj_number(d, at, "normal_rdma_GBps", 0, 0, 0, 1e7, &nr, src, e) < 0 ||
+        cj_number(d, at, "low_latency_latency_s", 0, 0, 0, 1, &l->ep_ll_latency_s, src, e) < 0 ||
+        cj_number(d, at, "low_latency_nvlink_GBps", 0, 0, 0, 1e7, &ln, src, e) < 0 ||
+        cj_number(d, at, "low_latency_rdma_GBps", 0, 0, 0, 1e7, &lr, src, e) < 0)
+        return -1;
+    l->ep_normal_nvlink_Bps = nn * 1e9, l->ep_normal_rdma_Bps = nr * 1e9;
+    l->ep_ll_nvlink_Bps = ln * 1e9, l->ep_ll_rdma_Bps = lr * 1e9;
+    return 0;
+}
+
 /* The "collectives" object: measured links (collective.h). Without it, the
  * nominal bandwidths and no latency. */
 static int links_from_json(json_t *c, const cost_src *src, rl_gpu *g, rh_err *e)
@@ -105,7 +137,8 @@ static int links_from_json(json_t *c, const cost_src *src, rl_gpu *g, rh_err *e)
     static const char *const keys[] = {"allreduce_latency_s", "send_recv_latency_s", "ring_step_latency_s",
                                        "slow_hop_latency_s", "nvlink_GBps", "slow_link_GBps",
                                        "allreduce_nvlink_efficiency", "allreduce_slow_efficiency",
-                                       "slow_links_per_domain", "nvlink_domain", "source", "comment", NULL};
+                                       "slow_links_per_domain", "nvlink_domain", "custom_allreduce_latency_s",
+                                       "custom_allreduce_GBps", "deepep", "source", "comment", "sources", NULL};
     rl_links *l = &g->links;
     *l = (rl_links){.nvlink_Bps = g->nvlink_GBps * 1e9, .slow_Bps = g->ib_GBps * 1e9, .allreduce_nvlink_eff = 1,
                     .allreduce_slow_eff = 1, .slow_links = g->gpus_per_node, .nvlink_domain = g->gpus_per_node};
@@ -127,45 +160,92 @@ static int links_from_json(json_t *c, const cost_src *src, rl_gpu *g, rh_err *e)
         return -1;
     l->nvlink_Bps = nvl * 1e9;
     l->slow_Bps = slow * 1e9;
-    return 0;
+    double car;
+    if (cj_number(c, at, "custom_allreduce_latency_s", 0, 0, 0, 1, &l->custom_allreduce_latency_s, src, e) < 0 ||
+        cj_number(c, at, "custom_allreduce_GBps", 0, 0, 0, 1e7, &car, src, e) < 0)
+        return -1;
+    l->custom_allreduce_Bps = car * 1e9;
+    return deepep_from_json(json_object_get(c, "deepep"), src, l, e);
+}
+
+static int gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, int depth, rh_err *e);
+static int resolve_gpu(const char *name, const char *key, const cost_src *src, rl_gpu *g, int depth, rh_err *e);
+
+/* "carry_from": the kernels of a GPU measured on another of the same
+ * architecture. Efficiencies are shares of each GPU's own peaks, so they
+ * carry as they are; a GEMM's ramp (half_rows: the rows a small GEMM costs
+ * as, at the compute rate) is where its compute meets its weights' bytes,
+ * so it scales with the ridge point, peak FLOP rate over bandwidth. */
+static int carry_kernels(const char *from, const cost_src *src, rl_gpu *g, int depth, rh_err *e)
+{
+    if (depth > 4) return cj_fail(src, "kernels", "carry_from", e, "'%s': a chain of more than 4 presets", from);
+    rl_gpu *ref = malloc(sizeof *ref);
+    if (!ref) return rh_fail(e, "out of memory");
+    int rc = resolve_gpu(from, "kernels.carry_from", src, ref, depth + 1, e);
+    if (rc == 0) {
+        double ridge = (g->bf16_tflops / g->hbm_GBps) / (ref->bf16_tflops / ref->hbm_GBps);
+        for (int i = 0; i < RL_K_N; i++) {
+            g->kern[i] = ref->kern[i];
+            if (i == RL_K_GEMM || i == RL_K_GEMM_FP8 || i == RL_K_GROUPED) g->kern[i].half_rows *= ridge;
+        }
+    }
+    free(ref);
+    return rc;
 }
 
 /* The "kernels" object: per kind of kernel its measured parameters
- * (kernel_time.h); a kind absent, or the whole object, is the pure
- * roofline's. */
-static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, rh_err *e)
+ * (kernel_time.h), or those carried from another GPU; a kind absent, or the
+ * whole object, is the pure roofline's, except the FP8 and grouped GEMMs,
+ * which take the plain GEMM's. */
+static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, int depth, rh_err *e)
 {
     for (int i = 0; i < RL_K_N; i++) g->kern[i] = rl_kernel_pure();
     if (!k) return 0;
     if (!json_is_object(k)) return cj_fail(src, "", "kernels", e, "must be an object of kernel kinds (see COST.md)");
-    const char *allowed[RL_K_N + 3];
+    const char *allowed[RL_K_N + 4];
     for (int i = 0; i < RL_K_N; i++) allowed[i] = rl_kernel_name(i);
     allowed[RL_K_N] = "source";
     allowed[RL_K_N + 1] = "comment";
-    allowed[RL_K_N + 2] = NULL;
+    allowed[RL_K_N + 2] = "carry_from";
+    allowed[RL_K_N + 3] = NULL;
     if (cj_only_keys(k, "kernels", allowed, src, e) < 0) return -1;
+    const char *from;
+    if (cj_string(k, "kernels", "carry_from", 0, NULL, &from, src, e) < 0) return -1;
+    if (from && carry_kernels(from, src, g, depth, e) < 0) return -1;
     static const char *const fields[] = {"compute_efficiency", "memory_efficiency", "floor_s", "half_rows", "row_s",
-                                         "index_s", NULL};
+                                         "index_s", "source", NULL};
+    bool given[RL_K_N] = {0};
     for (int i = 0; i < RL_K_N; i++) {
         json_t *o = json_object_get(k, rl_kernel_name(i));
         if (!o) continue;
+        given[i] = true;
         char at[64];
         snprintf(at, sizeof at, "kernels.%s", rl_kernel_name(i));
         rl_kernel *p = &g->kern[i];
+        rl_kernel base = from ? *p : rl_kernel_pure();
         if (!json_is_object(o)) return cj_fail(src, "kernels", rl_kernel_name(i), e, "must be an object");
         if (cj_only_keys(o, at, fields, src, e) < 0 ||
-            cj_number(o, at, "compute_efficiency", 0, 1, 1e-3, 1, &p->compute_eff, src, e) < 0 ||
-            cj_number(o, at, "memory_efficiency", 0, 1, 1e-3, 1, &p->memory_eff, src, e) < 0 ||
-            cj_number(o, at, "floor_s", 0, 0, 0, 1, &p->floor_s, src, e) < 0 ||
-            cj_number(o, at, "half_rows", 0, 0, 0, 1e6, &p->half_rows, src, e) < 0 ||
-            cj_number(o, at, "row_s", 0, 0, 0, 1, &p->row_s, src, e) < 0 ||
-            cj_number(o, at, "index_s", 0, 0, 0, 1, &p->index_s, src, e) < 0)
+            cj_number(o, at, "compute_efficiency", 0, base.compute_eff, 1e-3, 1, &p->compute_eff, src, e) < 0 ||
+            cj_number(o, at, "memory_efficiency", 0, base.memory_eff, 1e-3, 1, &p->memory_eff, src, e) < 0 ||
+            cj_number(o, at, "floor_s", 0, base.floor_s, 0, 1, &p->floor_s, src, e) < 0 ||
+            cj_number(o, at, "half_rows", 0, base.half_rows, 0, 1e6, &p->half_rows, src, e) < 0 ||
+            cj_number(o, at, "row_s", 0, base.row_s, 0, 1, &p->row_s, src, e) < 0 ||
+            cj_number(o, at, "index_s", 0, base.index_s, 0, 1, &p->index_s, src, e) < 0)
             return -1;
+    }
+    if (!from) {
+        if (!given[RL_K_GEMM_FP8]) g->kern[RL_K_GEMM_FP8] = g->kern[RL_K_GEMM];
+        if (!given[RL_K_GROUPED]) g->kern[RL_K_GROUPED] = g->kern[RL_K_GEMM];
     }
     return 0;
 }
 
 int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
+{
+    return gpu_from_json(o, src, g, 0, e);
+}
+
+static int gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, int depth, rh_err *e)
 {
     static const char *const allowed[] = {"name", "comment", "source", "sources", "memory_GB", "hbm_GBps",
                                           "bf16_tflops", "fp8_tflops", "nvlink_GBps", "ib_GBps",
@@ -187,7 +267,7 @@ int rl_gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, rh_err *e)
     if (g->fp8_tflops > 0 && g->fp8_tflops < 0.001)
         return cj_fail(src, "", "fp8_tflops", e, "must be 0 (no FP8) or at least 0.001");
     if (links_from_json(json_object_get(o, "collectives"), src, g, e) < 0) return -1;
-    return kernels_from_json(json_object_get(o, "kernels"), src, g, e);
+    return kernels_from_json(json_object_get(o, "kernels"), src, g, depth, e);
 }
 
 /* Loads the JSON of a found preset; messages name the preset file. */
@@ -199,8 +279,33 @@ static json_t *load_preset(const char *path, rh_err *e)
     return o;
 }
 
-static int resolve(const char *category, const char *name, const char *key, const cost_src *src, void *out,
-                   rh_err *e)
+/* "hosts" presets: how a serving framework runs a forward from the host
+ * (roofline.h's rl_host; COST.md cites each number). */
+static int host_from_json(json_t *o, const cost_src *src, rl_host *h, rh_err *e)
+{
+    static const char *const allowed[] = {"name", "comment", "source", "sources", "kernel_min_s", "eager_launch_s",
+                                          "step_exposed_s", "schedule_s", "per_request_s", "per_token_s",
+                                          "prefill_graph", NULL};
+    memset(h, 0, sizeof *h);
+    if (!json_is_object(o)) return rh_fail(e, "%s: a host preset is a JSON object", src->label);
+    const char *name;
+    int pg;
+    if (cj_only_keys(o, "", allowed, src, e) < 0 || cj_string(o, "", "name", 0, NULL, &name, src, e) < 0 ||
+        cj_number(o, "", "kernel_min_s", 1, 0, 0, 1, &h->kernel_min_s, src, e) < 0 ||
+        cj_number(o, "", "eager_launch_s", 1, 0, 0, 1, &h->eager_launch_s, src, e) < 0 ||
+        cj_number(o, "", "step_exposed_s", 1, 0, 0, 10, &h->step_exposed_s, src, e) < 0 ||
+        cj_number(o, "", "schedule_s", 1, 0, 0, 10, &h->schedule_s, src, e) < 0 ||
+        cj_number(o, "", "per_request_s", 1, 0, 0, 1, &h->per_request_s, src, e) < 0 ||
+        cj_number(o, "", "per_token_s", 1, 0, 0, 1, &h->per_token_s, src, e) < 0 ||
+        cj_bool(o, "", "prefill_graph", 0, &pg, src, e) < 0)
+        return -1;
+    h->prefill_graph = pg;
+    set_name(h->name, sizeof h->name, name, src->label);
+    return 0;
+}
+
+static int resolve_any(const char *category, const char *name, const char *key, const cost_src *src, void *out,
+                       int depth, rh_err *e)
 {
     char path[4096];
     rh_err why;
@@ -210,11 +315,26 @@ static int resolve(const char *category, const char *name, const char *key, cons
     }
     json_t *o = load_preset(path, e);
     if (!o) return -1;
-    cost_src psrc = {path, "."};
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    cost_src psrc = {path, dir};
     int rc = !strcmp(category, "models") ? rl_model_from_json(o, &psrc, out, e)
-                                         : rl_gpu_from_json(o, &psrc, out, e);
+             : !strcmp(category, "hosts") ? host_from_json(o, &psrc, out, e)
+                                          : gpu_from_json(o, &psrc, out, depth, e);
     json_decref(o);
     return rc;
+}
+
+static int resolve(const char *category, const char *name, const char *key, const cost_src *src, void *out,
+                   rh_err *e)
+{
+    return resolve_any(category, name, key, src, out, 0, e);
+}
+
+static int resolve_gpu(const char *name, const char *key, const cost_src *src, rl_gpu *g, int depth, rh_err *e)
+{
+    return resolve_any("gpus", name, key, src, g, depth, e);
 }
 
 int rl_model_resolve(const char *name, const char *key, const cost_src *src, rl_model *m, rh_err *e)
@@ -227,6 +347,11 @@ int rl_gpu_resolve(const char *name, const char *key, const cost_src *src, rl_gp
     return resolve("gpus", name, key, src, g, e);
 }
 
+int rl_host_resolve(const char *name, const char *key, const cost_src *src, rl_host *h, rh_err *e)
+{
+    return resolve("hosts", name, key, src, h, e);
+}
+
 int rl_model_load(const char *name, rl_model *m, rh_err *e)
 {
     return resolve("models", name, "model", NULL, m, e);
@@ -235,6 +360,21 @@ int rl_model_load(const char *name, rl_model *m, rh_err *e)
 int rl_gpu_load(const char *name, rl_gpu *g, rh_err *e)
 {
     return resolve("gpus", name, "gpu", NULL, g, e);
+}
+
+int rl_host_load(const char *name, rl_host *h, rh_err *e)
+{
+    return resolve("hosts", name, "host", NULL, h, e);
+}
+
+uint32_t rl_sglang_cuda_graph_max_bs(double gpu_bytes, uint32_t tp)
+{
+    double gb = gpu_bytes / 1073741824.0;
+    if (gb < 20) return 8;
+    if (gb < 35) return tp < 4 ? 24 : 80;
+    if (gb < 60) return tp < 4 ? 32 : 160;
+    if (gb < 160) return tp < 4 ? 256 : 512;
+    return 512;
 }
 
 void rl_model_params(const rl_model *m, rl_params *p)

@@ -145,6 +145,75 @@ static int l_cost_linear(lua_State *L)
     return l_cost_new(L);
 }
 
+/* The sequences of a batch table (its array part) into a userdata left on
+ * the stack. */
+static cost_seq *batch_seqs(lua_State *L, int t, lua_Integer *count)
+{
+    lua_Integer n = luaL_len(L, t);
+    cost_seq *seqs = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *seqs, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, t, i);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_getfield(L, -1, "n_new");
+        lua_getfield(L, -2, "context");
+        lua_getfield(L, -3, "prefill");
+        seqs[i - 1] = (cost_seq){.n_new = (uint32_t)luaL_optinteger(L, -3, 1),
+                                 .context = (uint32_t)luaL_optinteger(L, -2, 0),
+                                 .prefill = lua_toboolean(L, -1)};
+        lua_pop(L, 4);
+    }
+    *count = n;
+    return seqs;
+}
+
+/* c:step_time{batch = { {n_new=, context=, prefill=}, ... }, tp = N, knob = value, ...}
+ * -> seconds: one step of that batch as a server with those knobs (the
+ * simulator's names: ep_size, enable_dp_attention, moe_a2a_backend,
+ * speculative_num_steps, ...) runs it after a step of the same shape (the
+ * overlap scheduler's steady state). With speculative_num_steps, each
+ * decode's n_new is its verified tokens and the drafter's passes are
+ * priced. */
+static int l_cost_step_time(lua_State *L)
+{
+    rlua_cost *c = check_cost(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "batch");
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int bt = lua_gettop(L);
+    lua_Integer n;
+    cost_seq *seqs = batch_seqs(L, bt, &n);
+    sim_config cfg;
+    sim_config_default(&cfg);
+    rh_err e;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "batch")) {
+            const char *k = lua_tostring(L, -2);
+            char v[64];
+            if (lua_isboolean(L, -1)) snprintf(v, sizeof v, "%s", lua_toboolean(L, -1) ? "true" : "false");
+            else if (lua_isnumber(L, -1)) snprintf(v, sizeof v, "%.17g", lua_tonumber(L, -1));
+            else if (lua_type(L, -1) == LUA_TSTRING) snprintf(v, sizeof v, "%s", lua_tostring(L, -1));
+            else return luaL_error(L, "step_time: knob '%s' has a %s value", k, luaL_typename(L, -1));
+            int rc = sim_config_set(&cfg, k, v, &e);
+            if (rc < 0) return luaL_error(L, "step_time: %s", e.msg);
+            if (rc == 0) return luaL_error(L, "step_time: unknown knob '%s'", k);
+        }
+        lua_pop(L, 1);
+    }
+    if (sim_serving_resolve(&cfg, c->m, &e) < 0) return luaL_error(L, "step_time: %s", e.msg);
+    cost_batch b = {.seqs = seqs, .n = (uint32_t)n, .tp = cfg.tp, .serving = &cfg.serving};
+    cost_batch_summarize(&b);
+    if (cfg.core.spec_steps && cfg.spec_draft_model && b.decode_seqs) {
+        b.draft_steps = cfg.core.spec_steps;
+        b.draft_seqs = b.decode_seqs;
+        b.draft_width = cfg.spec_topk;
+    }
+    cost_parts p;
+    cost_step_parts(c->m, &b, &p);
+    lua_pushnumber(L, cost_parts_duration(&p, cfg.serving.overlap, p.forward_s + p.draft_s));
+    return 1;
+}
+
 /* c:time{ {n_new=, context=, prefill=}, ... , tp=} -> seconds */
 static int l_cost_time(lua_State *L)
 {
@@ -753,6 +822,8 @@ void rlua_open(lua_State *L, const rlua_options *opt)
         lua_newtable(L);
         lua_pushcfunction(L, l_cost_time);
         lua_setfield(L, -2, "time");
+        lua_pushcfunction(L, l_cost_step_time);
+        lua_setfield(L, -2, "step_time");
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
