@@ -13,10 +13,24 @@
 #include "sim/cost/cost.h"
 #include "sim/cost/cost_presets.h"
 #include "sim/cost/roofline.h"
+#include "sim/sim.h"
 #include "util/args.h"
 
 #define MAX_SEQS 65536
 #define MAX_BATCHES 32
+
+/* The simulator's serving flags, which cost show takes too. */
+static bool is_serving_knob(const char *name)
+{
+    static const char *const names[] = {"ep-size", "expert-parallel-size", "enable-dp-attention", "dp-size",
+                                        "moe-a2a-backend", "deepep-mode", "enable-two-batch-overlap",
+                                        "expert-imbalance", "enable-eplb", "cuda-graph-max-bs",
+                                        "disable-cuda-graph", "disable-overlap-schedule", "moe-dense-tp-size",
+                                        "ep-num-redundant-experts"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
 
 static void describe(FILE *f, const cost_model *m, uint32_t tp)
 {
@@ -37,11 +51,21 @@ static void describe(FILE *f, const cost_model *m, uint32_t tp)
 
 static void show_text(const char *spec, const cost_model *m, const cost_batch *b)
 {
-    cost_term t[64];
-    int n = cost_breakdown(m, b, t, 64);
+    cost_term t[80];
+    int n = cost_breakdown(m, b, t, 80);
     double total = cost_step_time(m, b);
-    printf("\n%s: %.4f ms  (%u prefill tokens in %u chunks, %u decodes, %u tokens computed)\n", spec, total * 1e3,
+    cost_parts p;
+    cost_step_parts(m, b, &p);
+    bool overlap = b->serving ? b->serving->overlap : true;
+    double steady = cost_parts_duration(&p, overlap, p.forward_s + p.draft_s);
+    char shown[64];
+    if (strlen(spec) > 60) snprintf(shown, sizeof shown, "%.57s...", spec);
+    else snprintf(shown, sizeof shown, "%s", spec);
+    printf("\n%s: %.4f ms  (%u prefill tokens in %u chunks, %u decodes, %u tokens computed)\n", shown, total * 1e3,
            b->prefill_tokens, b->prefill_seqs, b->decode_seqs, b->prefill_tokens + b->decode_tokens);
+    if (p.hidden_s > 0 && overlap)
+        printf("  %.4f ms after a step like it: the overlap scheduler hides the host's scheduling under its GPU time\n",
+               steady * 1e3);
     int detail = 0;
     for (int i = 0; i < n; i++) detail |= t[i].flops > 0 || t[i].bytes > 0;
     printf("  %-30s %11s %6s", "term", "ms", "share");
@@ -66,8 +90,8 @@ static void show_overheads(const cost_model *m)
 
 static json_t *show_json(const char *spec, const cost_model *m, const cost_batch *b)
 {
-    cost_term t[64];
-    int n = cost_breakdown(m, b, t, 64);
+    cost_term t[80];
+    int n = cost_breakdown(m, b, t, 80);
     json_t *terms = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(terms, json_pack("{s:s, s:f, s:f, s:f, s:s}", "name", t[i].name, "seconds", t[i].seconds,
@@ -89,6 +113,10 @@ static const char *show_help =
     "e.g. --batch prefill=8192 --batch decode=64@2000,spec=3. Without --batch a\n"
     "few typical shapes are shown.\n"
     "  --tp N    tensor-parallel size (default: the cost file's own)\n"
+    "  --ep-size N, --enable-dp-attention, --dp-size N, --moe-a2a-backend B, --deepep-mode M,\n"
+    "  --enable-two-batch-overlap, --expert-imbalance X, --cuda-graph-max-bs N,\n"
+    "  --disable-cuda-graph, --disable-overlap-schedule\n"
+    "            the server's layout and host, as rehearse sim takes them (a roofline)\n"
     "  --json    print JSON instead of tables\n";
 
 static int cost_show(int argc, char **argv)
@@ -100,6 +128,8 @@ static int cost_show(int argc, char **argv)
     const char *name, *specs[MAX_BATCHES];
     int nspecs = 0, json = 0;
     unsigned long long tp = 0;
+    sim_config serve;
+    sim_config_default(&serve);
     while ((name = rh_args_next(&a))) {
         if (!strcmp(name, "json")) {
             if (rh_args_no_value(&a, &e) < 0) goto bad;
@@ -119,6 +149,10 @@ static int cost_show(int argc, char **argv)
                 rh_fail(&e, "--tp must be 1..4096 (got %s)", v);
                 goto bad;
             }
+        } else if (is_serving_knob(name)) {
+            int takes = sim_config_takes_value(name);
+            const char *v = takes ? rh_args_value(&a, &e) : (a.inline_val ? rh_args_value(&a, &e) : "");
+            if (!v || sim_config_set(&serve, name, v, &e) < 0) goto bad;
         } else {
             rh_fail(&e, "cost show: unknown flag --%s (see rehearse cost show --help)", name);
             goto bad;
@@ -134,7 +168,8 @@ static int cost_show(int argc, char **argv)
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) specs[nspecs++] = defaults[i];
     cost_model *m = cost_load(a.pos[0], &e);
     if (!m) goto bad;
-    if (cost_check_tp(m, (uint32_t)tp, &e) < 0) {
+    serve.tp = (uint32_t)tp;
+    if (cost_check_tp(m, (uint32_t)tp, &e) < 0 || sim_serving_resolve(&serve, m, &e) < 0) {
         cost_free(m);
         goto bad;
     }
@@ -146,6 +181,7 @@ static int cost_show(int argc, char **argv)
         uint32_t room = MAX_SEQS / (uint32_t)nspecs;
         rc = cost_batch_parse(specs[i], seqs + (size_t)i * room, room, &bs[i], &e);
         bs[i].tp = (uint32_t)tp;
+        bs[i].serving = &serve.serving;
     }
     if (!seqs || !bs) rc = rh_fail(&e, "out of memory");
     if (rc == 0 && json) {
@@ -180,6 +216,8 @@ static int cost_presets(void)
     printf("models: %s\n", list);
     cost_preset_list("gpus", list, sizeof list);
     printf("gpus:   %s\n", list);
+    cost_preset_list("hosts", list, sizeof list);
+    printf("hosts:  %s\n", list);
     printf("(search path: $REHEARSE_PRESETS, <binary dir>/sim/cost/presets, <binary dir>/../share/rehearse/presets;\n"
            " a cost file may also name a preset file by path, e.g. a Hugging Face config.json)\n");
     return 0;

@@ -84,7 +84,7 @@ static bool is_serving_flag(const char *name)
     static const char *const names[] = {"ep-size", "expert-parallel-size", "enable-dp-attention", "dp-size",
                                         "moe-a2a-backend", "deepep-mode", "enable-two-batch-overlap",
                                         "expert-imbalance", "enable-eplb", "cuda-graph-max-bs",
-                                        "disable-cuda-graph"};
+                                        "disable-cuda-graph", "moe-dense-tp-size", "ep-num-redundant-experts"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i])) return true;
     return false;

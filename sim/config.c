@@ -205,6 +205,12 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (rh_parse_double(v, "--pd-kv-bytes-per-token", &d, e) < 0) return -1;
         if (!(d > 0) || d > 1e12) return rh_fail(e, "--pd-kv-bytes-per-token must be > 0 (got %s)", v);
         c->pd_kv_bytes_per_token = d;
+    } else if (!strcmp(name, "moe-dense-tp-size") || !strcmp(name, "ep-num-redundant-experts")) {
+        const char *flag = name[0] == 'm' ? "--moe-dense-tp-size" : "--ep-num-redundant-experts";
+        if (rh_parse_u64(v, flag, &u, e) < 0) return -1;
+        if (u > 65536) return rh_fail(e, "%s must be 0..65536 (got %s)", flag, v);
+        if (name[0] == 'm') c->serve_flags.dense_tp = (uint32_t)u, c->serve_set |= SIM_SERVE_DENSE_TP;
+        else c->serve_flags.redundant_experts = (uint32_t)u, c->serve_set |= SIM_SERVE_REDUNDANT;
     } else if (!strcmp(name, "ep-size") || !strcmp(name, "expert-parallel-size") || !strcmp(name, "dp-size") ||
                !strcmp(name, "cuda-graph-max-bs")) {
         const char *flag = name[0] == 'e' ? "--ep-size" : name[0] == 'd' ? "--dp-size" : "--cuda-graph-max-bs";
@@ -276,7 +282,7 @@ int sim_config_takes_value(const char *name_in)
                                         "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
                                         "pd-kv-bytes-per-token", "ep-size", "expert-parallel-size", "dp-size",
                                         "cuda-graph-max-bs", "moe-a2a-backend", "deepep-mode", "expert-imbalance",
-                                        "speculative-accept-length"};
+                                        "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback") || !strcmp(name, "enable-dp-attention") ||
@@ -347,6 +353,9 @@ const char *sim_config_help(void)
            "                            decode), normal or low_latency\n"
            "  --enable-two-batch-overlap  two micro-batches, each one's communication under the\n"
            "                            other's kernels\n"
+           "  --moe-dense-tp-size N     under DP attention: 1 runs each group's dense MLPs whole on its\n"
+           "                            own tokens (default tp: split, every group's tokens gathered)\n"
+           "  --ep-num-redundant-experts R  R more expert copies spread with the experts (EPLB's)\n"
            "  --expert-imbalance X      the busiest GPU's routed tokens over the mean under EP (default:\n"
            "                            the statistical imbalance of uniform routing, what EPLB\n"
            "                            achieves; --enable-eplb keeps that default)\n"
@@ -407,6 +416,8 @@ int sim_serving_resolve(sim_config *c, const cost_model *cost, rh_err *e)
     if (c->serve_set & SIM_SERVE_IMBALANCE) sv->expert_imbalance = f->expert_imbalance;
     if (c->serve_set & SIM_SERVE_GRAPH_BS) sv->cuda_graph_max_bs = f->cuda_graph_max_bs;
     if (c->serve_set & SIM_SERVE_OVERLAP) sv->overlap = f->overlap;
+    if (c->serve_set & SIM_SERVE_DENSE_TP) sv->dense_tp = f->dense_tp == g ? 0 : f->dense_tp;
+    if (c->serve_set & SIM_SERVE_REDUNDANT) sv->redundant_experts = f->redundant_experts;
     if (sv->deepep && sv->dp <= 1)
         return rh_fail(e, "--moe-a2a-backend deepep moves each attention group's tokens to the experts: it needs "
                           "--enable-dp-attention");

@@ -95,7 +95,8 @@ typedef struct sim_config {
 
 enum {
     SIM_SERVE_EP = 1, SIM_SERVE_DP = 2, SIM_SERVE_DP_SIZE = 4, SIM_SERVE_A2A = 8, SIM_SERVE_DEEPEP_MODE = 16,
-    SIM_SERVE_TBO = 32, SIM_SERVE_IMBALANCE = 64, SIM_SERVE_GRAPH_BS = 128, SIM_SERVE_OVERLAP = 256
+    SIM_SERVE_TBO = 32, SIM_SERVE_IMBALANCE = 64, SIM_SERVE_GRAPH_BS = 128, SIM_SERVE_OVERLAP = 256,
+    SIM_SERVE_DENSE_TP = 512, SIM_SERVE_REDUNDANT = 1024
 };
 /* cfg->serving from the cost model's own and the flags, checked against
  * what the cost model can price. 0, or -1 naming the flag. */

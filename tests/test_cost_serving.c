@@ -7,6 +7,7 @@
  * --speculative-accept-length, the default --max-running-requests), each
  * against a hand computation or a second computation of the same thing. */
 #include <CUnit/CUnit.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +399,67 @@ static void test_default_max_running(void)
     cost_free(m);
 }
 
+/* The flags where a user gives them: a CLUSTER.json group's knobs price
+ * that group as the same flags price a single server (prefill and decode
+ * groups of different parallelism run), and `serve` takes them only with
+ * --backend sim, refusing what its cost model cannot price. */
+static void test_flags_in_cluster_and_serve(void)
+{
+    char dir[256], cmd[2048], out[16384], trace[300], cost[300], cluster[300];
+    tu_tmp_path("serving-flags", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, NULL, 0), 0);
+    snprintf(trace, sizeof trace, "%s/t.rhtr", dir);
+    snprintf(cost, sizeof cost, "%s/r1.json", dir);
+    snprintf(cluster, sizeof cluster, "%s/cluster.json", dir);
+    const char *c = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-r1\", \"gpu\": \"h100-sxm\","
+                    " \"tp\": 16, \"dtype\": \"fp8\"}";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cost, c, strlen(c)), 0);
+    const char *cl = "{\"groups\": [{\"name\": \"dp\", \"cost\": \"r1.json\", \"enable-dp-attention\": true,"
+                     " \"moe-a2a-backend\": \"deepep\", \"moe-dense-tp-size\": 1}]}";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cluster, cl, strlen(cl)), 0);
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 40 --rate 8 --input-len 1024 --output-len 64 -o %s", tu_bin(),
+             trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, out, sizeof out), 0);
+    double tpot[3];
+    const char *how[3] = {"--cluster %s", "--cost %s --enable-dp-attention --moe-a2a-backend deepep --moe-dense-tp-size 1",
+                          "--cost %s"};
+    const char *arg[3] = {cluster, cost, cost};
+    for (int i = 0; i < 3; i++) {
+        char flags[600];
+        snprintf(flags, sizeof flags, how[i], arg[i]);
+        snprintf(cmd, sizeof cmd, "REHEARSE_PRESETS=sim/cost/presets %s sim %s %s --json", tu_bin(), trace, flags);
+        int rc = tu_run(cmd, out, sizeof out);
+        if (rc) printf("\n  %s\n", out);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        json_t *o = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+        tpot[i] = json_number_value(json_object_get(o, "median_tpot_ms"));
+        json_decref(o);
+    }
+    CLOSE(tpot[0], tpot[1]);
+    CU_ASSERT(fabs(tpot[1] - tpot[2]) > 0.01 * tpot[2]);   /* the layout is priced, not ignored */
+    /* a group's flag the cost model cannot price names the group */
+    const char *bad = "{\"groups\": [{\"name\": \"x\", \"cost\": \"r1.json\", \"ep-size\": 8}]}";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cluster, bad, strlen(bad)), 0);
+    snprintf(cmd, sizeof cmd, "REHEARSE_PRESETS=sim/cost/presets %s sim %s --cluster %s", tu_bin(), trace, cluster);
+    CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--ep-size 8"));
+    /* serve: the flags go with --backend sim, and a linear cost prices no EP */
+    snprintf(cmd, sizeof cmd, "%s serve --model tiny-llama --ep-size 2 --port 0", tu_bin());
+    CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--backend sim"));
+    const char *lin = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.01, \"per_prefill_token_s\": 1e-5,"
+                      " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 0, \"per_attention_s\": 0}";
+    snprintf(cost, sizeof cost, "%s/lin.json", dir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(cost, lin, strlen(lin)), 0);
+    snprintf(cmd, sizeof cmd, "%s serve --model tiny-llama --backend sim --cost %s --ep-size 2 --port 0", tu_bin(), cost);
+    CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--ep-size"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    tu_run(cmd, NULL, 0);
+}
+
 void register_test_cost_serving(void)
 {
     CU_pSuite s = CU_add_suite("cost_serving", init, NULL);
@@ -408,4 +470,5 @@ void register_test_cost_serving(void)
     CU_add_test(s, "two-batch overlap hides communication under the other micro-batch", test_two_batch_overlap);
     CU_add_test(s, "--speculative-accept-length gives that many tokens a verify", test_accept_length);
     CU_add_test(s, "the servers' default max running requests", test_default_max_running);
+    CU_add_test(s, "the flags in a CLUSTER.json group and in serve --backend sim", test_flags_in_cluster_and_serve);
 }

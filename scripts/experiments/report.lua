@@ -17,6 +17,11 @@ local sections = {
   {name = "deployments", head = "Predictions of published deployments",
    text = "Published measurements of real serving systems (vLLM, SGLang, NVIDIA NIM), each predicted with "
        .. "the shipped presets, their fitted kernels and measured collectives, nothing tuned per deployment."},
+  {name = "deepseek", head = "DeepSeek-R1 as teams deploy it",
+   text = "Four questions of a DeepSeek-R1 deployment with the shipped presets (FP8 weights, SGLang's host, "
+       .. "nothing tuned): where a lone prompt's TTFT turns with TP16 over two H100 nodes and chunked prefill "
+       .. "8192; throughput and TTFT against concurrency at --max-running-requests 78; MTP's speed-up against "
+       .. "concurrency on 8 x H20; TP16 against data-parallel attention with 16-way expert parallelism."},
   {name = "knob_grid", head = "Chunked-prefill size × max running requests on a real trace",
    text = "The main question of a deployment: which pair of knobs keeps the tail latencies under the SLOs "
        .. "at this load. Every cell is one simulated replay of the trace."},

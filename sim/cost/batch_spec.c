@@ -33,19 +33,22 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
         char item[128];
         snprintf(item, sizeof item, "%.*s", (int)(len < 127 ? len : 127), p);
         const char *eq = memchr(p, '=', len);
-        if (!eq) return rh_fail(e, "--batch: '%s' is not KEY=VALUE (prefill=N[@CTX], decode=N[@CTX], spec=K)", item);
+        if (!eq) return rh_fail(e, "--batch: '%s' is not KEY=VALUE (prefill=N[@CTX][*COUNT], decode=N[@CTX], spec=K)", item);
         size_t klen = (size_t)(eq - p);
-        const char *val = eq + 1, *at = memchr(val, '@', len - klen - 1);
-        size_t vlen = at ? (size_t)(at - val) : len - klen - 1;
-        uint64_t n, ctx = 0;
+        const char *val = eq + 1, *star = memchr(val, '*', len - klen - 1);
+        size_t rest = star ? (size_t)(star - val) : len - klen - 1;   /* VALUE[@CTX] before any *COUNT */
+        const char *at = memchr(val, '@', rest);
+        size_t vlen = at ? (size_t)(at - val) : rest;
+        uint64_t n, ctx = 0, times = 1;
         if (parse_count(val, vlen, item, MAX_TOKENS, &n, e) < 0) return -1;
-        if (at && parse_count(at + 1, len - klen - 2 - vlen, item, 1u << 30, &ctx, e) < 0) return -1;
+        if (at && parse_count(at + 1, rest - vlen - 1, item, 1u << 30, &ctx, e) < 0) return -1;
+        if (star && parse_count(star + 1, len - klen - 2 - rest, item, 1u << 20, &times, e) < 0) return -1;
         if (klen == 4 && !memcmp(p, "spec", 4)) {
-            if (at || n > 64) return rh_fail(e, "--batch: '%s': spec=K takes a draft count of at most 64", item);
+            if (at || star || n > 64) return rh_fail(e, "--batch: '%s': spec=K takes a draft count of at most 64", item);
             spec_k = n;
         } else if ((klen == 7 && !memcmp(p, "prefill", 7)) || (klen == 6 && !memcmp(p, "decode", 6))) {
             bool prefill = klen == 7;
-            uint64_t count = prefill ? 1 : n;
+            uint64_t count = (prefill ? 1 : n) * times;
             if (n == 0) return rh_fail(e, "--batch: '%s' adds nothing", item);
             if (b->n + count > max) return rh_fail(e, "--batch: more than %u sequences", max);
             for (uint64_t i = 0; i < count; i++)

@@ -1,8 +1,8 @@
 /* batch_spec.h — a batch written as text, for `rehearse cost show --batch`
  * and tests: "prefill=2048@1024,decode=64@3000,spec=2".
  *
- * prefill=N[@CTX] adds one prompt chunk of N tokens at context CTX (repeat
- * for more); decode=N[@CTX] adds N decodes at context CTX each; spec=K makes
+ * prefill=N[@CTX][*COUNT] adds COUNT (1) prompt chunks of N tokens at
+ * context CTX; decode=N[@CTX] adds N decodes at context CTX each; spec=K makes
  * every decode verify K drafts made by K draft forward passes. Lengths are
  * bounded as the trace format bounds them; a bad item is named in the
  * message. */

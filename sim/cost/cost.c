@@ -292,7 +292,8 @@ int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, 
     if (m->ops->check_serving) return m->ops->check_serving(m, tp, s, e);
     const char *what = s->ep > 1 ? "--ep-size" : s->dp > 1 ? "--enable-dp-attention" : s->deepep ? "--moe-a2a-backend"
                        : s->two_batch_overlap ? "--enable-two-batch-overlap"
-                       : s->expert_imbalance > 1 ? "--expert-imbalance" : NULL;
+                       : s->expert_imbalance > 1 ? "--expert-imbalance"
+                       : s->redundant_experts ? "--ep-num-redundant-experts" : NULL;
     if (what)
         return rh_fail(e, "%s: a %s cost model prices no expert or data parallelism (%s needs a roofline)",
                        m->path[0] ? m->path : "cost model", m->ops->kind, what);

@@ -48,6 +48,9 @@ typedef struct cost_serving {
     bool two_batch_overlap;      /* --enable-two-batch-overlap */
     double expert_imbalance;     /* the busiest GPU's routed tokens over the mean (>= 1); --enable-eplb lowers it */
     int32_t cuda_graph_max_bs;   /* decode batches up to this run as one CUDA graph; 0: none (--disable-cuda-graph) */
+    uint32_t dense_tp;           /* --moe-dense-tp-size under DP attention: 1 (each group's dense MLPs whole, on its
+                                    own tokens) or 0 (split over every GPU, every group's tokens gathered) */
+    uint32_t redundant_experts;  /* --ep-num-redundant-experts: extra copies of busy experts spread with the rest */
     bool overlap;                /* the overlap scheduler (off: --disable-overlap-schedule) */
 } cost_serving;
 

@@ -115,6 +115,8 @@ static rl_layout layout_of(const cost_roofline *r, const rl_model *md, uint32_t 
     l.low_latency = l.deepep && (sv->deepep_mode == COST_DEEPEP_LOW_LATENCY ||
                                  (sv->deepep_mode == COST_DEEPEP_AUTO && decode_only));
     l.tbo = sv->two_batch_overlap;
+    l.dense_dp = l.dp > 1 && sv->dense_tp == 1;
+    l.redundant = l.ep ? sv->redundant_experts : 0;
     l.imbalance = sv->expert_imbalance;
     l.per_node_split = g > r->gpu.gpus_per_node;
     /* SGLang fuses DeepSeek's shared expert into the routed ones when the
@@ -127,8 +129,14 @@ static rl_layout layout_of(const cost_roofline *r, const rl_model *md, uint32_t 
     return l;
 }
 
-/* Bounds of every operator and kernel, and the forward's GPU time. */
-static void finish(const cost_roofline *r, const rl_counter *c, rl_breakdown *out, bool graph)
+/* SMs DeepEP's normal kernels take while they run (DeepEP's published
+ * figures were measured with 24: its tests' setting). */
+#define DEEPEP_NORMAL_SMS 24
+
+/* Bounds of every operator and kernel, and the forward's GPU time. Under
+ * two-batch overlap the kernels that hide DeepEP's normal dispatch and
+ * combine run on the SMs those leave. */
+static void finish(const cost_roofline *r, const rl_counter *c, rl_breakdown *out, bool graph, bool sm_shared)
 {
     for (int i = 0; i < RL_N_OPS; i++) {
         rl_op_cost *o = &out->op[i];
@@ -150,7 +158,10 @@ static void finish(const cost_roofline *r, const rl_counter *c, rl_breakdown *ou
     }
     /* two-batch overlap: each micro-batch's communication under the other's kernels */
     out->overlap_saved_s = c->scale > 1 ? fmin(c->comm_s, c->compute_s) : 0;
-    out->total_s = out->kernels_s + out->gaps_s - out->overlap_saved_s;
+    uint32_t sms = r->gpu.sms;
+    out->sm_share_s = sm_shared && sms > DEEPEP_NORMAL_SMS
+                          ? out->overlap_saved_s * DEEPEP_NORMAL_SMS / (sms - DEEPEP_NORMAL_SMS) : 0;
+    out->total_s = out->kernels_s + out->gaps_s - out->overlap_saved_s + out->sm_share_s;
 }
 
 /* Whether a forward of this rank's shape replays a CUDA graph: a decode
@@ -178,7 +189,7 @@ static void forward_of(const cost_roofline *r, const rl_model *md, double Ld, do
     } else {
         rl_count_forward(&c, md, Ld, Lm, mtp, s, l);
     }
-    finish(r, &c, out, graph);
+    finish(r, &c, out, graph, c.scale > 1 && l->deepep && !l->low_latency);
 }
 
 static double dense_layers(const rl_model *md)
@@ -197,8 +208,13 @@ static int check_layout(const rl_model *md, const rl_gpu *gpu, uint32_t g, const
     uint32_t dp = sv->dp > 1 ? sv->dp : 1;
     if (g % dp) return snprintf(why, n, "dp-size %u does not divide tp %u", dp, g);
     uint32_t atp = g / dp;
-    if (sv->ep > 1 && md->moe && md->experts % g)
-        return snprintf(why, n, "%u experts of %s do not spread evenly over %u GPUs", md->experts, md->name, g);
+    if (sv->ep > 1 && md->moe && (md->experts + sv->redundant_experts) % g) {
+        if (sv->redundant_experts)
+            return snprintf(why, n, "%u experts of %s and %u redundant copies do not spread evenly over %u GPUs",
+                            md->experts, md->name, sv->redundant_experts, g);
+        return snprintf(why, n, "%u experts of %s do not spread evenly over %u GPUs (--ep-num-redundant-experts "
+                        "adds copies)", md->experts, md->name, g);
+    }
     char over[64];
     if (dp > 1) snprintf(over, sizeof over, "attention over %u GPUs (tp %u, dp-size %u)", atp, g, dp);
     else snprintf(over, sizeof over, "tp %u", g);
@@ -237,6 +253,11 @@ static int roofline_check_serving(const cost_model *m, uint32_t tp, const cost_s
     if (sv->deepep && sv->ep <= 1)
         return rh_fail(e, "%s: --moe-a2a-backend deepep moves tokens to experts spread over the GPUs (ep %u)", at, g);
     if (sv->dp > g) return rh_fail(e, "%s: --dp-size %u is more than the %u GPUs", at, sv->dp, g);
+    if (sv->dense_tp > 1 && sv->dense_tp != g)
+        return rh_fail(e, "%s: --moe-dense-tp-size %u: 1 (each attention group's dense MLPs whole) or %u", at,
+                       sv->dense_tp, g);
+    if (sv->redundant_experts && sv->ep <= 1)
+        return rh_fail(e, "%s: --ep-num-redundant-experts needs the experts spread (--ep-size %u)", at, g);
     if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
         return rh_fail(e, "%s: --expert-imbalance %g: the busiest GPU has at least the mean (>= 1)", at,
                        sv->expert_imbalance);
@@ -455,6 +476,8 @@ static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t
         t[n++] = (cost_term){"tiny kernels' least time", bd->gaps_s, 0, 0, "launch"};
     if (bd->overlap_saved_s > 0 && n < max)
         t[n++] = (cost_term){"hidden by two-batch overlap", -bd->overlap_saved_s, 0, 0, "overlap"};
+    if (bd->sm_share_s > 0 && n < max)
+        t[n++] = (cost_term){"SMs DeepEP takes meanwhile", bd->sm_share_s, 0, 0, "overlap"};
     free(bd);
     return n;
 }
@@ -505,6 +528,7 @@ static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g,
     double layers = mtp ? p.mtp : p.total - outer;
     double experts = !mtp ? p.experts : md->moe ? md->mtp_layers * 3.0 * h * md->moe_intermediate * md->experts : 0;
     double atp = sv->dp > 1 && g > 1 ? (double)g / sv->dp : g;
+    if (md->moe && sv->ep > 1 && md->experts) experts *= 1.0 + (double)sv->redundant_experts / md->experts;
     *weights = ((layers - experts) / atp + experts / g) * wb + (mtp ? 0 : outer * 2 / atp);
     double L = mtp ? md->mtp_layers : md->layers;
     if (md->mla) *kv_per_token = ((double)md->kv_lora_rank + md->qk_rope_dim) * L * r->kv_bytes;
@@ -598,7 +622,9 @@ static int parse_serving(json_t *root, cost_roofline *r, uint32_t ep, const cost
         cj_string(root, "", "moe_a2a_backend", 0, ep > 1 && !dp_given ? "deepep" : "none", &a2a, src, e) < 0 ||
         cj_bool(root, "", "two_batch_overlap", 0, &tbo, src, e) < 0 ||
         cj_number(root, "", "expert_imbalance", 0, 0, 0, 1e3, &sv->expert_imbalance, src, e) < 0 ||
-        cj_uint(root, "", "cuda_graph_max_bs", 0, UINT32_MAX, 0, UINT32_MAX, &graph_bs, src, e) < 0)
+        cj_uint(root, "", "cuda_graph_max_bs", 0, UINT32_MAX, 0, UINT32_MAX, &graph_bs, src, e) < 0 ||
+        cj_uint(root, "", "moe_dense_tp_size", 0, 0, 0, 4096, &sv->dense_tp, src, e) < 0 ||
+        cj_uint(root, "", "ep_num_redundant_experts", 0, 0, 0, 65536, &sv->redundant_experts, src, e) < 0)
         return -1;
     if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
         return cj_fail(src, "", "expert_imbalance", e, "%g: the busiest GPU has at least the mean (>= 1; 0: the "
@@ -622,8 +648,8 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
                                           "efficiency", "step_overhead_s", "collective_latency_s",
                                           "draft_model", "draft_ratio", "kernels", "compute_efficiency",
                                           "memory_efficiency", "host", "dp_attention", "moe_a2a_backend",
-                                          "two_batch_overlap", "expert_imbalance", "cuda_graph_max_bs", "fit",
-                                          "comment", NULL};
+                                          "two_batch_overlap", "expert_imbalance", "cuda_graph_max_bs",
+                                          "moe_dense_tp_size", "ep_num_redundant_experts", "fit", "comment", NULL};
     cost_roofline *r = calloc(1, sizeof *r);
     if (!r || cost_model_init(&r->base, &roofline_ops, src) < 0) {
         if (r) free(r->base.path);

@@ -75,6 +75,7 @@ typedef struct rl_gpu {
     char name[64];
     double memory_GB, hbm_GBps, bf16_tflops, fp8_tflops, nvlink_GBps, ib_GBps;
     uint32_t gpus_per_node;
+    uint32_t sms;             /* streaming multiprocessors (0: not given): DeepEP's kernels take some */
     rl_links links;
     rl_kernel kern[RL_K_N];   /* the "kernels" object (kernel_time.h); the pure roofline's without one */
 } rl_gpu;
@@ -142,7 +143,8 @@ typedef struct rl_breakdown {
     double gaps_s;        /* what the kernels shorter than the host's kernel_min_s take beyond their own time */
     bool graph;           /* the forward is one CUDA-graph replay */
     double overlap_saved_s;   /* two-batch overlap: communication hidden under the other micro-batch */
-    double total_s;       /* the forward's GPU time: kernels + gaps - what two-batch overlap hides */
+    double sm_share_s;        /* ... and what the kernels it hides under lose to the SMs DeepEP's normal kernels take */
+    double total_s;       /* the forward's GPU time: kernels + gaps - what two-batch overlap hides + its SM share */
 } rl_breakdown;
 
 /* Loads a preset by name (search path) or by file path. */

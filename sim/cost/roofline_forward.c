@@ -165,18 +165,20 @@ static double choose(double n, double k)
     return r;
 }
 
-/* Other nodes a token's k experts sit on, on average, the experts spread
- * evenly over m nodes: with group-limited routing (topk_group of n_group
- * groups, the groups spread over the nodes) the nodes holding a chosen
- * group, else the nodes of k uniform picks. */
-static double remote_nodes(const rl_model *md, double m)
+/* The nodes a token's k experts sit on, on average, the experts spread
+ * evenly over m nodes, its own node included: with group-limited routing
+ * (topk_group of n_group groups, the groups spread over the nodes) the
+ * nodes holding a chosen group, else the nodes of k uniform picks. DeepEP's
+ * normal kernels send a token once to each (its published bandwidths count
+ * the own node too: they are logical, not the NIC's bytes). */
+static double touched_nodes(const rl_model *md, double m)
 {
-    if (m <= 1) return 0;
+    if (m <= 1) return 1;
     if (md->n_group && fmod(md->n_group, m) == 0) {
         double G = md->n_group, per = G / m;
-        return (m - 1) * (1 - choose(G - per, md->topk_group) / choose(G, md->topk_group));
+        return m * (1 - choose(G - per, md->topk_group) / choose(G, md->topk_group));
     }
-    return (m - 1) * (1 - pow(1 - 1 / m, md->top_k));
+    return m * (1 - pow(1 - 1 / m, md->top_k));
 }
 
 /* An RMSNorm of `width` over `rows` tokens: 4 FLOPs an element, the input
@@ -345,11 +347,11 @@ static void moe_layers(rl_counter *c, const rl_model *md, double Lm, const rl_sh
     if (fused) small(c, "shared_append", RL_MOE_ROUTE, 4 * Lm, Tg * (k + 1) * 8, k + 1);
 
     /* the routed experts on this GPU: rows, distinct experts, width */
-    double here = l->ep ? E / g : E, Ig = l->ep ? Im : Im / g;
+    double here = l->ep ? (E + l->redundant) / g : E, Ig = l->ep ? Im : Im / g;
     double T_all = l->ep ? s->T_all : Tg;            /* the tokens that reach this GPU's experts */
     double imbalance = l->imbalance > 0 ? l->imbalance : routing_imbalance(T_all * k, g);
     double rows = l->ep ? T_all * k / g * imbalance : Tg * k;
-    double active = here * (1 - pow(1 - k / E, T_all));
+    double active = here * (1 - pow(1 - k / E, T_all / (1 + l->redundant / E)));
     if (fused) rows += Tg, active += 1;
     bool fp8 = c->r->fp8;
     double wb = fp8 ? 1 : 2;
@@ -367,8 +369,10 @@ static void moe_layers(rl_counter *c, const rl_model *md, double Lm, const rl_sh
             nvl_share = k * (q - 1) / g;
             rdma_copies = k * (g - q) / g;
         } else {
-            nvl_share = k * (q - 1) / q;
-            rdma_copies = remote_nodes(md, nodes);
+            /* once to each GPU of the node holding one of its experts
+             * (NVLink), once to each node (RDMA, when there are others) */
+            nvl_share = q * (1 - pow(1 - 1 / q, k));
+            rdma_copies = nodes > 1 ? touched_nodes(md, nodes) : 0;
         }
         deepep(c, "deepep_dispatch", Lm, Tr * nvl_share * bd, Tr * rdma_copies * bd, l);
         rl_grouped(c, "moe_w13", RL_MOE_EXPERTS, Lm, rows, active, h, 2 * Ig, wb, fp8);
@@ -434,13 +438,14 @@ void rl_count_forward(rl_counter *c, const rl_model *md, double Ld, double Lm, b
     /* Between attention and the MLP under data-parallel attention: every
      * rank's tokens gathered to every GPU, and the outputs reduced and
      * scattered back after (DeepEP moves the MoE layers' tokens itself). */
-    double gather_layers = l->dp > 1 ? Ld + (l->deepep ? 0 : Lm) : 0;
+    double gather_layers = l->dp > 1 ? (l->dense_dp ? 0 : Ld) + (l->deepep ? 0 : Lm) : 0;
     if (gather_layers > 0) {
         rl_collective(c, "dp_gather", RL_ALLREDUCE, RL_COMM_ALLGATHER, gather_layers, s->T_all * h * AB, l->g, l);
         rl_collective(c, "dp_scatter", RL_ALLREDUCE, RL_COMM_REDUCE_SCATTER, gather_layers, s->T_all * h * AB, l->g, l);
     }
     if (Ld > 0) {
-        dense_mlp(c, "mlp", Ld, Tg, h, md->intermediate / l->g);
+        if (l->dense_dp) dense_mlp(c, "mlp", Ld, T, h, md->intermediate);
+        else dense_mlp(c, "mlp", Ld, Tg, h, md->intermediate / l->g);
         if (l->dp <= 1) block_reduce(c, l->fused_ar_norm ? "allreduce_add_norm" : "mlp_allreduce", Ld, T, h, l->g, l);
     }
     if (Lm > 0 && md->moe) {

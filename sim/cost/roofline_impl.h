@@ -45,6 +45,8 @@ typedef struct rl_layout {
     double imbalance;        /* busiest expert GPU's routed rows over the mean */
     bool fused_shared;       /* the shared expert runs as one more routed expert (SGLang, ep 1) */
     bool fused_ar_norm;      /* all-reduce, residual add and RMSNorm in one kernel (one node, few tokens) */
+    bool dense_dp;           /* under DP attention the dense MLPs run whole on each group's own tokens */
+    double redundant;        /* redundant expert copies spread with the experts */
     bool per_node_split;     /* the GPUs span nodes */
 } rl_layout;
 
