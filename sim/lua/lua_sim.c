@@ -219,19 +219,8 @@ static int l_cost_time(lua_State *L)
 {
     rlua_cost *c = check_cost(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer n = luaL_len(L, 2);
-    cost_seq *seqs = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *seqs, 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, 2, i);
-        luaL_checktype(L, -1, LUA_TTABLE);
-        lua_getfield(L, -1, "n_new");
-        lua_getfield(L, -2, "context");
-        lua_getfield(L, -3, "prefill");
-        seqs[i - 1] = (cost_seq){.n_new = (uint32_t)luaL_optinteger(L, -3, 1),
-                                 .context = (uint32_t)luaL_optinteger(L, -2, 0),
-                                 .prefill = lua_toboolean(L, -1)};
-        lua_pop(L, 4);
-    }
+    lua_Integer n;
+    cost_seq *seqs = batch_seqs(L, 2, &n);
     lua_getfield(L, 2, "tp");
     cost_batch b = {.seqs = seqs, .n = (uint32_t)n, .tp = (uint32_t)luaL_optinteger(L, -1, 0)};
     lua_pop(L, 1);
