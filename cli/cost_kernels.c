@@ -60,11 +60,12 @@ static void print_fit(const kernel_fit *f, bool check)
     for (int i = 0; i < RL_K_N; i++) {
         const rl_kernel *p = &f->kern[i];
         if (!check && !f->fitted[i]) continue;
-        printf("  %-11s e_c %.3f  e_m %.3f  floor %.2f us", rl_kernel_name(i), p->compute_eff, p->memory_eff,
+        printf("  %-16s e_c %.3f  e_m %.3f  floor %.2f us", rl_kernel_name(i), p->compute_eff, p->memory_eff,
                p->floor_s * 1e6);
         if (p->half_rows > 0) printf("  M_h %.1f rows", p->half_rows);
         if (p->row_s > 0) printf("  row %.3g s/element", p->row_s);
         if (p->index_s > 0) printf("  index %.3g s", p->index_s);
+        if (p->max_tflops > 0) printf("  ceiling %.0f TFLOPS", p->max_tflops);
         if (!check) printf("  (%zu samples)", f->samples[i]);
         printf("\n");
     }

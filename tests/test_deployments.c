@@ -6,9 +6,10 @@
  * nothing tuned per deployment. The dense models' (Llama, Mixtral) median
  * |error| stays within what it was before the forward was priced kernel by
  * kernel (15.6% on TTFT, 11.3% on throughput or TPOT); DeepSeek-V3/R1's,
- * over at least 12 public measurements, is held where it stands (46.5% and
- * 28.2% measured: the 25% target is not met, sim/cost/COST.md says where it
- * misses and why) so that no change makes it worse unseen. */
+ * over at least 12 public measurements, stays within 25% on throughput or
+ * TPOT (24.0% measured) and is held where it stands on TTFT (32.8%:
+ * sim/cost/COST.md says where it misses and why), so that no change makes
+ * it worse unseen. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -43,8 +44,8 @@ static void test_published_deployments(void)
     json_int_t ds_n_tput = json_integer_value(json_object_get(o, "deepseek_throughput_tpot_measurements"));
     CU_ASSERT(ds_n_ttft >= 12);
     CU_ASSERT(ds_n_tput >= 12);
-    CU_ASSERT(ds_ttft <= 0.50);
-    CU_ASSERT(ds_tput <= 0.30);
+    CU_ASSERT(ds_ttft <= 0.35);
+    CU_ASSERT(ds_tput <= 0.25);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "skipped")), 0);
     json_decref(o);
     /* six deployments at least: count the data file's */

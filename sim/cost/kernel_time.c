@@ -4,7 +4,7 @@
 #include <math.h>
 
 static const char *const names[RL_K_N] = {"gemm", "attention", "norm", "rope", "activation", "add", "embedding",
-                                            "gemm_fp8", "grouped_gemm"};
+                                            "gemm_fp8", "grouped_gemm", "fused_moe_triton"};
 
 const char *rl_kernel_name(int kind)
 {
@@ -16,12 +16,19 @@ rl_kernel rl_kernel_pure(void)
     return (rl_kernel){.compute_eff = 1, .memory_eff = 1};
 }
 
+double rl_kernel_rate(const rl_kernel *k, double peak, double eff)
+{
+    double rate = peak * k->compute_eff;
+    if (k->max_tflops > 0 && k->max_tflops * 1e12 < rate) rate = k->max_tflops * 1e12;
+    return rate * eff;
+}
+
 double rl_gemm_in_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,
                     double in_bytes, double eff)
 {
     if (M <= 0) return 0;
     double bytes = K * N * wbytes + M * K * in_bytes + M * N * 2;
-    return k->floor_s + fmax(2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff),
+    return k->floor_s + fmax(2 * (M + k->half_rows) * K * N / rl_kernel_rate(k, peak, eff),
                              bytes / (hbm * k->memory_eff * eff));
 }
 
@@ -36,7 +43,7 @@ double rl_grouped_gemm_in_s(const rl_kernel *k, double peak, double hbm, double 
 {
     if (rows <= 0 || experts <= 0) return 0;
     double bytes = experts * K * N * wbytes + rows * (K * in_bytes + N * 2);
-    return k->floor_s + fmax(2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff),
+    return k->floor_s + fmax(2 * (rows + experts * k->half_rows) * K * N / rl_kernel_rate(k, peak, eff),
                              bytes / (hbm * k->memory_eff * eff));
 }
 
@@ -49,7 +56,7 @@ double rl_grouped_gemm_s(const rl_kernel *k, double peak, double hbm, double row
 double rl_attention_s(const rl_kernel *k, double peak, double hbm, double flops, double bytes, double eff)
 {
     if (flops <= 0 && bytes <= 0) return 0;
-    return k->floor_s + fmax(flops / (peak * k->compute_eff * eff), bytes / (hbm * k->memory_eff * eff));
+    return k->floor_s + fmax(flops / rl_kernel_rate(k, peak, eff), bytes / (hbm * k->memory_eff * eff));
 }
 
 double rl_stream_s(const rl_kernel *k, double hbm, double bytes, double row, double eff)

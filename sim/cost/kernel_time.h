@@ -6,8 +6,9 @@
  * kernel times (`rehearse cost fit-kernels`); without it they are the pure
  * roofline's (efficiency 1, no floor, no padding).
  *
- *   gemm        floor + max(2(M + M_h)·K·N / (peak·e_c), bytes / (hbm·e_m))
- *               (M rows cost as M + M_h: a partly filled tile and ramp-up)
+ *   gemm        floor + max(2(M + M_h)·K·N / rate, bytes / (hbm·e_m))
+ *               (M rows cost as M + M_h: a partly filled tile and ramp-up;
+ *               rate = peak·e_c, or a kernel's measured ceiling when lower)
  *   grouped     the same over E experts sharing A rows: 2(A + E·M_h)·K·N
  *   attention   floor + max(flops / (peak·e_c), bytes / (hbm·e_m))
  *   stream      floor + cbrt((row_s·L)³ + (bytes / (hbm·e_m))³)
@@ -20,12 +21,15 @@
 
 enum rl_kernel_kind {
     RL_K_GEMM, RL_K_ATTENTION, RL_K_NORM, RL_K_ROPE, RL_K_ACT, RL_K_ADD, RL_K_EMBED, RL_K_GEMM_FP8, RL_K_GROUPED,
-    RL_K_N
+    RL_K_FUSED_MOE, RL_K_N
 };
 /* "gemm", "attention", "norm", "rope", "activation", "add", "embedding",
  * "gemm_fp8" (FP8 block-scaled GEMMs: DeepGEMM), "grouped_gemm" (a MoE
- * layer's expert GEMMs): the keys of a preset's "kernels" object. A preset
- * without the last two prices those GEMMs with its "gemm". */
+ * layer's expert GEMMs: DeepGEMM's grouped kernels), "fused_moe_triton"
+ * (the same GEMMs in FP8 by the Triton fused-MoE kernel, which SGLang and
+ * vLLM run when DeepEP is off): the keys of a preset's "kernels" object. A
+ * preset without "gemm_fp8" or "grouped_gemm" prices those GEMMs with its
+ * "gemm", without "fused_moe_triton" with its "grouped_gemm". */
 const char *rl_kernel_name(int kind);
 
 typedef struct rl_kernel {
@@ -34,10 +38,15 @@ typedef struct rl_kernel {
     double half_rows;                 /* M_h (GEMMs) */
     double row_s;                     /* per element of one row (stream kernels) */
     double index_s;                   /* per index of a small lookup (embedding) */
+    double max_tflops;                /* the highest FLOP rate the kernel reaches on this GPU, measured; 0: none */
 } rl_kernel;
 
 /* The pure roofline's parameters: efficiency 1, nothing else. */
 rl_kernel rl_kernel_pure(void);
+
+/* The FLOP rate a kernel computes at: peak·e_c, or its ceiling when lower,
+ * scaled by eff. */
+double rl_kernel_rate(const rl_kernel *k, double peak, double eff);
 
 /* peak: FLOP/s of the operands' dtype; hbm: bytes/s; wbytes: bytes per weight. */
 double rl_gemm_s(const rl_kernel *k, double peak, double hbm, double M, double K, double N, double wbytes,

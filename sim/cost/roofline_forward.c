@@ -84,20 +84,20 @@ void rl_gemm(rl_counter *c, const char *name, int op, double calls, double M, do
     const rl_kernel *k = &c->r->kern[fp8 ? RL_K_GEMM_FP8 : RL_K_GEMM];
     double peak = peak_of(c, fp8), eff = c->r->eff[op], in = fp8 ? 1 : AB;
     double bytes = K * N * wbytes + M * K * in + M * N * AB;
-    double tc = 2 * (M + k->half_rows) * K * N / (peak * k->compute_eff * eff);
+    double tc = 2 * (M + k->half_rows) * K * N / rl_kernel_rate(k, peak, eff);
     double tm = bytes / (c->hbm * k->memory_eff * eff);
     account(c, name, op, calls, 2 * M * K * N, bytes, rl_gemm_in_s(k, peak, c->hbm, M, K, N, wbytes, in, eff), tc, tm,
             false);
 }
 
-void rl_grouped(rl_counter *c, const char *name, int op, double calls, double rows, double experts, double K,
-                double N, double wbytes, bool fp8)
+void rl_grouped(rl_counter *c, const char *name, int op, int kind, double calls, double rows, double experts,
+                double K, double N, double wbytes, bool fp8)
 {
     if (rows <= 0 || calls <= 0 || experts <= 0) return;
-    const rl_kernel *k = &c->r->kern[RL_K_GROUPED];
+    const rl_kernel *k = &c->r->kern[kind];
     double peak = peak_of(c, fp8), eff = c->r->eff[op], in = fp8 ? 1 : AB;
     double bytes = experts * K * N * wbytes + rows * (K * in + N * AB);
-    double tc = 2 * (rows + experts * k->half_rows) * K * N / (peak * k->compute_eff * eff);
+    double tc = 2 * (rows + experts * k->half_rows) * K * N / rl_kernel_rate(k, peak, eff);
     double tm = bytes / (c->hbm * k->memory_eff * eff);
     account(c, name, op, calls, 2 * rows * K * N, bytes,
             rl_grouped_gemm_in_s(k, peak, c->hbm, rows, experts, K, N, wbytes, in, eff), tc, tm, false);
@@ -108,7 +108,7 @@ void rl_attention(rl_counter *c, const char *name, int op, double calls, double 
     if (calls <= 0 || (flops <= 0 && bytes <= 0)) return;
     const rl_kernel *k = &c->r->kern[RL_K_ATTENTION];
     double peak = peak_of(c, false), eff = c->r->eff[op];
-    double tc = flops / (peak * k->compute_eff * eff), tm = bytes / (c->hbm * k->memory_eff * eff);
+    double tc = flops / rl_kernel_rate(k, peak, eff), tm = bytes / (c->hbm * k->memory_eff * eff);
     account(c, name, op, calls, flops, bytes, k->floor_s + fmax(tc, tm), tc, tm, false);
 }
 
@@ -286,14 +286,14 @@ static void mla_attention(rl_counter *c, const rl_model *md, double L, const rl_
     if (Ta > 0) {
         /* the absorbed form: W_UK folded into the query and W_UV after,
          * bf16 batched GEMMs of one weight matrix per head */
-        rl_grouped(c, "bmm_w_kc", RL_MLA_UP_PROJ, L, Ta * qh, qh, nope, kr, AB, false);
+        rl_grouped(c, "bmm_w_kc", RL_MLA_UP_PROJ, RL_K_GROUPED, L, Ta * qh, qh, nope, kr, AB, false);
         small(c, "attn_prepare", RL_ATTN_META, L, 64 * (s->Sd + (mha ? 0 : s->Sp)), s->Sd);
         double pairs = s->pairs_d + (mha ? 0 : s->pairs_p), ctx = s->dctx + (mha ? 0 : s->pctx);
         int op = s->Tp > 0 && !mha && s->Td == 0 ? RL_ATTN_PREFILL : RL_ATTN_DECODE;
         rl_attention(c, op == RL_ATTN_PREFILL ? "attn_prefill" : "attn_decode", op, L,
                      2 * (2 * kr + rope) * qh * pairs, (ctx + Ta) * (kr + rope) * kvb + Ta * qh * (2 * kr + rope) * AB);
         small(c, "attn_combine", RL_ATTN_META, L, 4 * Ta * qh * kr * AB, qh * kr);
-        rl_grouped(c, "bmm_w_vc", RL_MLA_UP_PROJ, L, Ta * qh, qh, kr, vd, AB, false);
+        rl_grouped(c, "bmm_w_vc", RL_MLA_UP_PROJ, RL_K_GROUPED, L, Ta * qh, qh, kr, vd, AB, false);
     }
     layer_gemm(c, "o_proj", "o_quant", RL_O_PROJ, L, T, qh * vd, h);
 }
@@ -375,17 +375,21 @@ static void moe_layers(rl_counter *c, const rl_model *md, double Lm, const rl_sh
             rdma_copies = nodes > 1 ? touched_nodes(md, nodes) : 0;
         }
         deepep(c, "deepep_dispatch", Lm, Tr * nvl_share * bd, Tr * rdma_copies * bd, l);
-        rl_grouped(c, "moe_w13", RL_MOE_EXPERTS, Lm, rows, active, h, 2 * Ig, wb, fp8);
+        rl_grouped(c, "moe_w13", RL_MOE_EXPERTS, RL_K_GROUPED, Lm, rows, active, h, 2 * Ig, wb, fp8);
         rl_stream(c, "silu_and_mul_quant", RL_ACT, RL_K_ACT, Lm, 0, rows * Ig * (3 * AB + 1), Ig);
-        rl_grouped(c, "moe_w2", RL_MOE_EXPERTS, Lm, rows, active, Ig, h, wb, fp8);
+        rl_grouped(c, "moe_w2", RL_MOE_EXPERTS, RL_K_GROUPED, Lm, rows, active, Ig, h, wb, fp8);
         deepep(c, "deepep_combine", Lm, Tr * nvl_share * bc, Tr * rdma_copies * bc, l);
     } else {
+        /* SGLang's and vLLM's fused_moe Triton kernel: in FP8 its rate has a
+         * ceiling of its own (kernel_time.h); in bf16 it is priced as the
+         * grouped GEMM, as Mixtral's measured deployments hold */
+        int triton = fp8 ? RL_K_FUSED_MOE : RL_K_GROUPED;
         small(c, "moe_align", RL_MOE_ROUTE, (deepseek || Tg * k >= 1024 || E > 64) ? 2 * Lm : Lm, rows * 8, k);
         if (fp8) quant(c, "moe_w13_quant", Lm, Tg, h);
-        rl_grouped(c, "moe_w13", RL_MOE_EXPERTS, Lm, rows, active, h, 2 * Ig, wb, fp8);
+        rl_grouped(c, "moe_w13", RL_MOE_EXPERTS, triton, Lm, rows, active, h, 2 * Ig, wb, fp8);
         rl_stream(c, "moe_silu_and_mul", RL_ACT, RL_K_ACT, Lm, 0, 3 * rows * Ig * AB, Ig);
         if (fp8) quant(c, "moe_w2_quant", Lm, rows, Ig);
-        rl_grouped(c, "moe_w2", RL_MOE_EXPERTS, Lm, rows, active, Ig, h, wb, fp8);
+        rl_grouped(c, "moe_w2", RL_MOE_EXPERTS, triton, Lm, rows, active, Ig, h, wb, fp8);
         /* the weighted sum of each token's k outputs (Mixtral's k = 2: one add) */
         rl_stream(c, "moe_sum", RL_MOE_ROUTE, RL_K_ADD, Lm, 0, (Tg * (k + (fused ? 1 : 0)) + Tg) * h * AB, h);
     }

@@ -70,11 +70,12 @@ typedef struct rl_counter {
 
 void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out);
 
-/* Kernels. name is a static string; op the operator it is charged to. */
+/* Kernels. name is a static string; op the operator it is charged to;
+ * kind (rl_grouped) the kernel kind whose parameters price it. */
 void rl_gemm(rl_counter *c, const char *name, int op, double calls, double M, double K, double N, double wbytes,
              bool fp8);
-void rl_grouped(rl_counter *c, const char *name, int op, double calls, double rows, double experts, double K,
-                double N, double wbytes, bool fp8);
+void rl_grouped(rl_counter *c, const char *name, int op, int kind, double calls, double rows, double experts,
+                double K, double N, double wbytes, bool fp8);
 void rl_attention(rl_counter *c, const char *name, int op, double calls, double flops, double bytes);
 /* A kernel streaming bytes that walks each token's row of `row` elements. */
 void rl_stream(rl_counter *c, const char *name, int op, int kind, double calls, double flops, double bytes,

@@ -186,7 +186,12 @@ static int carry_kernels(const char *from, const cost_src *src, rl_gpu *g, int d
         double ridge = (g->bf16_tflops / g->hbm_GBps) / (ref->bf16_tflops / ref->hbm_GBps);
         for (int i = 0; i < RL_K_N; i++) {
             g->kern[i] = ref->kern[i];
-            if (i == RL_K_GEMM || i == RL_K_GEMM_FP8 || i == RL_K_GROUPED) g->kern[i].half_rows *= ridge;
+            if (i == RL_K_GEMM || i == RL_K_GEMM_FP8 || i == RL_K_GROUPED || i == RL_K_FUSED_MOE)
+                g->kern[i].half_rows *= ridge;
+            /* a ceiling is the chip's it was measured on: another SM count
+             * is another configuration of the die (the H20's 78 SMs reach
+             * 86% of their peak in the same Triton kernel) */
+            if (g->sms != ref->sms || !g->sms) g->kern[i].max_tflops = 0;
         }
     }
     free(ref);
@@ -196,7 +201,8 @@ static int carry_kernels(const char *from, const cost_src *src, rl_gpu *g, int d
 /* The "kernels" object: per kind of kernel its measured parameters
  * (kernel_time.h), or those carried from another GPU; a kind absent, or the
  * whole object, is the pure roofline's, except the FP8 and grouped GEMMs,
- * which take the plain GEMM's. */
+ * which take the plain GEMM's, and the Triton fused MoE, which takes the
+ * grouped GEMM's (its fields, where it names only some). */
 static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, int depth, rh_err *e)
 {
     for (int i = 0; i < RL_K_N; i++) g->kern[i] = rl_kernel_pure();
@@ -213,7 +219,7 @@ static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, int dept
     if (cj_string(k, "kernels", "carry_from", 0, NULL, &from, src, e) < 0) return -1;
     if (from && carry_kernels(from, src, g, depth, e) < 0) return -1;
     static const char *const fields[] = {"compute_efficiency", "memory_efficiency", "floor_s", "half_rows", "row_s",
-                                         "index_s", "source", NULL};
+                                         "index_s", "max_tflops", "source", NULL};
     bool given[RL_K_N] = {0};
     for (int i = 0; i < RL_K_N; i++) {
         json_t *o = json_object_get(k, rl_kernel_name(i));
@@ -223,6 +229,7 @@ static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, int dept
         snprintf(at, sizeof at, "kernels.%s", rl_kernel_name(i));
         rl_kernel *p = &g->kern[i];
         rl_kernel base = from ? *p : rl_kernel_pure();
+        if (!from && i == RL_K_FUSED_MOE) base = g->kern[given[RL_K_GROUPED] ? RL_K_GROUPED : RL_K_GEMM];
         if (!json_is_object(o)) return cj_fail(src, "kernels", rl_kernel_name(i), e, "must be an object");
         if (cj_only_keys(o, at, fields, src, e) < 0 ||
             cj_number(o, at, "compute_efficiency", 0, base.compute_eff, 1e-3, 1, &p->compute_eff, src, e) < 0 ||
@@ -230,12 +237,14 @@ static int kernels_from_json(json_t *k, const cost_src *src, rl_gpu *g, int dept
             cj_number(o, at, "floor_s", 0, base.floor_s, 0, 1, &p->floor_s, src, e) < 0 ||
             cj_number(o, at, "half_rows", 0, base.half_rows, 0, 1e6, &p->half_rows, src, e) < 0 ||
             cj_number(o, at, "row_s", 0, base.row_s, 0, 1, &p->row_s, src, e) < 0 ||
-            cj_number(o, at, "index_s", 0, base.index_s, 0, 1, &p->index_s, src, e) < 0)
+            cj_number(o, at, "index_s", 0, base.index_s, 0, 1, &p->index_s, src, e) < 0 ||
+            cj_number(o, at, "max_tflops", 0, base.max_tflops, 0, 1e6, &p->max_tflops, src, e) < 0)
             return -1;
     }
     if (!from) {
         if (!given[RL_K_GEMM_FP8]) g->kern[RL_K_GEMM_FP8] = g->kern[RL_K_GEMM];
         if (!given[RL_K_GROUPED]) g->kern[RL_K_GROUPED] = g->kern[RL_K_GEMM];
+        if (!given[RL_K_FUSED_MOE]) g->kern[RL_K_FUSED_MOE] = g->kern[RL_K_GROUPED];
     }
     return 0;
 }
