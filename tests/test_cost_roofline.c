@@ -657,6 +657,45 @@ static void test_dp_attention(void)
     cost_free(one);
 }
 
+/* The weights as published: DeepSeek's FP8 checkpoint runs in FP8 on a GPU
+ * with FP8 tensor cores unless the file says otherwise, in bf16 on one
+ * without; a bf16 checkpoint stays bf16. */
+static double step_of(const char *json, const cost_seq *s, size_t n)
+{
+    cost_model *m = load(json);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_batch b = {.seqs = (cost_seq *)s, .n = n};
+    cost_batch_summarize(&b);
+    double t = cost_step_time(m, &b);
+    cost_free(m);
+    return t;
+}
+
+static void test_dtype_from_checkpoint(void)
+{
+    cost_seq s[2] = {{2048, 0, true}, {1, 1000, false}};
+#define R1(gpu, extra) "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-r1\", \"gpu\": \"" gpu "\", " \
+                       "\"tp\": 16" extra "}"
+    double h200 = step_of(R1("h200", ""), s, 2), h200_fp8 = step_of(R1("h200", ", \"dtype\": \"fp8\""), s, 2);
+    double h200_bf16 = step_of(R1("h200", ", \"dtype\": \"bf16\""), s, 2);
+    CLOSE(h200, h200_fp8);
+    CU_ASSERT(fabs(h200_bf16 / h200 - 1) > 0.02);
+    double a100 = step_of(R1("a100-80g", ""), s, 2), a100_bf16 = step_of(R1("a100-80g", ", \"dtype\": \"bf16\""), s, 2);
+    CLOSE(a100, a100_bf16);
+#undef R1
+    const char *l8 = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"";
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s}", l8);
+    snprintf(b, sizeof b, "%s, \"dtype\": \"bf16\"}", l8);
+    CLOSE(step_of(a, s, 2), step_of(b, s, 2));
+    rl_model m;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(rl_model_load("deepseek-v3", &m, &e), 0);
+    CU_ASSERT(m.fp8_checkpoint);
+    CU_ASSERT_EQUAL_FATAL(rl_model_load("llama-3-8b", &m, &e), 0);
+    CU_ASSERT(!m.fp8_checkpoint);
+}
+
 void register_test_cost_roofline(void)
 {
     CU_pSuite s = CU_add_suite("cost_roofline", init_presets, NULL);
@@ -671,4 +710,5 @@ void register_test_cost_roofline(void)
     CU_add_test(s, "presets by path, HF config.json", test_presets_by_path);
     CU_add_test(s, "data-parallel attention: a request runs on one rank", test_dp_attention);
     CU_add_test(s, "shipped presets cite their sources", test_shipped_presets_cite_sources);
+    CU_add_test(s, "dtype defaults to the checkpoint's where the GPU runs it", test_dtype_from_checkpoint);
 }

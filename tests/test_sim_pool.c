@@ -159,7 +159,7 @@ static void test_mla_and_refusal(void)
     rh_err e = {{0}};
     cost_memory mem;
     /* DeepSeek-R1 in bf16 on 4 H100s: weights of ~312 GiB a GPU. */
-    cost_model *m = roof("deepseek-r1", "h100-sxm", 4, "");
+    cost_model *m = roof("deepseek-r1", "h100-sxm", 4, ", \"dtype\": \"bf16\"");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL_FATAL(cost_memory_of(m, 0, &mem), 1);
     CU_ASSERT_EQUAL(sim_pool_size(&mem, &c, &o, &p, &e), -1);

@@ -667,16 +667,19 @@ cost_model *cost_roofline_parse(json_t *root, const cost_src *src, rh_err *e)
         cj_string(root, "", "host", 0, "sglang", &host, src, e) < 0 ||
         cj_uint(root, "", "tp", 0, 1, 1, 4096, &r->tp, src, e) < 0 ||
         cj_uint(root, "", "ep", 0, 1, 1, 4096, &ep, src, e) < 0 ||
-        parse_dtype(root, "dtype", "bf16", true, &wbytes, src, e) < 0 ||
         parse_dtype(root, "kv_dtype", "bf16", true, &r->kv_bytes, src, e) < 0 ||
         cj_number(root, "", "step_overhead_s", 0, 0, 0, 10, &r->base.over.step_s, src, e) < 0 ||
         cj_number(root, "", "collective_latency_s", 0, 0, 0, 1, &r->latency_s, src, e) < 0 ||
         cj_number(root, "", "draft_ratio", 0, COST_DRAFT_RATIO_DEFAULT, 0, 100, &r->base.draft_ratio, src, e) < 0 ||
         parse_efficiency(root, r, src, e) < 0)
         goto fail;
-    r->fp8 = wbytes == 1;
     if (rl_model_resolve(model, "model", src, &r->model, e) < 0 || rl_gpu_resolve(gpu, "gpu", src, &r->gpu, e) < 0)
         goto fail;
+    /* the weights as published: an FP8 checkpoint runs in FP8 where the GPU
+     * can (as SGLang and vLLM load DeepSeek-V3/R1), else in bf16 */
+    const char *dtype_default = r->model.fp8_checkpoint && r->gpu.fp8_tflops > 0 ? "fp8" : "bf16";
+    if (parse_dtype(root, "dtype", dtype_default, true, &wbytes, src, e) < 0) goto fail;
+    r->fp8 = wbytes == 1;
     if (draft) {
         if (rl_model_resolve(draft, "draft_model", src, &r->draft, e) < 0) goto fail;
         r->has_draft = true;

@@ -45,6 +45,7 @@ typedef struct rl_model {
     uint32_t n_group, topk_group;   /* group-limited routing (DeepSeek-V3: 8, 4); 0: none */
     uint32_t mtp_layers;        /* multi-token-prediction modules (DeepSeek's draft) */
     uint32_t max_position;      /* max_position_embeddings: the context length; 0 unknown */
+    bool fp8_checkpoint;        /* quantization_config.quant_method "fp8": the weights are published in FP8 */
 } rl_model;
 
 /* How collectives run on a GPU's links (sim/cost/collective.h): a

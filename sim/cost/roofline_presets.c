@@ -100,6 +100,18 @@ int rl_model_from_json(json_t *in, const cost_src *src, rl_model *m, rh_err *e)
     if (cj_uint(o, "", "num_nextn_predict_layers", 0, 0, 0, 16, &m->mtp_layers, src, e) < 0 ||
         cj_uint(o, "", "max_position_embeddings", 0, 0, 0, 1u << 26, &m->max_position, src, e) < 0)
         goto out;
+    /* DeepSeek-V3/R1 publish FP8 weights (block-scaled e4m3): a server
+     * loads them as they are, where the GPU has FP8 tensor cores */
+    json_t *q = json_object_get(o, "quantization_config");
+    if (q) {
+        const char *method;
+        if (!json_is_object(q)) {
+            cj_fail(src, "", "quantization_config", e, "must be an object, as in config.json");
+            goto out;
+        }
+        if (cj_string(q, "quantization_config", "quant_method", 1, NULL, &method, src, e) < 0) goto out;
+        m->fp8_checkpoint = !strcmp(method, "fp8");
+    }
     rc = 0;
 out:
     json_decref(o);
