@@ -1,5 +1,6 @@
 /* bench.c — `rehearse bench`: flags, help and exit codes. The work is in
  * the bench_* modules; this file only turns flags into their inputs. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -16,6 +17,8 @@
 #include "client/bench_summary.h"
 #include "engine/model/tokenizer.h"
 #include "util/args.h"
+#include "util/fs.h"
+#include "util/progress.h"
 
 static const char usage_text[] =
     "usage: rehearse bench [--base-url URL | --host H --port P] [--dataset random|shared-prefix|trace FILE]\n"
@@ -35,8 +38,10 @@ static const char usage_text[] =
     "  --endpoint PATH             /v1/completions (prompt as token ids, default),\n"
     "                              /v1/chat/completions (prompt as text) or /generate\n"
     "  --model NAME                default: the first id in GET /v1/models\n"
+    "  --served-model-name NAME    the name sent in requests (default --model's); --model then\n"
+    "                              names the model in the result file and its file name\n"
     "  --api-key KEY               sent as a bearer token (default $OPENAI_API_KEY)\n"
-    "  --header NAME=VALUE         one more HTTP header (repeatable)\n"
+    "  --header NAME=VALUE ...     more HTTP headers (several after one flag, or repeated)\n"
     "  --extra-body JSON           an object merged into every request body, last, so its\n"
     "                              fields win (also --extra-request-body)\n"
     "  --ignore-eos                ask for exactly the output length (the default unless\n"
@@ -45,6 +50,13 @@ static const char usage_text[] =
     "  --disable-stream            one JSON answer per request; TTFT then equals E2E\n"
     "  --request-timeout S         give up on a request after S seconds (default none)\n"
     "  --num-warmups N             N requests before the run, not measured (default 0)\n"
+    "  --warmup-requests N         SGLang's: N requests before the run, the test request among them\n"
+    "  --ready-check-timeout-sec S ask a server that does not answer again each second for S\n"
+    "                              seconds before giving up (default 0: once)\n"
+    "  --temperature T --top-p P --top-k K --min-p P --presence-penalty X --frequency-penalty X\n"
+    "  --repetition-penalty X      sampling parameters sent in every request (/generate: in its\n"
+    "                              sampling_params); default temperature 0, the rest the server's\n"
+    "  --disable-tqdm              no progress bar\n"
     "  One test request goes first, as vLLM's client sends one: a broken setup fails\n"
     "  there with the server's message.\n"
     "\n"
@@ -62,6 +74,8 @@ static const char usage_text[] =
     "  --random-output-len L       default 128\n"
     "  --random-range-ratio X      lengths uniform in [L(1-X), L(1+X)], X in [0, 1) (default 0);\n"
     "                              under --backend sglang*, SGLang's meaning: [L*X, L], X in [0, 1]\n"
+    "  Under --backend sglang* SGLang's defaults hold: --random-output-len 1024, --seed 1 and\n"
+    "  --random-range-ratio 0 (lengths uniform in [1, L]).\n"
     "  --random-input --random-output   the older names of --random-input-len/-output-len\n"
     "  --random-prefix-len L       tokens every random prompt shares, before its own (default 0)\n"
     "  --gsp-num-groups G          shared-prefix: groups (default 64)\n"
@@ -80,13 +94,21 @@ static const char usage_text[] =
     "  --max-concurrency C         at most C requests outstanding (default unlimited; a\n"
     "                              closed-loop trace: its client count)\n"
     "  --rate-scale X              a trace's arrivals run X times faster (default 1)\n"
+    "  --ramp-up-strategy linear|exponential --ramp-up-start-rps A --ramp-up-end-rps B\n"
+    "                              vLLM's ramp: request i of N sent at a rate moving from A to B\n"
+    "                              with i/(N-1), linearly or geometrically (instead of --request-rate)\n"
     "\n"
     "output:\n"
     "  --result-json FILE          the summary as JSON with vLLM's field names, plus the run's settings\n"
-    "  --save-result               the same into --result-dir (default .) as --result-filename (default\n"
+    "  --save-result               the same into --result-dir (default .; made when missing) as\n"
+    "                              --result-filename (default\n"
     "                              vLLM's BACKEND-RATEqps[-concurrencyC]-MODEL-DATE.json)\n"
+    "  --append-result             with --save-result: append one JSON line to the file, not replace it\n"
+    "  --label L                   the --save-result file name starts with L, not the backend\n"
+    "  --metadata KEY=VALUE ...    string keys added to the result file (vLLM's)\n"
     "  --output-file FILE          SGLang's: append the summary as one JSON line\n"
-    "  --save-detailed             add per-request lengths, TTFTs, ITLs, start times and errors to\n"
+    "  --save-detailed             add per-request lengths, TTFTs, ITLs, latencies, start and queue\n"
+    "                              times (the wait for a --max-concurrency slot) and errors to\n"
     "                              the JSON (also --output-details)\n"
     "  --percentile-metrics LIST   metrics printed and saved with percentiles: ttft,tpot,itl,e2el\n"
     "                              (default ttft,tpot,itl)\n"
@@ -116,6 +138,12 @@ typedef struct opts {
     unsigned long long port, num_prompts, max_concurrency, seed, vocab, trace_block, num_warmups;
     int num_prompts_set, rate_set, dataset_set, stream, verbose, save_detailed, vocab_set, endpoint_set;
     int ratio_set, save_result, keep_eos, eos_set;
+    int out_len_set, seed_set, disable_tqdm, append_result, ramp_exponential;
+    const char *served_model_name, *label, *ramp_strategy;
+    double ramp_start, ramp_end, ready_timeout;   /* ramp rates NaN: not given */
+    json_t *sampling;               /* --temperature, --top-p, ...: sent in every request (owned) */
+    char *sampling_members;         /* the same as JSON members, braces off (owned) */
+    json_t *metadata;               /* --metadata KEY=VALUE ...: keys of the result file (owned) */
     double request_rate, burstiness, rate_scale, request_timeout;
     bench_random_opts rnd;
     bench_shared_prefix_opts gsp;
@@ -138,6 +166,7 @@ static void defaults(opts *o)
     o->rate_scale = 1;
     o->rnd.input_len = 1024;
     o->rnd.output_len = 128;
+    o->ramp_start = o->ramp_end = NAN;
     o->gsp = (bench_shared_prefix_opts){.num_groups = 64, .prompts_per_group = 16, .system_prompt_len = 2048,
                                         .question_len = 128, .output_len = 256};
 }
@@ -199,13 +228,108 @@ static int take_goodput(opts *o, rh_args *a, rh_err *e)
     return taken ? 0 : rh_fail(e, "--goodput needs at least one KEY:MS (ttft:500 tpot:50 e2el:2000)");
 }
 
+/* The words after a flag that takes several (vLLM's nargs="+"): the first
+ * may be inline (--header=A=1), the rest up to the next flag. */
+static const char *next_word(rh_args *a)
+{
+    if (a->i < a->argc && a->argv[a->i][0] != '-') return a->argv[a->i++];
+    return NULL;
+}
+
+/* --header NAME=VALUE [NAME=VALUE ...] */
+static int take_headers(opts *o, rh_args *a, rh_err *e)
+{
+    const char *v = rh_args_value(a, e);
+    if (!v) return -1;
+    do {
+        if (take_header(o, v, e) < 0) return -1;
+    } while ((v = next_word(a)));
+    return 0;
+}
+
+/* --metadata KEY=VALUE [KEY=VALUE ...]: written as string keys of the
+ * result file, as vLLM records them. */
+static int take_metadata(opts *o, rh_args *a, rh_err *e)
+{
+    const char *v = rh_args_value(a, e);
+    if (!v) return -1;
+    if (!o->metadata && !(o->metadata = json_object())) return rh_fail(e, "out of memory");
+    do {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v) return rh_fail(e, "--metadata: '%s' must be KEY=VALUE", v);
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - v) < 127 ? (int)(eq - v) : 127, v);
+        json_t *val = json_string(eq + 1);
+        if (!val) return rh_fail(e, "--metadata: '%s' is not UTF-8", v);
+        json_object_set_new(o->metadata, key, val);
+    } while ((v = next_word(a)));
+    return 0;
+}
+
+/* Sampling parameters sent in every request under the API's own names
+ * (vLLM's client flags; /generate takes them in sampling_params). */
+static int take_sampling(opts *o, const char *n, const char *v, rh_err *e)
+{
+    static const char *const names[] = {"temperature", "top-p", "top-k", "min-p", "presence-penalty",
+                                        "frequency-penalty", "repetition-penalty", NULL};
+    int k = 0;
+    while (names[k] && strcmp(names[k], n)) k++;
+    if (!names[k]) return 1;
+    char flag[64], key[64];
+    snprintf(flag, sizeof flag, "--%s", n);
+    snprintf(key, sizeof key, "%s", n);
+    for (char *p = key; *p; p++)
+        if (*p == '-') *p = '_';
+    json_t *val;
+    if (k == 2) {
+        long long x;
+        if (rh_parse_i64(v, flag, &x, e) < 0) return -1;
+        if (x < -1 || x > 1 << 30) return rh_fail(e, "--top-k: %lld must be -1 (off) or a count of tokens", x);
+        val = json_integer(x);
+    } else {
+        double x;
+        if (rh_parse_double(v, flag, &x, e) < 0) return -1;
+        if (!isfinite(x)) return rh_fail(e, "%s: '%s' is not a finite number", flag, v);
+        if (k == 0 && x < 0) return rh_fail(e, "--temperature: %g must be 0 or above", x);
+        if (k == 1 && !(x > 0 && x <= 1)) return rh_fail(e, "--top-p: %g must be in (0, 1]", x);
+        if (k == 3 && !(x >= 0 && x <= 1)) return rh_fail(e, "--min-p: %g must be in [0, 1]", x);
+        if (k == 6 && !(x > 0)) return rh_fail(e, "--repetition-penalty: %g must be above 0", x);
+        val = json_real(x);
+    }
+    if (!o->sampling && !(o->sampling = json_object())) return rh_fail(e, "out of memory");
+    json_object_set_new(o->sampling, key, val);
+    return 0;
+}
+
+/* The flags that take one value; any other name is not a bench flag (so
+ * an unknown on/off flag is named unknown, not short of a value). */
+static const char *const VALUED[] = {
+    "base-url", "host", "port", "endpoint", "backend", "extra-body", "extra-request-body", "percentile-metrics",
+    "metric-percentiles", "result-dir", "result-filename", "output-file", "tokenizer", "sharegpt-output-len",
+    "num-warmups", "warmup-requests", "model", "served-model-name", "api-key", "request-timeout", "dataset",
+    "dataset-name", "dataset-path", "num-prompts", "request-rate", "burstiness", "max-concurrency", "rate-scale",
+    "random-input-len", "random-input", "random-output-len", "random-output", "random-prefix-len",
+    "random-range-ratio", "gsp-num-groups", "gsp-prompts-per-group", "gsp-system-prompt-len", "gsp-question-len",
+    "gsp-output-len", "vocab-size", "seed", "trace-block-size", "result-json", "record-trace", "slo-ttft",
+    "slo-tpot", "slo-e2e", "temperature", "top-p", "top-k", "min-p", "presence-penalty", "frequency-penalty",
+    "repetition-penalty", "label", "ready-check-timeout-sec", "ramp-up-strategy", "ramp-up-start-rps",
+    "ramp-up-end-rps", NULL};
+
+static int takes_value(const char *n)
+{
+    for (int i = 0; VALUED[i]; i++)
+        if (!strcmp(VALUED[i], n)) return 1;
+    return 0;
+}
+
 /* One flag with its value; 1 if the name is not a bench flag. */
 static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
 {
     char flag[140];
     snprintf(flag, sizeof flag, "--%s", n);
     static const char *const booleans[] = {"disable-stream", "verbose",    "save-detailed",      "output-details",
-                                           "save-result",    "ignore-eos", "disable-ignore-eos", NULL};
+                                           "save-result",    "ignore-eos", "disable-ignore-eos", "disable-tqdm",
+                                           "append-result",  NULL};
     for (int i = 0; booleans[i]; i++) {
         if (strcmp(n, booleans[i])) continue;
         if (rh_args_no_value(a, e) < 0) return -1;
@@ -215,6 +339,8 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         case 2:
         case 3: o->save_detailed = 1; break;
         case 4: o->save_result = 1; break;
+        case 7: o->disable_tqdm = 1; break;
+        case 8: o->append_result = 1; break;
         default:
             o->keep_eos = i == 6;
             o->eos_set = 1;
@@ -223,8 +349,13 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         return 0;
     }
     if (!strcmp(n, "goodput")) return take_goodput(o, a, e);
+    if (!strcmp(n, "header")) return take_headers(o, a, e);
+    if (!strcmp(n, "metadata")) return take_metadata(o, a, e);
+    if (!takes_value(n)) return 1;
     const char *v = rh_args_value(a, e);
     if (!v) return -1;
+    int sp = take_sampling(o, n, v, e);
+    if (sp <= 0) return sp;
     if (!strcmp(n, "base-url")) o->base_url = v;
     else if (!strcmp(n, "host")) o->host = v;
     else if (!strcmp(n, "port")) {
@@ -234,7 +365,6 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->endpoint = v;
         o->endpoint_set = 1;
     } else if (!strcmp(n, "backend")) o->backend = v;
-    else if (!strcmp(n, "header")) return take_header(o, v, e);
     else if (!strcmp(n, "extra-body") || !strcmp(n, "extra-request-body")) o->extra_body_arg = v;
     else if (!strcmp(n, "percentile-metrics")) o->percentile_metrics = v;
     else if (!strcmp(n, "metric-percentiles")) o->metric_percentiles = v;
@@ -247,7 +377,28 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         if (o->sharegpt_output_len < 1 || o->sharegpt_output_len > BENCH_MAX_TOKENS)
             return rh_fail(e, "--sharegpt-output-len: %llu is outside [1, %u]", o->sharegpt_output_len, BENCH_MAX_TOKENS);
     }
-    else if (!strcmp(n, "num-warmups")) {
+    else if (!strcmp(n, "served-model-name")) o->served_model_name = v;
+    else if (!strcmp(n, "label")) o->label = v;
+    else if (!strcmp(n, "ready-check-timeout-sec")) {
+        if (rh_parse_double(v, flag, &o->ready_timeout, e) < 0) return -1;
+        if (!(o->ready_timeout >= 0 && o->ready_timeout <= 86400))
+            return rh_fail(e, "--ready-check-timeout-sec: '%s' is outside [0, 86400]", v);
+    } else if (!strcmp(n, "ramp-up-strategy")) {
+        if (strcmp(v, "linear") && strcmp(v, "exponential"))
+            return rh_fail(e, "--ramp-up-strategy: '%s' is not linear or exponential", v);
+        o->ramp_strategy = v;
+        o->ramp_exponential = !strcmp(v, "exponential");
+    } else if (!strcmp(n, "ramp-up-start-rps") || !strcmp(n, "ramp-up-end-rps")) {
+        double *x = n[8] == 's' ? &o->ramp_start : &o->ramp_end;
+        if (rh_parse_double(v, flag, x, e) < 0) return -1;
+        if (!(*x >= 0 && isfinite(*x))) return rh_fail(e, "%s: '%s' must be a rate of 0 or above", flag, v);
+    } else if (!strcmp(n, "warmup-requests")) {
+        /* SGLang's: N requests before the run, the test request among them */
+        unsigned long long w;
+        if (rh_parse_u64(v, flag, &w, e) < 0) return -1;
+        if (w > 100001) return rh_fail(e, "--warmup-requests: %llu is too many", w);
+        o->num_warmups = w ? w - 1 : 0;
+    } else if (!strcmp(n, "num-warmups")) {
         if (rh_parse_u64(v, flag, &o->num_warmups, e) < 0) return -1;
         if (o->num_warmups > 100000) return rh_fail(e, "--num-warmups: %llu is too many", o->num_warmups);
     }
@@ -277,8 +428,10 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     } else if (!strcmp(n, "rate-scale")) return parse_positive(v, flag, &o->rate_scale, e);
     else if (!strcmp(n, "random-input-len") || !strcmp(n, "random-input"))
         return parse_len(v, flag, 1, &o->rnd.input_len, e);
-    else if (!strcmp(n, "random-output-len") || !strcmp(n, "random-output"))
+    else if (!strcmp(n, "random-output-len") || !strcmp(n, "random-output")) {
+        o->out_len_set = 1;
         return parse_len(v, flag, 1, &o->rnd.output_len, e);
+    }
     else if (!strcmp(n, "random-prefix-len")) return parse_len(v, flag, 0, &o->rnd.prefix_len, e);
     else if (!strcmp(n, "random-range-ratio")) {
         if (rh_parse_double(v, flag, &o->rnd.range_ratio, e) < 0) return -1;
@@ -292,7 +445,10 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         if (rh_parse_u64(v, flag, &o->vocab, e) < 0) return -1;
         if (o->vocab < 2 || o->vocab > 0x7fffffffull) return rh_fail(e, "--vocab-size: %llu is outside [2, 2^31)", o->vocab);
         o->vocab_set = 1;
-    } else if (!strcmp(n, "seed")) return rh_parse_u64(v, flag, &o->seed, e);
+    } else if (!strcmp(n, "seed")) {
+        o->seed_set = 1;
+        return rh_parse_u64(v, flag, &o->seed, e);
+    }
     else if (!strcmp(n, "trace-block-size")) {
         if (rh_parse_u64(v, flag, &o->trace_block, e) < 0) return -1;
         if (o->trace_block > 1u << 20) return rh_fail(e, "--trace-block-size: %llu is too large", o->trace_block);
@@ -362,6 +518,9 @@ static int take_extra_body(opts *o, rh_err *e)
 static void opts_free(opts *o)
 {
     free(o->extra_body);
+    free(o->sampling_members);
+    json_decref(o->sampling);
+    json_decref(o->metadata);
     for (size_t i = 0; i < o->n_headers; i++) free(o->headers[i]);
 }
 
@@ -385,10 +544,17 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
                               "sglang-oai-chat", o->backend);
         if (!o->endpoint_set) o->endpoint = b.endpoint;
         if (!o->eos_set) o->keep_eos = b.keep_eos;
+        /* SGLang's client's defaults: --random-output-len 1024, --seed 1,
+         * --random-range-ratio 0 (its meaning below: lengths uniform in
+         * [1, L], half of L on average). */
+        if (b.style == BENCH_STYLE_SGLANG) {
+            if (!o->out_len_set) o->rnd.output_len = 1024;
+            if (!o->seed_set) o->seed = 1;
+        }
         /* SGLang's --random-range-ratio R: lengths uniform in [L*R, L]. The
          * same interval as rehearse's [C(1-X), C(1+X)] with C = L(1+R)/2 and
          * X = (1-R)/(1+R) (R = 0 starts at one token). */
-        if (b.style == BENCH_STYLE_SGLANG && o->ratio_set) {
+        if (b.style == BENCH_STYLE_SGLANG && !strcmp(o->dataset, "random")) {
             double r = o->rnd.range_ratio;
             if (!(r >= 0 && r <= 1))
                 return rh_fail(e, "--random-range-ratio: %g must be in [0, 1] under --backend %s (SGLang's meaning)", r,
@@ -400,11 +566,28 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
                 *len = (uint32_t)ceil((lo + hi) / 2);
                 if (k == 0) x->range_ratio = hi > lo ? (hi - lo) / (hi + lo) : 0;
             }
-            printf("--random-range-ratio %g under --backend %s: lengths uniform in [L*%g, L], as SGLang's client "
-                   "draws them (vLLM's meaning is [L(1-X), L(1+X)])\n", r, o->backend, r);
+            printf("--random-range-ratio %g%s under --backend %s: lengths uniform in [L*%g, L], as SGLang's client "
+                   "draws them (vLLM's meaning is [L(1-X), L(1+X)])\n", r, o->ratio_set ? "" : " (SGLang's default)",
+                   o->backend, r);
         }
     }
     if (take_extra_body(o, e) < 0) return -1;
+    if (o->sampling) {
+        char *text = json_dumps(o->sampling, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        if (!text) return rh_fail(e, "out of memory");
+        size_t n = strlen(text);
+        memmove(text, text + 1, n - 2);   /* {"a":1} -> "a":1 */
+        text[n - 2] = '\0';
+        o->sampling_members = text;
+    }
+    if (o->ramp_strategy) {
+        if (isnan(o->ramp_start) || isnan(o->ramp_end))
+            return rh_fail(e, "--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps");
+        if (o->rate_set) return rh_fail(e, "--ramp-up-strategy and --request-rate conflict: the ramp sets the rate");
+        if (o->ramp_exponential && !(o->ramp_start > 0))
+            return rh_fail(e, "--ramp-up-start-rps must be above 0 with --ramp-up-strategy exponential");
+    } else if (!isnan(o->ramp_start) || !isnan(o->ramp_end))
+        return rh_fail(e, "--ramp-up-start-rps and --ramp-up-end-rps need --ramp-up-strategy linear|exponential");
     if (o->endpoint[0] != '/') return rh_fail(e, "--endpoint: '%s' must be a path such as /v1/completions", o->endpoint);
     if (strncmp(o->base_url ? o->base_url : "http://", "http://", 7) && strncmp(o->base_url, "https://", 8))
         return rh_fail(e, "--base-url: '%s' must start with http:// or https://", o->base_url);
@@ -453,7 +636,10 @@ static int build_dataset(const opts *o, const tokenizer *tok, bench_dataset *d, 
     if (rc < 0) return -1;
     d->vocab = (uint32_t)o->vocab;
     d->prompt_seed = o->seed;
-    if (strcmp(o->dataset, "trace") || o->rate_set) bench_dataset_set_rate(d, o->request_rate, o->burstiness, o->seed);
+    if (o->ramp_strategy)
+        bench_dataset_set_ramp(d, o->ramp_exponential, o->ramp_start, o->ramp_end, o->burstiness, o->seed);
+    else if (strcmp(o->dataset, "trace") || o->rate_set)
+        bench_dataset_set_rate(d, o->request_rate, o->burstiness, o->seed);
     return 0;
 }
 
@@ -478,7 +664,10 @@ static void print_settings(const opts *o, const bench_config *c, const bench_dat
 {
     printf("Server: %s%s, model %s\n", c->base_url, c->endpoint, c->model);
     printf("Dataset: %s, %zu requests\n", d->name, d->n);
-    if (strcmp(o->dataset, "trace") || o->rate_set) {
+    if (o->ramp_strategy) {
+        printf("Traffic request rate: ramp-up %s from %g to %g req/s\n", o->ramp_strategy, o->ramp_start, o->ramp_end);
+        printf("Burstiness factor: %g (%s)\n", o->burstiness, o->burstiness == 1 ? "Poisson process" : "gamma distribution");
+    } else if (strcmp(o->dataset, "trace") || o->rate_set) {
         if (isfinite(o->request_rate)) printf("Traffic request rate: %g req/s\n", o->request_rate);
         else printf("Traffic request rate: inf\n");
         printf("Burstiness factor: %g (%s)\n", o->burstiness, o->burstiness == 1 ? "Poisson process" : "gamma distribution");
@@ -545,11 +734,11 @@ static void result_name(const opts *o, const bench_config *c, const char *backen
     time_t now = time(NULL);
     struct tm tm;
     strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
-    const char *model = c->model ? c->model : "model", *slash = strrchr(model, '/');
+    const char *model = o->model ? o->model : c->model ? c->model : "model", *slash = strrchr(model, '/');
     if (o->result_filename) snprintf(out, cap, "%s/%s", o->result_dir ? o->result_dir : ".", o->result_filename);
     else
-        snprintf(out, cap, "%s/%s-%sqps%s-%s-%s.json", o->result_dir ? o->result_dir : ".", backend, rate, conc,
-                 slash ? slash + 1 : model, date);
+        snprintf(out, cap, "%s/%s-%sqps%s-%s-%s.json", o->result_dir ? o->result_dir : ".",
+                 o->label ? o->label : backend, rate, conc, slash ? slash + 1 : model, date);
 }
 
 static int run(opts *o, rh_err *e)
@@ -560,6 +749,10 @@ static int run(opts *o, rh_err *e)
         o->base_url = url;
     }
     if (!o->api_key) o->api_key = getenv("OPENAI_API_KEY");
+    /* --result-dir is made before the run (vLLM makes it too), so a folder
+     * that cannot be made fails here, not after the results are in. */
+    if (o->save_result && o->result_dir && rh_mkdir_p(o->result_dir) < 0)
+        return rh_fail(e, "--result-dir: cannot create %s: %s", o->result_dir, strerror(errno));
     backend_kind bk = backend_of(o);
     bench_selection sel;
     if (bench_selection_parse(&sel, o->percentile_metrics, o->metric_percentiles, e) < 0) return -1;
@@ -576,12 +769,13 @@ static int run(opts *o, rh_err *e)
         .base_url = o->base_url,
         .endpoint = o->endpoint,
         .api = bk.api,
-        .model = o->model,
+        .model = o->served_model_name ? o->served_model_name : o->model,
         .api_key = o->api_key,
         .stream = o->stream,
         .max_concurrency = o->max_concurrency ? o->max_concurrency : d.closed_loop_clients,
         .request_timeout = o->request_timeout,
-        .progress = 1,
+        .progress = !o->disable_tqdm,
+        .sampling = o->sampling_members,
         .log = o->verbose ? stderr : NULL,
         .keep_eos = o->keep_eos,
         .extra_body = o->extra_body,
@@ -592,7 +786,15 @@ static int run(opts *o, rh_err *e)
     char *found = NULL;
     bench_server_facts facts;
     bench_result *r = NULL;
-    int rc = bench_server_info(&c, o->model ? NULL : &found, &facts, e);
+    int rc = bench_server_info(&c, c.model ? NULL : &found, &facts, e);
+    /* --ready-check-timeout-sec S: a server still starting is asked again
+     * each second until S seconds have passed (vLLM's wait for readiness). */
+    double until = rh_now() + o->ready_timeout;
+    while (rc < 0 && rh_now() < until) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        rc = bench_server_info(&c, c.model ? NULL : &found, &facts, e);
+    }
     if (rc == 0 && found) c.model = found;
     /* Token-id prompts must stay inside the model's vocabulary: the server's
      * word for it, or the user's (chat sends words, not ids). */
@@ -652,12 +854,22 @@ static int run(opts *o, rh_err *e)
     bench_json_settings js = {&o->slo,     o->dataset, recorded ? NAN : o->request_rate, o->burstiness, o->rate_scale,
                               o->seed,     o->save_detailed, bk.name, bk.style, &sel, &pk, o->rnd.input_len,
                               o->rnd.output_len, o->rnd.range_ratio, scraped ? &before : NULL,
-                              scraped ? &after : NULL};
+                              scraped ? &after : NULL, o->model, NULL, 0};
+    json_t *extra = o->metadata ? json_deep_copy(o->metadata) : json_object();
+    if (extra && o->ramp_strategy) {
+        json_object_set_new(extra, "ramp_up_strategy", json_string(o->ramp_strategy));
+        json_object_set_new(extra, "ramp_up_start_rps", json_real(o->ramp_start));
+        json_object_set_new(extra, "ramp_up_end_rps", json_real(o->ramp_end));
+    }
+    if (extra && o->label) json_object_set_new(extra, "label", json_string(o->label));
+    js.extra = extra;
     if (rc == 0 && o->result_json) rc = bench_write_json(o->result_json, &c, &d, r, &s, &info, &js, e);
     if (rc == 0 && o->save_result) {
         char path[1024];
         result_name(o, &c, bk.name, path, sizeof path);
+        js.append = o->append_result;
         rc = bench_write_json(path, &c, &d, r, &s, &info, &js, e);
+        js.append = 0;
         if (rc == 0) printf("Results saved to %s\n", path);
     }
     if (rc == 0 && o->output_file) rc = bench_append_jsonl(o->output_file, &c, &d, r, &s, &js, e);
@@ -669,6 +881,7 @@ static int run(opts *o, rh_err *e)
         tr_header_free(&h);
     }
     if (rc == 0 && s.completed == 0) rc = rh_fail(e, "no request completed against %s", c.base_url);
+    json_decref(extra);
     if (r) bench_results_free(r, d.n);
     bench_dataset_free(&d);
     free(found);
