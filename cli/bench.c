@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -64,9 +65,18 @@ static const char usage_text[] =
     "  --dataset NAME [FILE]       random (default), shared-prefix, trace FILE (any trace\n"
     "                              `rehearse trace` reads) or sharegpt FILE (ShareGPT's JSON: each\n"
     "                              conversation's first turn sent as text, its reply's length the\n"
-    "                              output); also --dataset-name NAME --dataset-path FILE\n"
-    "  --tokenizer FILE            the model's tokenizer.json (or its directory): counts a ShareGPT\n"
-    "                              file's tokens, and gives the vocabulary size\n"
+    "                              output), custom FILE (vLLM's: JSONL of {\"prompt\": TEXT}, sent as\n"
+    "                              text, each asking for its \"output_tokens\" or --custom-output-len,\n"
+    "                              default 256); the other clients' names: mooncake FILE (a trace at\n"
+    "                              its timestamps), burstgpt FILE (its lengths at --request-rate),\n"
+    "                              random-ids (random), prefix_repetition (shared-prefix with vLLM's\n"
+    "                              --prefix-repetition-prefix-len 256, -suffix-len 256, -num-prefixes\n"
+    "                              10, -output-len 128), generated-shared-prefix; also\n"
+    "                              --dataset-name NAME --dataset-path FILE\n"
+    "  --tokenizer FILE|ID         the model's tokenizer.json (or its directory), or a Hugging Face\n"
+    "                              id an installed tokenizer serves (meta-llama/Llama-3*, Qwen/Qwen3*,\n"
+    "                              deepseek-ai/DeepSeek-V3*|R1*): counts text prompts' tokens, and\n"
+    "                              gives the vocabulary size\n"
     "  --sharegpt-output-len L     every ShareGPT request asks for L tokens\n"
     "  --num-prompts N             requests to send (default 1000; a trace: all of it;\n"
     "                              shared-prefix: groups x prompts per group)\n"
@@ -144,6 +154,9 @@ typedef struct opts {
     json_t *sampling;               /* --temperature, --top-p, ...: sent in every request (owned) */
     char *sampling_members;         /* the same as JSON members, braces off (owned) */
     json_t *metadata;               /* --metadata KEY=VALUE ...: keys of the result file (owned) */
+    bench_shared_prefix_opts rep;   /* --prefix-repetition-*: vLLM's prefix_repetition dataset */
+    int rep_set, custom_output_set;
+    uint32_t custom_output_len;
     double request_rate, burstiness, rate_scale, request_timeout;
     bench_random_opts rnd;
     bench_shared_prefix_opts gsp;
@@ -167,6 +180,9 @@ static void defaults(opts *o)
     o->rnd.input_len = 1024;
     o->rnd.output_len = 128;
     o->ramp_start = o->ramp_end = NAN;
+    o->rep = (bench_shared_prefix_opts){.num_groups = 10, .prompts_per_group = 1, .system_prompt_len = 256,
+                                        .question_len = 256, .output_len = 128};
+    o->custom_output_len = 256;
     o->gsp = (bench_shared_prefix_opts){.num_groups = 64, .prompts_per_group = 16, .system_prompt_len = 2048,
                                         .question_len = 128, .output_len = 256};
 }
@@ -313,13 +329,21 @@ static const char *const VALUED[] = {
     "gsp-output-len", "vocab-size", "seed", "trace-block-size", "result-json", "record-trace", "slo-ttft",
     "slo-tpot", "slo-e2e", "temperature", "top-p", "top-k", "min-p", "presence-penalty", "frequency-penalty",
     "repetition-penalty", "label", "ready-check-timeout-sec", "ramp-up-strategy", "ramp-up-start-rps",
-    "ramp-up-end-rps", NULL};
+    "ramp-up-end-rps", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
+    "prefix-repetition-output-len", "custom-output-len", NULL};
 
 static int takes_value(const char *n)
 {
     for (int i = 0; VALUED[i]; i++)
         if (!strcmp(VALUED[i], n)) return 1;
     return 0;
+}
+
+/* The datasets read from a file. */
+static int takes_file(const char *name)
+{
+    return !strcmp(name, "trace") || !strcmp(name, "sharegpt") || !strcmp(name, "mooncake") ||
+           !strcmp(name, "burstgpt") || !strcmp(name, "custom");
 }
 
 /* One flag with its value; 1 if the name is not a bench flag. */
@@ -409,8 +433,7 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->dataset = v;
         o->dataset_set = 1;
         /* `--dataset trace FILE`: the file may follow as the next word. */
-        if ((!strcmp(v, "trace") || !strcmp(v, "sharegpt")) && a->i < a->argc && a->argv[a->i][0] != '-')
-            o->dataset_path = a->argv[a->i++];
+        if (takes_file(v) && a->i < a->argc && a->argv[a->i][0] != '-') o->dataset_path = a->argv[a->i++];
     } else if (!strcmp(n, "dataset-path")) o->dataset_path = v;
     else if (!strcmp(n, "num-prompts")) {
         if (rh_parse_u64(v, flag, &o->num_prompts, e) < 0) return -1;
@@ -436,6 +459,21 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     else if (!strcmp(n, "random-range-ratio")) {
         if (rh_parse_double(v, flag, &o->rnd.range_ratio, e) < 0) return -1;
         o->ratio_set = 1;
+    } else if (!strcmp(n, "prefix-repetition-prefix-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 0, &o->rep.system_prompt_len, e);
+    } else if (!strcmp(n, "prefix-repetition-suffix-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.question_len, e);
+    } else if (!strcmp(n, "prefix-repetition-num-prefixes")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.num_groups, e);
+    } else if (!strcmp(n, "prefix-repetition-output-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.output_len, e);
+    } else if (!strcmp(n, "custom-output-len")) {
+        o->custom_output_set = 1;
+        return parse_len(v, flag, 1, &o->custom_output_len, e);
     } else if (!strcmp(n, "gsp-num-groups")) return parse_len(v, flag, 1, &o->gsp.num_groups, e);
     else if (!strcmp(n, "gsp-prompts-per-group")) return parse_len(v, flag, 1, &o->gsp.prompts_per_group, e);
     else if (!strcmp(n, "gsp-system-prompt-len")) return parse_len(v, flag, 0, &o->gsp.system_prompt_len, e);
@@ -591,15 +629,35 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
     if (o->endpoint[0] != '/') return rh_fail(e, "--endpoint: '%s' must be a path such as /v1/completions", o->endpoint);
     if (strncmp(o->base_url ? o->base_url : "http://", "http://", 7) && strncmp(o->base_url, "https://", 8))
         return rh_fail(e, "--base-url: '%s' must start with http:// or https://", o->base_url);
+    /* the other clients' names: SGLang's generated-shared-prefix and
+     * random-ids, vLLM's prefix_repetition (its lengths: --prefix-repetition-*,
+     * --num-prompts spread over the prefixes), a Mooncake trace replayed at
+     * its timestamps (SGLang's), BurstGPT's lengths at --request-rate (vLLM's) */
     if (!strcmp(o->dataset, "generated-shared-prefix")) o->dataset = "shared-prefix";
+    if (!strcmp(o->dataset, "random-ids")) o->dataset = "random";
+    if (!strcmp(o->dataset, "mooncake")) o->dataset = "trace";
+    if (!strcmp(o->dataset, "burstgpt")) {
+        o->dataset = "trace";
+        o->rate_set = 1;
+    }
+    if (!strcmp(o->dataset, "prefix_repetition") || !strcmp(o->dataset, "prefix-repetition")) {
+        o->dataset = "shared-prefix";
+        o->gsp = o->rep;
+        o->gsp.prompts_per_group = (uint32_t)((o->num_prompts + o->rep.num_groups - 1) / o->rep.num_groups);
+        o->num_prompts_set = 1;
+    } else if (o->rep_set)
+        return rh_fail(e, "--prefix-repetition-* are for --dataset prefix_repetition");
     if (strcmp(o->dataset, "random") && strcmp(o->dataset, "shared-prefix") && strcmp(o->dataset, "trace") &&
-        strcmp(o->dataset, "sharegpt"))
-        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace or sharegpt", o->dataset);
-    if ((!strcmp(o->dataset, "trace") || !strcmp(o->dataset, "sharegpt")) && !o->dataset_path)
+        strcmp(o->dataset, "sharegpt") && strcmp(o->dataset, "custom"))
+        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace, sharegpt, custom, mooncake, burstgpt, "
+                          "prefix_repetition, random-ids or generated-shared-prefix", o->dataset);
+    if (takes_file(o->dataset) && !o->dataset_path)
         return rh_fail(e, "--dataset %s needs a file: --dataset %s FILE", o->dataset, o->dataset);
     if (o->dataset_path && !o->dataset_set) o->dataset = "trace";
-    if (o->dataset_path && strcmp(o->dataset, "trace") && strcmp(o->dataset, "sharegpt"))
-        return rh_fail(e, "--dataset-path is for --dataset trace or sharegpt");
+    if (o->dataset_path && !takes_file(o->dataset))
+        return rh_fail(e, "--dataset-path is for --dataset trace, sharegpt, custom, mooncake or burstgpt");
+    if (o->custom_output_set && strcmp(o->dataset, "custom"))
+        return rh_fail(e, "--custom-output-len is for --dataset custom");
     if (o->sharegpt_output_len && strcmp(o->dataset, "sharegpt"))
         return rh_fail(e, "--sharegpt-output-len is for --dataset sharegpt");
     if (o->rate_scale != 1 && strcmp(o->dataset, "trace"))
@@ -613,7 +671,11 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
 static int build_dataset(const opts *o, const tokenizer *tok, bench_dataset *d, rh_err *e)
 {
     int rc;
-    if (!strcmp(o->dataset, "sharegpt")) {
+    if (!strcmp(o->dataset, "custom")) {
+        bench_custom_opts g = {.num_prompts = o->num_prompts, .output_len = o->custom_output_len, .seed = o->seed,
+                               .tok = tok};
+        rc = bench_dataset_custom(d, o->dataset_path, &g, e);
+    } else if (!strcmp(o->dataset, "sharegpt")) {
         bench_sharegpt_opts g = {.num_prompts = o->num_prompts, .output_len = (uint32_t)o->sharegpt_output_len,
                                  .seed = o->seed, .tok = tok};
         rc = bench_dataset_sharegpt(d, o->dataset_path, &g, e);
@@ -757,7 +819,17 @@ static int run(opts *o, rh_err *e)
     bench_selection sel;
     if (bench_selection_parse(&sel, o->percentile_metrics, o->metric_percentiles, e) < 0) return -1;
     tokenizer *tok = NULL;
-    if (o->tokenizer_path && !(tok = tok_load(o->tokenizer_path, e))) return rh_prefix(e, "--tokenizer");
+    if (o->tokenizer_path) {
+        /* a file or folder, else a Hugging Face id an installed tokenizer serves */
+        char buf[4400];
+        struct stat st;
+        const char *path = o->tokenizer_path;
+        if (stat(path, &st) != 0 && !(path = tok_installed_for_id(o->tokenizer_path, buf, sizeof buf)))
+            return rh_fail(e, "--tokenizer: '%s' is neither a tokenizer.json (or its folder) nor the Hugging Face id "
+                              "of an installed tokenizer (meta-llama/Llama-3*, Qwen/Qwen3*, deepseek-ai/DeepSeek-V3* "
+                              "or -R1*; `make node-deps` installs them)", o->tokenizer_path);
+        if (!(tok = tok_load(path, e))) return rh_prefix(e, "--tokenizer");
+    }
     bench_dataset d;
     if (build_dataset(o, tok, &d, e) < 0) {
         tok_free(tok);
@@ -798,7 +870,7 @@ static int run(opts *o, rh_err *e)
     if (rc == 0 && found) c.model = found;
     /* Token-id prompts must stay inside the model's vocabulary: the server's
      * word for it, or the user's (chat sends words, not ids). */
-    bool ids = c.api != BENCH_API_CHAT && strcmp(o->dataset, "sharegpt");
+    bool ids = c.api != BENCH_API_CHAT && strcmp(o->dataset, "sharegpt") && strcmp(o->dataset, "custom");
     if (rc == 0 && !o->vocab_set && ids) {
         if (facts.vocab_size) d.vocab = facts.vocab_size;
         else if (tok_vocab) d.vocab = tok_vocab;

@@ -125,6 +125,17 @@ typedef struct bench_sharegpt_opts {
     const tokenizer *tok;
 } bench_sharegpt_opts;
 int bench_dataset_sharegpt(bench_dataset *d, const char *path, const bench_sharegpt_opts *o, rh_err *e);
+/* vLLM's `custom` dataset: JSONL lines of {"prompt": TEXT} (and, when
+ * given, "output_tokens": N), each prompt sent as text and counted with
+ * `tok` (NULL: one token per byte); the output length the line's, else
+ * output_len. Shuffled with the seed, then the first num_prompts. */
+typedef struct bench_custom_opts {
+    size_t num_prompts;
+    uint32_t output_len;
+    uint64_t seed;
+    const tokenizer *tok;
+} bench_custom_opts;
+int bench_dataset_custom(bench_dataset *d, const char *path, const bench_custom_opts *o, rh_err *e);
 /* The prompt ids of item i (its input_len of them) into out. */
 void bench_item_tokens(const bench_dataset *d, size_t i, int32_t *out);
 

@@ -209,7 +209,7 @@ static void test_bad_flags(void)
         {"--burstiness -1", "--burstiness"},
         {"--max-concurrency 0", "--max-concurrency must be at least 1"},
         {"--num-prompts 0", "--num-prompts"},
-        {"--dataset sonnet", "--dataset: 'sonnet' is not random, shared-prefix, trace or sharegpt"},
+        {"--dataset sonnet", "--dataset: 'sonnet' is not random, shared-prefix, trace, sharegpt, custom"},
         {"--dataset sharegpt", "--dataset sharegpt needs a file"},
         {"--sharegpt-output-len 5", "--sharegpt-output-len is for --dataset sharegpt"},
         {"--dataset trace", "--dataset trace needs a file"},

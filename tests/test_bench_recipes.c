@@ -15,6 +15,7 @@
 #include "client/bench_body.h"
 #include "client/bench_json.h"
 #include "client/bench_mock.h"
+#include "engine/model/tokenizer.h"
 #include "traces/import/import.h"
 #include "testutil.h"
 
@@ -261,6 +262,115 @@ static void test_their_result_keys(void)
     bench_dataset_free(&d);
 }
 
+/* Datasets under the other clients' names: custom JSONL (text prompts,
+ * each line's output_tokens or --custom-output-len), prefix_repetition
+ * (num_prompts spread over the prefixes, each sharing its prefix), mooncake
+ * and burstgpt files, random-ids. */
+static void test_datasets_by_their_names(void)
+{
+    bench_mock_opts mo = {.first_token_s = 0.001, .itl_s = 0.0001, .vocab_size = 1000, .cache_block = 16};
+    rh_err e;
+    bench_mock *m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char file[256], args[2048];
+    tu_tmp_path("custom.jsonl", file, sizeof file);
+    const char *text = "{\"prompt\": \"one two three\"}\n\n{\"prompt\": \"four five\", \"output_tokens\": 5}\n"
+                       "{\"prompt\": \"six\"}\n";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(file, text, strlen(text)), 0);
+    snprintf(args, sizeof args, "--base-url %s --dataset custom %s --custom-output-len 4", bench_mock_url(m), file);
+    CU_ASSERT_EQUAL_FATAL(bench(args), 0);
+    const bench_mock_request *q;
+    size_t n = bench_mock_requests(m, &q);
+    CU_ASSERT_EQUAL_FATAL(n, 1 + 3);
+    int fives = 0, fours = 0;
+    for (size_t i = 1; i < n; i++) {
+        fives += q[i].max_tokens == 5;
+        fours += q[i].max_tokens == 4;
+    }
+    CU_ASSERT(fives == 1 && fours == 2);
+    bench_mock_stop(m);
+
+    /* prefix_repetition: 12 prompts over 3 prefixes of 32 tokens, the
+     * perfect cache of the mock hits each prefix after its first prompt */
+    m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    snprintf(args, sizeof args, "--base-url %s --dataset prefix_repetition --num-prompts 12 "
+             "--prefix-repetition-prefix-len 32 --prefix-repetition-suffix-len 8 --prefix-repetition-num-prefixes 3 "
+             "--prefix-repetition-output-len 3 --max-concurrency 1", bench_mock_url(m));
+    CU_ASSERT_EQUAL_FATAL(bench(args), 0);
+    n = bench_mock_requests(m, &q);
+    CU_ASSERT_EQUAL_FATAL(n, 1 + 12);
+    int hits = 0;
+    for (size_t i = 1; i < n; i++) {
+        CU_ASSERT(q[i].prompt_len == 40 && q[i].max_tokens == 3);
+        hits += q[i].cached >= 32;
+    }
+    CU_ASSERT(hits >= 12 - 3);
+    bench_mock_stop(m);
+
+    /* random-ids is random; a Mooncake file and a BurstGPT file by name */
+    m = bench_mock_start(&mo, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char moon[256], burst[256];
+    tu_tmp_path("moon.jsonl", moon, sizeof moon);
+    tu_tmp_path("burst.csv", burst, sizeof burst);
+    const char *mt = "{\"timestamp\": 0, \"input_length\": 20, \"output_length\": 2, \"hash_ids\": [1]}\n"
+                     "{\"timestamp\": 10, \"input_length\": 30, \"output_length\": 3, \"hash_ids\": [1]}\n";
+    const char *bt = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                     "5,ChatGPT,21,2,23,Conversation log\n900,ChatGPT,22,3,25,Conversation log\n";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(moon, mt, strlen(mt)), 0);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(burst, bt, strlen(bt)), 0);
+    snprintf(args, sizeof args, "--base-url %s --dataset random-ids --num-prompts 2 --random-input-len 8 "
+             "--random-output-len 2", bench_mock_url(m));
+    CU_ASSERT_EQUAL(bench(args), 0);
+    snprintf(args, sizeof args, "--base-url %s --dataset mooncake %s --rate-scale 1000", bench_mock_url(m), moon);
+    CU_ASSERT_EQUAL(bench(args), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "Dataset: ") && strstr(out, "2 requests"));
+    /* BurstGPT's 900 s gap is not waited: its lengths at --request-rate (inf) */
+    snprintf(args, sizeof args, "--base-url %s --dataset burstgpt %s", bench_mock_url(m), burst);
+    CU_ASSERT_EQUAL(bench(args), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "Traffic request rate: inf"));
+    n = bench_mock_requests(m, &q);
+    CU_ASSERT_EQUAL(n, 3 + 3 + 3);
+    CU_ASSERT(q[n - 1].prompt_len == 21 || q[n - 1].prompt_len == 22);
+    bench_mock_stop(m);
+}
+
+/* --tokenizer by a Hugging Face id resolves the installed tokenizer (it
+ * counts a custom file's prompt in that tokenizer's tokens); a name that
+ * is neither a file nor such an id is refused, naming the flag. */
+static void test_tokenizer_by_id(void)
+{
+    char buf[4400];
+    if (!tok_installed("llama3", buf, sizeof buf)) {
+        printf("\n  SKIPPED: the packaged Llama 3 tokenizer is not installed (make node-deps)\n");
+    } else {
+        char got[4400];
+        CU_ASSERT_PTR_NOT_NULL(tok_installed_for_id("meta-llama/Llama-3.1-8B-Instruct", got, sizeof got));
+        CU_ASSERT_STRING_EQUAL(got, buf);
+        bench_mock_opts mo = {.first_token_s = 0.001, .itl_s = 0.0001, .vocab_size = 1000};
+        rh_err e;
+        bench_mock *m = bench_mock_start(&mo, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        char file[256], json[256], args[2048];
+        tu_tmp_path("custom_tok.jsonl", file, sizeof file);
+        tu_tmp_path("custom_tok.json", json, sizeof json);
+        const char *text = "{\"prompt\": \"Hello world, hello world\"}\n";
+        CU_ASSERT_EQUAL_FATAL(tu_write_file(file, text, strlen(text)), 0);
+        snprintf(args, sizeof args, "--base-url %s --dataset custom %s --custom-output-len 2 --tokenizer "
+                 "meta-llama/Llama-3.1-8B-Instruct --disable-stream --result-json %s --save-detailed",
+                 bench_mock_url(m), file, json);
+        CU_ASSERT_EQUAL(bench(args), 0);
+        bench_mock_stop(m);
+    }
+    CU_ASSERT_PTR_NULL(tok_installed_for_id("acme/NoSuchModel-7B", buf, sizeof buf));
+    char args[512];
+    snprintf(args, sizeof args, "REHEARSE_PROGRESS=0 %s bench --base-url http://127.0.0.1:1 --tokenizer "
+             "acme/NoSuchModel-7B", tu_bin());
+    CU_ASSERT_EQUAL(tu_run(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--tokenizer: 'acme/NoSuchModel-7B' is neither"));
+}
+
 static void test_bad_recipe_flags(void)
 {
     const struct { const char *args, *says; } bad[] = {
@@ -276,6 +386,11 @@ static void test_bad_recipe_flags(void)
         {"--ramp-up-strategy exponential --ramp-up-start-rps 0 --ramp-up-end-rps 9", "must be above 0"},
         {"--ramp-up-strategy linear --ramp-up-start-rps 1 --ramp-up-end-rps 2 --request-rate 3", "conflict"},
         {"--disable-tqdm=yes", "disable-tqdm"},
+        {"--dataset custom", "--dataset custom needs a file"},
+        {"--dataset custom /nonexistent.jsonl", "/nonexistent.jsonl: cannot open"},
+        {"--prefix-repetition-num-prefixes 3", "are for --dataset prefix_repetition"},
+        {"--custom-output-len 3", "--custom-output-len is for --dataset custom"},
+        {"--dataset lmsys", "--dataset: 'lmsys' is not"},
     };
     char args[1024];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -297,5 +412,8 @@ void register_test_bench_recipes(void)
     CU_add_test(s, "--warmup-requests, ramp-up, sampling and readiness flags run", test_warmups_and_ramp);
     CU_add_test(s, "sampling flags in every request body, once", test_sampling_in_every_body);
     CU_add_test(s, "bad recipe flags and unknown switches", test_bad_recipe_flags);
+    CU_add_test(s, "datasets by their names: custom, prefix_repetition, random-ids, mooncake, burstgpt",
+                test_datasets_by_their_names);
+    CU_add_test(s, "--tokenizer by a Hugging Face id", test_tokenizer_by_id);
     CU_add_test(s, "vLLM's spec_decode_*, latencies, queue_times; SGLang's accept_length", test_their_result_keys);
 }
