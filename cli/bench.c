@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli/bench_flags.h"
 #include "cli/cli.h"
 #include "client/bench.h"
 #include "client/bench_json.h"
@@ -204,25 +205,6 @@ static int parse_positive(const char *v, const char *flag, double *out, rh_err *
     return 0;
 }
 
-/* --header NAME=VALUE (vLLM's form) or "NAME: VALUE". */
-static int take_header(opts *o, const char *v, rh_err *e)
-{
-    const char *eq = strchr(v, '='), *colon = strchr(v, ':');
-    const char *sep = eq && (!colon || eq < colon) ? eq : colon;
-    if (!sep || sep == v) return rh_fail(e, "--header: '%s' must be NAME=VALUE", v);
-    for (const char *p = v; *p; p++)
-        if (*p == '\r' || *p == '\n') return rh_fail(e, "--header: '%s' holds a line break", v);
-    if (o->n_headers == MAX_HEADERS) return rh_fail(e, "--header: at most %d headers", MAX_HEADERS);
-    size_t k = (size_t)(sep - v);
-    const char *val = sep + 1;
-    while (*val == ' ') val++;
-    char *h = malloc(k + strlen(val) + 3);
-    if (!h) return rh_fail(e, "out of memory");
-    sprintf(h, "%.*s: %s", (int)k, v, val);
-    o->headers[o->n_headers++] = h;
-    return 0;
-}
-
 /* --goodput ttft:MS tpot:MS e2el:MS: the pairs are the words that follow. */
 static int take_goodput(opts *o, rh_args *a, rh_err *e)
 {
@@ -242,108 +224,6 @@ static int take_goodput(opts *o, rh_args *a, rh_err *e)
         taken++;
     }
     return taken ? 0 : rh_fail(e, "--goodput needs at least one KEY:MS (ttft:500 tpot:50 e2el:2000)");
-}
-
-/* The words after a flag that takes several (vLLM's nargs="+"): the first
- * may be inline (--header=A=1), the rest up to the next flag. */
-static const char *next_word(rh_args *a)
-{
-    if (a->i < a->argc && a->argv[a->i][0] != '-') return a->argv[a->i++];
-    return NULL;
-}
-
-/* --header NAME=VALUE [NAME=VALUE ...] */
-static int take_headers(opts *o, rh_args *a, rh_err *e)
-{
-    const char *v = rh_args_value(a, e);
-    if (!v) return -1;
-    do {
-        if (take_header(o, v, e) < 0) return -1;
-    } while ((v = next_word(a)));
-    return 0;
-}
-
-/* --metadata KEY=VALUE [KEY=VALUE ...]: written as string keys of the
- * result file, as vLLM records them. */
-static int take_metadata(opts *o, rh_args *a, rh_err *e)
-{
-    const char *v = rh_args_value(a, e);
-    if (!v) return -1;
-    if (!o->metadata && !(o->metadata = json_object())) return rh_fail(e, "out of memory");
-    do {
-        const char *eq = strchr(v, '=');
-        if (!eq || eq == v) return rh_fail(e, "--metadata: '%s' must be KEY=VALUE", v);
-        char key[128];
-        snprintf(key, sizeof key, "%.*s", (int)(eq - v) < 127 ? (int)(eq - v) : 127, v);
-        json_t *val = json_string(eq + 1);
-        if (!val) return rh_fail(e, "--metadata: '%s' is not UTF-8", v);
-        json_object_set_new(o->metadata, key, val);
-    } while ((v = next_word(a)));
-    return 0;
-}
-
-/* Sampling parameters sent in every request under the API's own names
- * (vLLM's client flags; /generate takes them in sampling_params). */
-static int take_sampling(opts *o, const char *n, const char *v, rh_err *e)
-{
-    static const char *const names[] = {"temperature", "top-p", "top-k", "min-p", "presence-penalty",
-                                        "frequency-penalty", "repetition-penalty", NULL};
-    int k = 0;
-    while (names[k] && strcmp(names[k], n)) k++;
-    if (!names[k]) return 1;
-    char flag[64], key[64];
-    snprintf(flag, sizeof flag, "--%s", n);
-    snprintf(key, sizeof key, "%s", n);
-    for (char *p = key; *p; p++)
-        if (*p == '-') *p = '_';
-    json_t *val;
-    if (k == 2) {
-        long long x;
-        if (rh_parse_i64(v, flag, &x, e) < 0) return -1;
-        if (x < -1 || x > 1 << 30) return rh_fail(e, "--top-k: %lld must be -1 (off) or a count of tokens", x);
-        val = json_integer(x);
-    } else {
-        double x;
-        if (rh_parse_double(v, flag, &x, e) < 0) return -1;
-        if (!isfinite(x)) return rh_fail(e, "%s: '%s' is not a finite number", flag, v);
-        if (k == 0 && x < 0) return rh_fail(e, "--temperature: %g must be 0 or above", x);
-        if (k == 1 && !(x > 0 && x <= 1)) return rh_fail(e, "--top-p: %g must be in (0, 1]", x);
-        if (k == 3 && !(x >= 0 && x <= 1)) return rh_fail(e, "--min-p: %g must be in [0, 1]", x);
-        if (k == 6 && !(x > 0)) return rh_fail(e, "--repetition-penalty: %g must be above 0", x);
-        val = json_real(x);
-    }
-    if (!o->sampling && !(o->sampling = json_object())) return rh_fail(e, "out of memory");
-    json_object_set_new(o->sampling, key, val);
-    return 0;
-}
-
-/* The flags that take one value; any other name is not a bench flag (so
- * an unknown on/off flag is named unknown, not short of a value). */
-static const char *const VALUED[] = {
-    "base-url", "host", "port", "endpoint", "backend", "extra-body", "extra-request-body", "percentile-metrics",
-    "metric-percentiles", "result-dir", "result-filename", "output-file", "tokenizer", "sharegpt-output-len",
-    "num-warmups", "warmup-requests", "model", "served-model-name", "api-key", "request-timeout", "dataset",
-    "dataset-name", "dataset-path", "num-prompts", "request-rate", "burstiness", "max-concurrency", "rate-scale",
-    "random-input-len", "random-input", "random-output-len", "random-output", "random-prefix-len",
-    "random-range-ratio", "gsp-num-groups", "gsp-prompts-per-group", "gsp-system-prompt-len", "gsp-question-len",
-    "gsp-output-len", "vocab-size", "seed", "trace-block-size", "result-json", "record-trace", "slo-ttft",
-    "slo-tpot", "slo-e2e", "temperature", "top-p", "top-k", "min-p", "presence-penalty", "frequency-penalty",
-    "repetition-penalty", "label", "ready-check-timeout-sec", "ramp-up-strategy", "ramp-up-start-rps",
-    "ramp-up-end-rps", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
-    "prefix-repetition-output-len", "custom-output-len", NULL};
-
-static int takes_value(const char *n)
-{
-    for (int i = 0; VALUED[i]; i++)
-        if (!strcmp(VALUED[i], n)) return 1;
-    return 0;
-}
-
-/* The datasets read from a file. */
-static int takes_file(const char *name)
-{
-    return !strcmp(name, "trace") || !strcmp(name, "sharegpt") || !strcmp(name, "mooncake") ||
-           !strcmp(name, "burstgpt") || !strcmp(name, "custom");
 }
 
 /* One flag with its value; 1 if the name is not a bench flag. */
@@ -373,12 +253,12 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         return 0;
     }
     if (!strcmp(n, "goodput")) return take_goodput(o, a, e);
-    if (!strcmp(n, "header")) return take_headers(o, a, e);
-    if (!strcmp(n, "metadata")) return take_metadata(o, a, e);
-    if (!takes_value(n)) return 1;
+    if (!strcmp(n, "header")) return bench_take_headers(a, o->headers, &o->n_headers, MAX_HEADERS, e);
+    if (!strcmp(n, "metadata")) return bench_take_metadata(a, &o->metadata, e);
+    if (!bench_takes_value(n)) return 1;
     const char *v = rh_args_value(a, e);
     if (!v) return -1;
-    int sp = take_sampling(o, n, v, e);
+    int sp = bench_take_sampling(n, v, &o->sampling, e);
     if (sp <= 0) return sp;
     if (!strcmp(n, "base-url")) o->base_url = v;
     else if (!strcmp(n, "host")) o->host = v;
@@ -433,7 +313,7 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->dataset = v;
         o->dataset_set = 1;
         /* `--dataset trace FILE`: the file may follow as the next word. */
-        if (takes_file(v) && a->i < a->argc && a->argv[a->i][0] != '-') o->dataset_path = a->argv[a->i++];
+        if (bench_takes_file(v) && a->i < a->argc && a->argv[a->i][0] != '-') o->dataset_path = a->argv[a->i++];
     } else if (!strcmp(n, "dataset-path")) o->dataset_path = v;
     else if (!strcmp(n, "num-prompts")) {
         if (rh_parse_u64(v, flag, &o->num_prompts, e) < 0) return -1;
@@ -543,14 +423,9 @@ static int take_extra_body(opts *o, rh_err *e)
         return rh_fail(e, "--extra-body: '%.80s' is not a JSON object%s%s", o->extra_body_arg, j ? "" : ": ",
                        j ? "" : je.text);
     }
-    char *text = json_dumps(j, JSON_COMPACT);
+    o->extra_body = bench_json_members(j, e);
     json_decref(j);
-    if (!text) return rh_fail(e, "out of memory");
-    size_t n = strlen(text);
-    memmove(text, text + 1, n - 2);   /* {"a":1} -> "a":1 */
-    text[n - 2] = '\0';
-    o->extra_body = text;
-    return 0;
+    return o->extra_body ? 0 : -1;
 }
 
 static void opts_free(opts *o)
@@ -610,14 +485,7 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
         }
     }
     if (take_extra_body(o, e) < 0) return -1;
-    if (o->sampling) {
-        char *text = json_dumps(o->sampling, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        if (!text) return rh_fail(e, "out of memory");
-        size_t n = strlen(text);
-        memmove(text, text + 1, n - 2);   /* {"a":1} -> "a":1 */
-        text[n - 2] = '\0';
-        o->sampling_members = text;
-    }
+    if (o->sampling && !(o->sampling_members = bench_json_members(o->sampling, e))) return -1;
     if (o->ramp_strategy) {
         if (isnan(o->ramp_start) || isnan(o->ramp_end))
             return rh_fail(e, "--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps");
@@ -651,10 +519,10 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
         strcmp(o->dataset, "sharegpt") && strcmp(o->dataset, "custom"))
         return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace, sharegpt, custom, mooncake, burstgpt, "
                           "prefix_repetition, random-ids or generated-shared-prefix", o->dataset);
-    if (takes_file(o->dataset) && !o->dataset_path)
+    if (bench_takes_file(o->dataset) && !o->dataset_path)
         return rh_fail(e, "--dataset %s needs a file: --dataset %s FILE", o->dataset, o->dataset);
     if (o->dataset_path && !o->dataset_set) o->dataset = "trace";
-    if (o->dataset_path && !takes_file(o->dataset))
+    if (o->dataset_path && !bench_takes_file(o->dataset))
         return rh_fail(e, "--dataset-path is for --dataset trace, sharegpt, custom, mooncake or burstgpt");
     if (o->custom_output_set && strcmp(o->dataset, "custom"))
         return rh_fail(e, "--custom-output-len is for --dataset custom");
