@@ -505,6 +505,9 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
     if (!strcmp(o->dataset, "random-ids")) o->dataset = "random";
     if (!strcmp(o->dataset, "mooncake")) o->dataset = "trace";
     if (!strcmp(o->dataset, "burstgpt")) {
+        if (o->rate_scale != 1)
+            return rh_fail(e, "--rate-scale does not apply to --dataset burstgpt: its lengths are sent at "
+                              "--request-rate");
         o->dataset = "trace";
         o->rate_set = 1;
     }

@@ -391,6 +391,7 @@ static void test_bad_recipe_flags(void)
         {"--prefix-repetition-num-prefixes 3", "are for --dataset prefix_repetition"},
         {"--custom-output-len 3", "--custom-output-len is for --dataset custom"},
         {"--dataset lmsys", "--dataset: 'lmsys' is not"},
+        {"--dataset burstgpt x.csv --rate-scale 2", "--rate-scale does not apply to --dataset burstgpt"},
     };
     char args[1024];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
