@@ -1,5 +1,6 @@
 /* bench.c — `rehearse bench`: flags, help and exit codes. The work is in
  * the bench_* modules; this file only turns flags into their inputs. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -8,14 +9,18 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "cli/bench_flags.h"
 #include "cli/cli.h"
 #include "client/bench.h"
 #include "client/bench_json.h"
 #include "client/bench_summary.h"
 #include "engine/model/tokenizer.h"
 #include "util/args.h"
+#include "util/fs.h"
+#include "util/progress.h"
 
 static const char usage_text[] =
     "usage: rehearse bench [--base-url URL | --host H --port P] [--dataset random|shared-prefix|trace FILE]\n"
@@ -35,8 +40,10 @@ static const char usage_text[] =
     "  --endpoint PATH             /v1/completions (prompt as token ids, default),\n"
     "                              /v1/chat/completions (prompt as text) or /generate\n"
     "  --model NAME                default: the first id in GET /v1/models\n"
+    "  --served-model-name NAME    the name sent in requests (default --model's); --model then\n"
+    "                              names the model in the result file and its file name\n"
     "  --api-key KEY               sent as a bearer token (default $OPENAI_API_KEY)\n"
-    "  --header NAME=VALUE         one more HTTP header (repeatable)\n"
+    "  --header NAME=VALUE ...     more HTTP headers (several after one flag, or repeated)\n"
     "  --extra-body JSON           an object merged into every request body, last, so its\n"
     "                              fields win (also --extra-request-body)\n"
     "  --ignore-eos                ask for exactly the output length (the default unless\n"
@@ -45,6 +52,13 @@ static const char usage_text[] =
     "  --disable-stream            one JSON answer per request; TTFT then equals E2E\n"
     "  --request-timeout S         give up on a request after S seconds (default none)\n"
     "  --num-warmups N             N requests before the run, not measured (default 0)\n"
+    "  --warmup-requests N         SGLang's: N requests before the run, the test request among them\n"
+    "  --ready-check-timeout-sec S ask a server that does not answer again each second for S\n"
+    "                              seconds before giving up (default 0: once)\n"
+    "  --temperature T --top-p P --top-k K --min-p P --presence-penalty X --frequency-penalty X\n"
+    "  --repetition-penalty X      sampling parameters sent in every request (/generate: in its\n"
+    "                              sampling_params); default temperature 0, the rest the server's\n"
+    "  --disable-tqdm              no progress bar\n"
     "  One test request goes first, as vLLM's client sends one: a broken setup fails\n"
     "  there with the server's message.\n"
     "\n"
@@ -52,9 +66,18 @@ static const char usage_text[] =
     "  --dataset NAME [FILE]       random (default), shared-prefix, trace FILE (any trace\n"
     "                              `rehearse trace` reads) or sharegpt FILE (ShareGPT's JSON: each\n"
     "                              conversation's first turn sent as text, its reply's length the\n"
-    "                              output); also --dataset-name NAME --dataset-path FILE\n"
-    "  --tokenizer FILE            the model's tokenizer.json (or its directory): counts a ShareGPT\n"
-    "                              file's tokens, and gives the vocabulary size\n"
+    "                              output), custom FILE (vLLM's: JSONL of {\"prompt\": TEXT}, sent as\n"
+    "                              text, each asking for its \"output_tokens\" or --custom-output-len,\n"
+    "                              default 256); the other clients' names: mooncake FILE (a trace at\n"
+    "                              its timestamps), burstgpt FILE (its lengths at --request-rate),\n"
+    "                              random-ids (random), prefix_repetition (shared-prefix with vLLM's\n"
+    "                              --prefix-repetition-prefix-len 256, -suffix-len 256, -num-prefixes\n"
+    "                              10, -output-len 128), generated-shared-prefix; also\n"
+    "                              --dataset-name NAME --dataset-path FILE\n"
+    "  --tokenizer FILE|ID         the model's tokenizer.json (or its directory), or a Hugging Face\n"
+    "                              id an installed tokenizer serves (meta-llama/Llama-3*, Qwen/Qwen3*,\n"
+    "                              deepseek-ai/DeepSeek-V3*|R1*): counts text prompts' tokens, and\n"
+    "                              gives the vocabulary size\n"
     "  --sharegpt-output-len L     every ShareGPT request asks for L tokens\n"
     "  --num-prompts N             requests to send (default 1000; a trace: all of it;\n"
     "                              shared-prefix: groups x prompts per group)\n"
@@ -62,6 +85,8 @@ static const char usage_text[] =
     "  --random-output-len L       default 128\n"
     "  --random-range-ratio X      lengths uniform in [L(1-X), L(1+X)], X in [0, 1) (default 0);\n"
     "                              under --backend sglang*, SGLang's meaning: [L*X, L], X in [0, 1]\n"
+    "  Under --backend sglang* SGLang's defaults hold: --random-output-len 1024, --seed 1 and\n"
+    "  --random-range-ratio 0 (lengths uniform in [1, L]).\n"
     "  --random-input --random-output   the older names of --random-input-len/-output-len\n"
     "  --random-prefix-len L       tokens every random prompt shares, before its own (default 0)\n"
     "  --gsp-num-groups G          shared-prefix: groups (default 64)\n"
@@ -80,13 +105,21 @@ static const char usage_text[] =
     "  --max-concurrency C         at most C requests outstanding (default unlimited; a\n"
     "                              closed-loop trace: its client count)\n"
     "  --rate-scale X              a trace's arrivals run X times faster (default 1)\n"
+    "  --ramp-up-strategy linear|exponential --ramp-up-start-rps A --ramp-up-end-rps B\n"
+    "                              vLLM's ramp: request i of N sent at a rate moving from A to B\n"
+    "                              with i/(N-1), linearly or geometrically (instead of --request-rate)\n"
     "\n"
     "output:\n"
     "  --result-json FILE          the summary as JSON with vLLM's field names, plus the run's settings\n"
-    "  --save-result               the same into --result-dir (default .) as --result-filename (default\n"
+    "  --save-result               the same into --result-dir (default .; made when missing) as\n"
+    "                              --result-filename (default\n"
     "                              vLLM's BACKEND-RATEqps[-concurrencyC]-MODEL-DATE.json)\n"
+    "  --append-result             with --save-result: append one JSON line to the file, not replace it\n"
+    "  --label L                   the --save-result file name starts with L, not the backend\n"
+    "  --metadata KEY=VALUE ...    string keys added to the result file (vLLM's)\n"
     "  --output-file FILE          SGLang's: append the summary as one JSON line\n"
-    "  --save-detailed             add per-request lengths, TTFTs, ITLs, start times and errors to\n"
+    "  --save-detailed             add per-request lengths, TTFTs, ITLs, latencies, start and queue\n"
+    "                              times (the wait for a --max-concurrency slot) and errors to\n"
     "                              the JSON (also --output-details)\n"
     "  --percentile-metrics LIST   metrics printed and saved with percentiles: ttft,tpot,itl,e2el\n"
     "                              (default ttft,tpot,itl)\n"
@@ -116,6 +149,15 @@ typedef struct opts {
     unsigned long long port, num_prompts, max_concurrency, seed, vocab, trace_block, num_warmups;
     int num_prompts_set, rate_set, dataset_set, stream, verbose, save_detailed, vocab_set, endpoint_set;
     int ratio_set, save_result, keep_eos, eos_set;
+    int out_len_set, seed_set, disable_tqdm, append_result, ramp_exponential;
+    const char *served_model_name, *label, *ramp_strategy;
+    double ramp_start, ramp_end, ready_timeout;   /* ramp rates NaN: not given */
+    json_t *sampling;               /* --temperature, --top-p, ...: sent in every request (owned) */
+    char *sampling_members;         /* the same as JSON members, braces off (owned) */
+    json_t *metadata;               /* --metadata KEY=VALUE ...: keys of the result file (owned) */
+    bench_shared_prefix_opts rep;   /* --prefix-repetition-*: vLLM's prefix_repetition dataset */
+    int rep_set, custom_output_set;
+    uint32_t custom_output_len;
     double request_rate, burstiness, rate_scale, request_timeout;
     bench_random_opts rnd;
     bench_shared_prefix_opts gsp;
@@ -138,6 +180,10 @@ static void defaults(opts *o)
     o->rate_scale = 1;
     o->rnd.input_len = 1024;
     o->rnd.output_len = 128;
+    o->ramp_start = o->ramp_end = NAN;
+    o->rep = (bench_shared_prefix_opts){.num_groups = 10, .prompts_per_group = 1, .system_prompt_len = 256,
+                                        .question_len = 256, .output_len = 128};
+    o->custom_output_len = 256;
     o->gsp = (bench_shared_prefix_opts){.num_groups = 64, .prompts_per_group = 16, .system_prompt_len = 2048,
                                         .question_len = 128, .output_len = 256};
 }
@@ -156,25 +202,6 @@ static int parse_positive(const char *v, const char *flag, double *out, rh_err *
 {
     if (rh_parse_double(v, flag, out, e) < 0) return -1;
     if (!(*out > 0)) return rh_fail(e, "%s: '%s' must be above 0", flag, v);
-    return 0;
-}
-
-/* --header NAME=VALUE (vLLM's form) or "NAME: VALUE". */
-static int take_header(opts *o, const char *v, rh_err *e)
-{
-    const char *eq = strchr(v, '='), *colon = strchr(v, ':');
-    const char *sep = eq && (!colon || eq < colon) ? eq : colon;
-    if (!sep || sep == v) return rh_fail(e, "--header: '%s' must be NAME=VALUE", v);
-    for (const char *p = v; *p; p++)
-        if (*p == '\r' || *p == '\n') return rh_fail(e, "--header: '%s' holds a line break", v);
-    if (o->n_headers == MAX_HEADERS) return rh_fail(e, "--header: at most %d headers", MAX_HEADERS);
-    size_t k = (size_t)(sep - v);
-    const char *val = sep + 1;
-    while (*val == ' ') val++;
-    char *h = malloc(k + strlen(val) + 3);
-    if (!h) return rh_fail(e, "out of memory");
-    sprintf(h, "%.*s: %s", (int)k, v, val);
-    o->headers[o->n_headers++] = h;
     return 0;
 }
 
@@ -205,7 +232,8 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     char flag[140];
     snprintf(flag, sizeof flag, "--%s", n);
     static const char *const booleans[] = {"disable-stream", "verbose",    "save-detailed",      "output-details",
-                                           "save-result",    "ignore-eos", "disable-ignore-eos", NULL};
+                                           "save-result",    "ignore-eos", "disable-ignore-eos", "disable-tqdm",
+                                           "append-result",  NULL};
     for (int i = 0; booleans[i]; i++) {
         if (strcmp(n, booleans[i])) continue;
         if (rh_args_no_value(a, e) < 0) return -1;
@@ -215,6 +243,8 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         case 2:
         case 3: o->save_detailed = 1; break;
         case 4: o->save_result = 1; break;
+        case 7: o->disable_tqdm = 1; break;
+        case 8: o->append_result = 1; break;
         default:
             o->keep_eos = i == 6;
             o->eos_set = 1;
@@ -223,8 +253,13 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         return 0;
     }
     if (!strcmp(n, "goodput")) return take_goodput(o, a, e);
+    if (!strcmp(n, "header")) return bench_take_headers(a, o->headers, &o->n_headers, MAX_HEADERS, e);
+    if (!strcmp(n, "metadata")) return bench_take_metadata(a, &o->metadata, e);
+    if (!bench_takes_value(n)) return 1;
     const char *v = rh_args_value(a, e);
     if (!v) return -1;
+    int sp = bench_take_sampling(n, v, &o->sampling, e);
+    if (sp <= 0) return sp;
     if (!strcmp(n, "base-url")) o->base_url = v;
     else if (!strcmp(n, "host")) o->host = v;
     else if (!strcmp(n, "port")) {
@@ -234,7 +269,6 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->endpoint = v;
         o->endpoint_set = 1;
     } else if (!strcmp(n, "backend")) o->backend = v;
-    else if (!strcmp(n, "header")) return take_header(o, v, e);
     else if (!strcmp(n, "extra-body") || !strcmp(n, "extra-request-body")) o->extra_body_arg = v;
     else if (!strcmp(n, "percentile-metrics")) o->percentile_metrics = v;
     else if (!strcmp(n, "metric-percentiles")) o->metric_percentiles = v;
@@ -247,7 +281,28 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         if (o->sharegpt_output_len < 1 || o->sharegpt_output_len > BENCH_MAX_TOKENS)
             return rh_fail(e, "--sharegpt-output-len: %llu is outside [1, %u]", o->sharegpt_output_len, BENCH_MAX_TOKENS);
     }
-    else if (!strcmp(n, "num-warmups")) {
+    else if (!strcmp(n, "served-model-name")) o->served_model_name = v;
+    else if (!strcmp(n, "label")) o->label = v;
+    else if (!strcmp(n, "ready-check-timeout-sec")) {
+        if (rh_parse_double(v, flag, &o->ready_timeout, e) < 0) return -1;
+        if (!(o->ready_timeout >= 0 && o->ready_timeout <= 86400))
+            return rh_fail(e, "--ready-check-timeout-sec: '%s' is outside [0, 86400]", v);
+    } else if (!strcmp(n, "ramp-up-strategy")) {
+        if (strcmp(v, "linear") && strcmp(v, "exponential"))
+            return rh_fail(e, "--ramp-up-strategy: '%s' is not linear or exponential", v);
+        o->ramp_strategy = v;
+        o->ramp_exponential = !strcmp(v, "exponential");
+    } else if (!strcmp(n, "ramp-up-start-rps") || !strcmp(n, "ramp-up-end-rps")) {
+        double *x = n[8] == 's' ? &o->ramp_start : &o->ramp_end;
+        if (rh_parse_double(v, flag, x, e) < 0) return -1;
+        if (!(*x >= 0 && isfinite(*x))) return rh_fail(e, "%s: '%s' must be a rate of 0 or above", flag, v);
+    } else if (!strcmp(n, "warmup-requests")) {
+        /* SGLang's: N requests before the run, the test request among them */
+        unsigned long long w;
+        if (rh_parse_u64(v, flag, &w, e) < 0) return -1;
+        if (w > 100001) return rh_fail(e, "--warmup-requests: %llu is too many", w);
+        o->num_warmups = w ? w - 1 : 0;
+    } else if (!strcmp(n, "num-warmups")) {
         if (rh_parse_u64(v, flag, &o->num_warmups, e) < 0) return -1;
         if (o->num_warmups > 100000) return rh_fail(e, "--num-warmups: %llu is too many", o->num_warmups);
     }
@@ -258,8 +313,7 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         o->dataset = v;
         o->dataset_set = 1;
         /* `--dataset trace FILE`: the file may follow as the next word. */
-        if ((!strcmp(v, "trace") || !strcmp(v, "sharegpt")) && a->i < a->argc && a->argv[a->i][0] != '-')
-            o->dataset_path = a->argv[a->i++];
+        if (bench_takes_file(v) && a->i < a->argc && a->argv[a->i][0] != '-') o->dataset_path = a->argv[a->i++];
     } else if (!strcmp(n, "dataset-path")) o->dataset_path = v;
     else if (!strcmp(n, "num-prompts")) {
         if (rh_parse_u64(v, flag, &o->num_prompts, e) < 0) return -1;
@@ -277,12 +331,29 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
     } else if (!strcmp(n, "rate-scale")) return parse_positive(v, flag, &o->rate_scale, e);
     else if (!strcmp(n, "random-input-len") || !strcmp(n, "random-input"))
         return parse_len(v, flag, 1, &o->rnd.input_len, e);
-    else if (!strcmp(n, "random-output-len") || !strcmp(n, "random-output"))
+    else if (!strcmp(n, "random-output-len") || !strcmp(n, "random-output")) {
+        o->out_len_set = 1;
         return parse_len(v, flag, 1, &o->rnd.output_len, e);
+    }
     else if (!strcmp(n, "random-prefix-len")) return parse_len(v, flag, 0, &o->rnd.prefix_len, e);
     else if (!strcmp(n, "random-range-ratio")) {
         if (rh_parse_double(v, flag, &o->rnd.range_ratio, e) < 0) return -1;
         o->ratio_set = 1;
+    } else if (!strcmp(n, "prefix-repetition-prefix-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 0, &o->rep.system_prompt_len, e);
+    } else if (!strcmp(n, "prefix-repetition-suffix-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.question_len, e);
+    } else if (!strcmp(n, "prefix-repetition-num-prefixes")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.num_groups, e);
+    } else if (!strcmp(n, "prefix-repetition-output-len")) {
+        o->rep_set = 1;
+        return parse_len(v, flag, 1, &o->rep.output_len, e);
+    } else if (!strcmp(n, "custom-output-len")) {
+        o->custom_output_set = 1;
+        return parse_len(v, flag, 1, &o->custom_output_len, e);
     } else if (!strcmp(n, "gsp-num-groups")) return parse_len(v, flag, 1, &o->gsp.num_groups, e);
     else if (!strcmp(n, "gsp-prompts-per-group")) return parse_len(v, flag, 1, &o->gsp.prompts_per_group, e);
     else if (!strcmp(n, "gsp-system-prompt-len")) return parse_len(v, flag, 0, &o->gsp.system_prompt_len, e);
@@ -292,7 +363,10 @@ static int take_flag(opts *o, rh_args *a, const char *n, rh_err *e)
         if (rh_parse_u64(v, flag, &o->vocab, e) < 0) return -1;
         if (o->vocab < 2 || o->vocab > 0x7fffffffull) return rh_fail(e, "--vocab-size: %llu is outside [2, 2^31)", o->vocab);
         o->vocab_set = 1;
-    } else if (!strcmp(n, "seed")) return rh_parse_u64(v, flag, &o->seed, e);
+    } else if (!strcmp(n, "seed")) {
+        o->seed_set = 1;
+        return rh_parse_u64(v, flag, &o->seed, e);
+    }
     else if (!strcmp(n, "trace-block-size")) {
         if (rh_parse_u64(v, flag, &o->trace_block, e) < 0) return -1;
         if (o->trace_block > 1u << 20) return rh_fail(e, "--trace-block-size: %llu is too large", o->trace_block);
@@ -349,19 +423,17 @@ static int take_extra_body(opts *o, rh_err *e)
         return rh_fail(e, "--extra-body: '%.80s' is not a JSON object%s%s", o->extra_body_arg, j ? "" : ": ",
                        j ? "" : je.text);
     }
-    char *text = json_dumps(j, JSON_COMPACT);
+    o->extra_body = bench_json_members(j, e);
     json_decref(j);
-    if (!text) return rh_fail(e, "out of memory");
-    size_t n = strlen(text);
-    memmove(text, text + 1, n - 2);   /* {"a":1} -> "a":1 */
-    text[n - 2] = '\0';
-    o->extra_body = text;
-    return 0;
+    return o->extra_body ? 0 : -1;
 }
 
 static void opts_free(opts *o)
 {
     free(o->extra_body);
+    free(o->sampling_members);
+    json_decref(o->sampling);
+    json_decref(o->metadata);
     for (size_t i = 0; i < o->n_headers; i++) free(o->headers[i]);
 }
 
@@ -385,10 +457,17 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
                               "sglang-oai-chat", o->backend);
         if (!o->endpoint_set) o->endpoint = b.endpoint;
         if (!o->eos_set) o->keep_eos = b.keep_eos;
+        /* SGLang's client's defaults: --random-output-len 1024, --seed 1,
+         * --random-range-ratio 0 (its meaning below: lengths uniform in
+         * [1, L], half of L on average). */
+        if (b.style == BENCH_STYLE_SGLANG) {
+            if (!o->out_len_set) o->rnd.output_len = 1024;
+            if (!o->seed_set) o->seed = 1;
+        }
         /* SGLang's --random-range-ratio R: lengths uniform in [L*R, L]. The
          * same interval as rehearse's [C(1-X), C(1+X)] with C = L(1+R)/2 and
          * X = (1-R)/(1+R) (R = 0 starts at one token). */
-        if (b.style == BENCH_STYLE_SGLANG && o->ratio_set) {
+        if (b.style == BENCH_STYLE_SGLANG && !strcmp(o->dataset, "random")) {
             double r = o->rnd.range_ratio;
             if (!(r >= 0 && r <= 1))
                 return rh_fail(e, "--random-range-ratio: %g must be in [0, 1] under --backend %s (SGLang's meaning)", r,
@@ -400,23 +479,56 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
                 *len = (uint32_t)ceil((lo + hi) / 2);
                 if (k == 0) x->range_ratio = hi > lo ? (hi - lo) / (hi + lo) : 0;
             }
-            printf("--random-range-ratio %g under --backend %s: lengths uniform in [L*%g, L], as SGLang's client "
-                   "draws them (vLLM's meaning is [L(1-X), L(1+X)])\n", r, o->backend, r);
+            printf("--random-range-ratio %g%s under --backend %s: lengths uniform in [L*%g, L], as SGLang's client "
+                   "draws them (vLLM's meaning is [L(1-X), L(1+X)])\n", r, o->ratio_set ? "" : " (SGLang's default)",
+                   o->backend, r);
         }
     }
     if (take_extra_body(o, e) < 0) return -1;
+    if (o->sampling && !(o->sampling_members = bench_json_members(o->sampling, e))) return -1;
+    if (o->ramp_strategy) {
+        if (isnan(o->ramp_start) || isnan(o->ramp_end))
+            return rh_fail(e, "--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps");
+        if (o->rate_set) return rh_fail(e, "--ramp-up-strategy and --request-rate conflict: the ramp sets the rate");
+        if (o->ramp_exponential && !(o->ramp_start > 0))
+            return rh_fail(e, "--ramp-up-start-rps must be above 0 with --ramp-up-strategy exponential");
+    } else if (!isnan(o->ramp_start) || !isnan(o->ramp_end))
+        return rh_fail(e, "--ramp-up-start-rps and --ramp-up-end-rps need --ramp-up-strategy linear|exponential");
     if (o->endpoint[0] != '/') return rh_fail(e, "--endpoint: '%s' must be a path such as /v1/completions", o->endpoint);
     if (strncmp(o->base_url ? o->base_url : "http://", "http://", 7) && strncmp(o->base_url, "https://", 8))
         return rh_fail(e, "--base-url: '%s' must start with http:// or https://", o->base_url);
+    /* the other clients' names: SGLang's generated-shared-prefix and
+     * random-ids, vLLM's prefix_repetition (its lengths: --prefix-repetition-*,
+     * --num-prompts spread over the prefixes), a Mooncake trace replayed at
+     * its timestamps (SGLang's), BurstGPT's lengths at --request-rate (vLLM's) */
     if (!strcmp(o->dataset, "generated-shared-prefix")) o->dataset = "shared-prefix";
+    if (!strcmp(o->dataset, "random-ids")) o->dataset = "random";
+    if (!strcmp(o->dataset, "mooncake")) o->dataset = "trace";
+    if (!strcmp(o->dataset, "burstgpt")) {
+        if (o->rate_scale != 1)
+            return rh_fail(e, "--rate-scale does not apply to --dataset burstgpt: its lengths are sent at "
+                              "--request-rate");
+        o->dataset = "trace";
+        o->rate_set = 1;
+    }
+    if (!strcmp(o->dataset, "prefix_repetition") || !strcmp(o->dataset, "prefix-repetition")) {
+        o->dataset = "shared-prefix";
+        o->gsp = o->rep;
+        o->gsp.prompts_per_group = (uint32_t)((o->num_prompts + o->rep.num_groups - 1) / o->rep.num_groups);
+        o->num_prompts_set = 1;
+    } else if (o->rep_set)
+        return rh_fail(e, "--prefix-repetition-* are for --dataset prefix_repetition");
     if (strcmp(o->dataset, "random") && strcmp(o->dataset, "shared-prefix") && strcmp(o->dataset, "trace") &&
-        strcmp(o->dataset, "sharegpt"))
-        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace or sharegpt", o->dataset);
-    if ((!strcmp(o->dataset, "trace") || !strcmp(o->dataset, "sharegpt")) && !o->dataset_path)
+        strcmp(o->dataset, "sharegpt") && strcmp(o->dataset, "custom"))
+        return rh_fail(e, "--dataset: '%s' is not random, shared-prefix, trace, sharegpt, custom, mooncake, burstgpt, "
+                          "prefix_repetition, random-ids or generated-shared-prefix", o->dataset);
+    if (bench_takes_file(o->dataset) && !o->dataset_path)
         return rh_fail(e, "--dataset %s needs a file: --dataset %s FILE", o->dataset, o->dataset);
     if (o->dataset_path && !o->dataset_set) o->dataset = "trace";
-    if (o->dataset_path && strcmp(o->dataset, "trace") && strcmp(o->dataset, "sharegpt"))
-        return rh_fail(e, "--dataset-path is for --dataset trace or sharegpt");
+    if (o->dataset_path && !bench_takes_file(o->dataset))
+        return rh_fail(e, "--dataset-path is for --dataset trace, sharegpt, custom, mooncake or burstgpt");
+    if (o->custom_output_set && strcmp(o->dataset, "custom"))
+        return rh_fail(e, "--custom-output-len is for --dataset custom");
     if (o->sharegpt_output_len && strcmp(o->dataset, "sharegpt"))
         return rh_fail(e, "--sharegpt-output-len is for --dataset sharegpt");
     if (o->rate_scale != 1 && strcmp(o->dataset, "trace"))
@@ -430,7 +542,11 @@ static int parse(opts *o, int argc, char **argv, rh_err *e)
 static int build_dataset(const opts *o, const tokenizer *tok, bench_dataset *d, rh_err *e)
 {
     int rc;
-    if (!strcmp(o->dataset, "sharegpt")) {
+    if (!strcmp(o->dataset, "custom")) {
+        bench_custom_opts g = {.num_prompts = o->num_prompts, .output_len = o->custom_output_len, .seed = o->seed,
+                               .tok = tok};
+        rc = bench_dataset_custom(d, o->dataset_path, &g, e);
+    } else if (!strcmp(o->dataset, "sharegpt")) {
         bench_sharegpt_opts g = {.num_prompts = o->num_prompts, .output_len = (uint32_t)o->sharegpt_output_len,
                                  .seed = o->seed, .tok = tok};
         rc = bench_dataset_sharegpt(d, o->dataset_path, &g, e);
@@ -453,7 +569,10 @@ static int build_dataset(const opts *o, const tokenizer *tok, bench_dataset *d, 
     if (rc < 0) return -1;
     d->vocab = (uint32_t)o->vocab;
     d->prompt_seed = o->seed;
-    if (strcmp(o->dataset, "trace") || o->rate_set) bench_dataset_set_rate(d, o->request_rate, o->burstiness, o->seed);
+    if (o->ramp_strategy)
+        bench_dataset_set_ramp(d, o->ramp_exponential, o->ramp_start, o->ramp_end, o->burstiness, o->seed);
+    else if (strcmp(o->dataset, "trace") || o->rate_set)
+        bench_dataset_set_rate(d, o->request_rate, o->burstiness, o->seed);
     return 0;
 }
 
@@ -478,7 +597,10 @@ static void print_settings(const opts *o, const bench_config *c, const bench_dat
 {
     printf("Server: %s%s, model %s\n", c->base_url, c->endpoint, c->model);
     printf("Dataset: %s, %zu requests\n", d->name, d->n);
-    if (strcmp(o->dataset, "trace") || o->rate_set) {
+    if (o->ramp_strategy) {
+        printf("Traffic request rate: ramp-up %s from %g to %g req/s\n", o->ramp_strategy, o->ramp_start, o->ramp_end);
+        printf("Burstiness factor: %g (%s)\n", o->burstiness, o->burstiness == 1 ? "Poisson process" : "gamma distribution");
+    } else if (strcmp(o->dataset, "trace") || o->rate_set) {
         if (isfinite(o->request_rate)) printf("Traffic request rate: %g req/s\n", o->request_rate);
         else printf("Traffic request rate: inf\n");
         printf("Burstiness factor: %g (%s)\n", o->burstiness, o->burstiness == 1 ? "Poisson process" : "gamma distribution");
@@ -545,11 +667,11 @@ static void result_name(const opts *o, const bench_config *c, const char *backen
     time_t now = time(NULL);
     struct tm tm;
     strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
-    const char *model = c->model ? c->model : "model", *slash = strrchr(model, '/');
+    const char *model = o->model ? o->model : c->model ? c->model : "model", *slash = strrchr(model, '/');
     if (o->result_filename) snprintf(out, cap, "%s/%s", o->result_dir ? o->result_dir : ".", o->result_filename);
     else
-        snprintf(out, cap, "%s/%s-%sqps%s-%s-%s.json", o->result_dir ? o->result_dir : ".", backend, rate, conc,
-                 slash ? slash + 1 : model, date);
+        snprintf(out, cap, "%s/%s-%sqps%s-%s-%s.json", o->result_dir ? o->result_dir : ".",
+                 o->label ? o->label : backend, rate, conc, slash ? slash + 1 : model, date);
 }
 
 static int run(opts *o, rh_err *e)
@@ -560,11 +682,25 @@ static int run(opts *o, rh_err *e)
         o->base_url = url;
     }
     if (!o->api_key) o->api_key = getenv("OPENAI_API_KEY");
+    /* --result-dir is made before the run (vLLM makes it too), so a folder
+     * that cannot be made fails here, not after the results are in. */
+    if (o->save_result && o->result_dir && rh_mkdir_p(o->result_dir) < 0)
+        return rh_fail(e, "--result-dir: cannot create %s: %s", o->result_dir, strerror(errno));
     backend_kind bk = backend_of(o);
     bench_selection sel;
     if (bench_selection_parse(&sel, o->percentile_metrics, o->metric_percentiles, e) < 0) return -1;
     tokenizer *tok = NULL;
-    if (o->tokenizer_path && !(tok = tok_load(o->tokenizer_path, e))) return rh_prefix(e, "--tokenizer");
+    if (o->tokenizer_path) {
+        /* a file or folder, else a Hugging Face id an installed tokenizer serves */
+        char buf[4400];
+        struct stat st;
+        const char *path = o->tokenizer_path;
+        if (stat(path, &st) != 0 && !(path = tok_installed_for_id(o->tokenizer_path, buf, sizeof buf)))
+            return rh_fail(e, "--tokenizer: '%s' is neither a tokenizer.json (or its folder) nor the Hugging Face id "
+                              "of an installed tokenizer (meta-llama/Llama-3*, Qwen/Qwen3*, deepseek-ai/DeepSeek-V3* "
+                              "or -R1*; `make node-deps` installs them)", o->tokenizer_path);
+        if (!(tok = tok_load(path, e))) return rh_prefix(e, "--tokenizer");
+    }
     bench_dataset d;
     if (build_dataset(o, tok, &d, e) < 0) {
         tok_free(tok);
@@ -576,12 +712,13 @@ static int run(opts *o, rh_err *e)
         .base_url = o->base_url,
         .endpoint = o->endpoint,
         .api = bk.api,
-        .model = o->model,
+        .model = o->served_model_name ? o->served_model_name : o->model,
         .api_key = o->api_key,
         .stream = o->stream,
         .max_concurrency = o->max_concurrency ? o->max_concurrency : d.closed_loop_clients,
         .request_timeout = o->request_timeout,
-        .progress = 1,
+        .progress = !o->disable_tqdm,
+        .sampling = o->sampling_members,
         .log = o->verbose ? stderr : NULL,
         .keep_eos = o->keep_eos,
         .extra_body = o->extra_body,
@@ -592,11 +729,19 @@ static int run(opts *o, rh_err *e)
     char *found = NULL;
     bench_server_facts facts;
     bench_result *r = NULL;
-    int rc = bench_server_info(&c, o->model ? NULL : &found, &facts, e);
+    int rc = bench_server_info(&c, c.model ? NULL : &found, &facts, e);
+    /* --ready-check-timeout-sec S: a server still starting is asked again
+     * each second until S seconds have passed (vLLM's wait for readiness). */
+    double until = rh_now() + o->ready_timeout;
+    while (rc < 0 && rh_now() < until) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        rc = bench_server_info(&c, c.model ? NULL : &found, &facts, e);
+    }
     if (rc == 0 && found) c.model = found;
     /* Token-id prompts must stay inside the model's vocabulary: the server's
      * word for it, or the user's (chat sends words, not ids). */
-    bool ids = c.api != BENCH_API_CHAT && strcmp(o->dataset, "sharegpt");
+    bool ids = c.api != BENCH_API_CHAT && strcmp(o->dataset, "sharegpt") && strcmp(o->dataset, "custom");
     if (rc == 0 && !o->vocab_set && ids) {
         if (facts.vocab_size) d.vocab = facts.vocab_size;
         else if (tok_vocab) d.vocab = tok_vocab;
@@ -652,12 +797,22 @@ static int run(opts *o, rh_err *e)
     bench_json_settings js = {&o->slo,     o->dataset, recorded ? NAN : o->request_rate, o->burstiness, o->rate_scale,
                               o->seed,     o->save_detailed, bk.name, bk.style, &sel, &pk, o->rnd.input_len,
                               o->rnd.output_len, o->rnd.range_ratio, scraped ? &before : NULL,
-                              scraped ? &after : NULL};
+                              scraped ? &after : NULL, o->model, NULL, 0};
+    json_t *extra = o->metadata ? json_deep_copy(o->metadata) : json_object();
+    if (extra && o->ramp_strategy) {
+        json_object_set_new(extra, "ramp_up_strategy", json_string(o->ramp_strategy));
+        json_object_set_new(extra, "ramp_up_start_rps", json_real(o->ramp_start));
+        json_object_set_new(extra, "ramp_up_end_rps", json_real(o->ramp_end));
+    }
+    if (extra && o->label) json_object_set_new(extra, "label", json_string(o->label));
+    js.extra = extra;
     if (rc == 0 && o->result_json) rc = bench_write_json(o->result_json, &c, &d, r, &s, &info, &js, e);
     if (rc == 0 && o->save_result) {
         char path[1024];
         result_name(o, &c, bk.name, path, sizeof path);
+        js.append = o->append_result;
         rc = bench_write_json(path, &c, &d, r, &s, &info, &js, e);
+        js.append = 0;
         if (rc == 0) printf("Results saved to %s\n", path);
     }
     if (rc == 0 && o->output_file) rc = bench_append_jsonl(o->output_file, &c, &d, r, &s, &js, e);
@@ -669,6 +824,7 @@ static int run(opts *o, rh_err *e)
         tr_header_free(&h);
     }
     if (rc == 0 && s.completed == 0) rc = rh_fail(e, "no request completed against %s", c.base_url);
+    json_decref(extra);
     if (r) bench_results_free(r, d.n);
     bench_dataset_free(&d);
     free(found);

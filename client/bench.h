@@ -99,6 +99,12 @@ int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_op
  * shape `burstiness`, mean interval 1/rate, first request at 0 — vLLM's
  * schedule (burstiness 1 is Poisson). Items keep their order. */
 void bench_dataset_set_rate(bench_dataset *d, double rate, double burstiness, uint64_t seed);
+/* vLLM's --ramp-up-strategy: request i of n is sent at a rate that moves
+ * from start_rps to end_rps with i/(n-1), linearly or geometrically
+ * (exponential; start_rps > 0); each gap drawn as bench_dataset_set_rate
+ * draws it at that rate. A rate of 0 (a linear ramp's start) sends at once. */
+void bench_dataset_set_ramp(bench_dataset *d, int exponential, double start_rps, double end_rps, double burstiness,
+                            uint64_t seed);
 void bench_dataset_free(bench_dataset *d);
 
 /* ShareGPT's format (a JSON array of {"conversations": [{"from": "human",
@@ -119,6 +125,17 @@ typedef struct bench_sharegpt_opts {
     const tokenizer *tok;
 } bench_sharegpt_opts;
 int bench_dataset_sharegpt(bench_dataset *d, const char *path, const bench_sharegpt_opts *o, rh_err *e);
+/* vLLM's `custom` dataset: JSONL lines of {"prompt": TEXT} (and, when
+ * given, "output_tokens": N), each prompt sent as text and counted with
+ * `tok` (NULL: one token per byte); the output length the line's, else
+ * output_len. Shuffled with the seed, then the first num_prompts. */
+typedef struct bench_custom_opts {
+    size_t num_prompts;
+    uint32_t output_len;
+    uint64_t seed;
+    const tokenizer *tok;
+} bench_custom_opts;
+int bench_dataset_custom(bench_dataset *d, const char *path, const bench_custom_opts *o, rh_err *e);
 /* The prompt ids of item i (its input_len of them) into out. */
 void bench_item_tokens(const bench_dataset *d, size_t i, int32_t *out);
 
@@ -141,6 +158,8 @@ typedef struct bench_config {
     int keep_eos;               /* 1: send ignore_eos false (vLLM's default; --disable-ignore-eos) */
     const char *extra_body;     /* JSON object members ("a":1,"b":2) added to every body, or NULL:
                                    they come last, so they override the client's own */
+    const char *sampling;       /* JSON members ("temperature":0.7,"top_p":0.9) sent as each request's
+                                   sampling parameters (client/bench_body.h), or NULL: greedy */
     int keep_text;              /* keep each request's generated text (bench_result.text) */
     const char *const *headers; /* more "Name: value" headers, n_headers of them */
     size_t n_headers;
@@ -188,9 +207,13 @@ int bench_server_info(const bench_config *c, char **model, bench_server_facts *f
  * requests in the meantime count too. */
 enum { BS_PREEMPTIONS, BS_CACHE_QUERIES, BS_CACHE_HITS, BS_SPEC_DRAFTS, BS_SPEC_DRAFT_TOKENS, BS_SPEC_ACCEPTED,
        BS_STEPS, BS_STEP_TOKENS, BS_N };
+#define BENCH_SPEC_POSITIONS 16
 typedef struct bench_scrape {
     double v[BS_N];
     int has[BS_N];
+    /* vllm:spec_decode_num_accepted_tokens_per_pos_total by its position label */
+    double accepted_at[BENCH_SPEC_POSITIONS];
+    int n_positions;            /* 1 + the highest position seen, 0: none */
 } bench_scrape;
 /* 0 when /metrics answered with at least one of them, else -1 (no error:
  * a server without /metrics simply has no server-side figures). */

@@ -122,7 +122,8 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     sbuf b = {0};
     char num[32];
     /* Ids take at most 11 characters each; one reservation avoids regrowth. */
-    size_t guess = 256 + (size_t)n_tokens * (o->chat ? 8 : 12) + 16 + (o->extra ? strlen(o->extra) : 0);
+    size_t guess = 256 + (size_t)n_tokens * (o->chat ? 8 : 12) + 16 + (o->extra ? strlen(o->extra) : 0) +
+                   (o->sampling ? strlen(o->sampling) : 0);
     b.p = malloc(guess);
     if (!b.p) return NULL;
     b.cap = guess;
@@ -155,8 +156,18 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     }
     snprintf(num, sizeof num, "%u", max_tokens);
     const char *eos = o->keep_eos ? "false" : "true";
+    /* greedy unless the sampling members set a temperature (vLLM's client:
+     * temperature 0 when --temperature is not given) */
+    const char *samp = o->sampling && o->sampling[0] ? o->sampling : NULL;
+    const char *greedy = samp && strstr(samp, "\"temperature\":") ? "" : "\"temperature\":0,";
     if (o->generate) {
-        puts_(&b, ",\"sampling_params\":{\"temperature\":0,\"max_new_tokens\":");
+        puts_(&b, ",\"sampling_params\":{");
+        puts_(&b, greedy);
+        if (samp) {
+            puts_(&b, samp);
+            puts_(&b, ",");
+        }
+        puts_(&b, "\"max_new_tokens\":");
         puts_(&b, num);
         puts_(&b, ",\"ignore_eos\":");
         puts_(&b, eos);
@@ -164,7 +175,13 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     } else {
         puts_(&b, ",\"max_tokens\":");
         puts_(&b, num);
-        puts_(&b, ",\"temperature\":0,\"ignore_eos\":");
+        puts_(&b, ",");
+        puts_(&b, greedy);
+        if (samp) {
+            puts_(&b, samp);
+            puts_(&b, ",");
+        }
+        puts_(&b, "\"ignore_eos\":");
         puts_(&b, eos);
         if (o->stream) puts_(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
         else puts_(&b, ",\"stream\":false");

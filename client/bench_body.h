@@ -8,7 +8,9 @@
  * not exactly, the dataset's (the usage's prompt_tokens is recorded).
  * SGLang's /generate gets `input_ids` and `sampling_params` as
  * sglang.bench_serving sends them. Every request asks for max_tokens at
- * temperature 0 with ignore_eos (unless keep_eos); extra members come last. */
+ * temperature 0 (unless `sampling` sets one) with ignore_eos (unless
+ * keep_eos); `sampling` members go where the API takes sampling parameters
+ * (the top level, or /generate's sampling_params); extra members come last. */
 #ifndef RH_BENCH_BODY_H
 #define RH_BENCH_BODY_H
 
@@ -20,6 +22,8 @@ typedef struct bench_body_opts {
     int chat, stream;
     int generate;               /* SGLang's /generate: input_ids and sampling_params */
     int keep_eos;               /* ignore_eos false */
+    const char *sampling;       /* JSON members ("top_p":0.9,...), or NULL; with "temperature"
+                                   in them, the default temperature 0 is not sent */
     const char *extra;          /* JSON object members appended at the top level, or NULL */
 } bench_body_opts;
 

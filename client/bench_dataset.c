@@ -127,6 +127,21 @@ void bench_dataset_set_rate(bench_dataset *d, double rate, double burstiness, ui
     }
 }
 
+void bench_dataset_set_ramp(bench_dataset *d, int exponential, double start_rps, double end_rps, double burstiness,
+                            uint64_t seed)
+{
+    rh_rng r;
+    rh_rng_seed(&r, seed ^ 0x5851f42d4c957f2dull);
+    double t = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        d->items[i].arrival = t;
+        /* request i's rate, by its place in the run (vLLM's ramp) */
+        double x = d->n > 1 ? (double)i / (double)(d->n - 1) : 0;
+        double rate = exponential ? start_rps * pow(end_rps / start_rps, x) : start_rps + (end_rps - start_rps) * x;
+        if (rate > 0) t += rh_rng_gamma(&r, burstiness, 1.0 / (rate * burstiness));
+    }
+}
+
 void bench_dataset_free(bench_dataset *d)
 {
     free(d->items);

@@ -23,7 +23,7 @@ static json_t *rate_json(double rate)
 static json_t *detailed(const bench_dataset *d, const bench_result *r)
 {
     json_t *in = json_array(), *out = json_array(), *ttft = json_array(), *itl = json_array(), *err = json_array(),
-           *send = json_array(), *e2e = json_array(), *texts = json_array();
+           *send = json_array(), *e2e = json_array(), *texts = json_array(), *queue = json_array();
     for (size_t i = 0; i < d->n; i++) {
         if (!r[i].sent) continue;
         json_array_append_new(in, json_integer(r[i].input_len ? r[i].input_len : d->items[i].input_len));
@@ -31,6 +31,10 @@ static json_t *detailed(const bench_dataset *d, const bench_result *r)
         json_array_append_new(ttft, json_real(r[i].error ? 0 : r[i].ttft));
         json_array_append_new(e2e, json_real(r[i].e2e));
         json_array_append_new(send, json_real(r[i].send));
+        /* the wait between the planned arrival and the send: for a slot
+         * under --max-concurrency, or for the session's previous turn */
+        double wait = r[i].send - d->items[i].arrival;
+        json_array_append_new(queue, json_real(wait > 0 ? wait : 0));
         json_t *gaps = json_array();
         for (uint32_t k = 1; k < r[i].n_chunks; k++)
             json_array_append_new(gaps, json_real(r[i].chunk_times[k] - r[i].chunk_times[k - 1]));
@@ -46,6 +50,8 @@ static json_t *detailed(const bench_dataset *d, const bench_result *r)
     json_object_set_new(o, "ttfts", ttft);
     json_object_set_new(o, "itls", itl);
     json_object_set_new(o, "e2els", e2e);
+    json_object_set_new(o, "latencies", json_deep_copy(e2e));   /* vLLM's name for them */
+    json_object_set_new(o, "queue_times", queue);
     json_object_set_new(o, "send_times", send);
     json_object_set_new(o, "start_times", json_deep_copy(send));   /* vLLM's name for them */
     json_object_set_new(o, "errors", err);
@@ -82,6 +88,22 @@ static void server_side(json_t *o, const metrics_summary *s, const bench_scrape 
                             json_real(d[BS_SPEC_DRAFT_TOKENS] > 0 ? d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFT_TOKENS] : 0));
         json_object_set_new(o, "mean_accepted_length",
                             json_real(d[BS_SPEC_DRAFTS] > 0 ? 1 + d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFTS] : 1));
+        /* the same under vLLM's names (its rate in percent) */
+        json_object_set_new(o, "spec_decode_acceptance_rate",
+                            json_real(d[BS_SPEC_DRAFT_TOKENS] > 0 ? 100 * d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFT_TOKENS] : 0));
+        json_object_set_new(o, "spec_decode_acceptance_length",
+                            json_real(d[BS_SPEC_DRAFTS] > 0 ? 1 + d[BS_SPEC_ACCEPTED] / d[BS_SPEC_DRAFTS] : 1));
+        json_object_set_new(o, "spec_decode_num_drafts", json_integer((json_int_t)d[BS_SPEC_DRAFTS]));
+        json_object_set_new(o, "spec_decode_draft_tokens", json_integer((json_int_t)d[BS_SPEC_DRAFT_TOKENS]));
+        json_object_set_new(o, "spec_decode_accepted_tokens", json_integer((json_int_t)d[BS_SPEC_ACCEPTED]));
+        /* position k: drafts whose k-th token was accepted, over drafts */
+        json_t *pp = json_array();
+        int np = a->n_positions > b->n_positions ? a->n_positions : b->n_positions;
+        for (int k = 0; k < np; k++)
+            json_array_append_new(pp, json_real(d[BS_SPEC_DRAFTS] > 0
+                                                    ? (a->accepted_at[k] - b->accepted_at[k]) / d[BS_SPEC_DRAFTS]
+                                                    : 0));
+        json_object_set_new(o, "spec_decode_per_position_acceptance_rates", pp);
     } else {
         json_object_del(o, "spec_proposed_tokens");
         json_object_del(o, "spec_accepted_tokens");
@@ -95,6 +117,22 @@ static void server_side(json_t *o, const metrics_summary *s, const bench_scrape 
         json_object_del(o, "steps");
         json_object_del(o, "mean_tokens_per_step");
     }
+}
+
+/* o as one compact line at the end of path (made when missing). */
+static int append_line(const char *path, json_t *o, rh_err *e)
+{
+    char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    if (!line) return rh_fail(e, "%s: out of memory", path);
+    FILE *f = fopen(path, "a");
+    int rc = 0;
+    if (!f) rc = rh_fail(e, "%s: cannot open to append: %s", path, strerror(errno));
+    else {
+        int bad = fprintf(f, "%s\n", line) < 0;
+        if (fclose(f) != 0 || bad) rc = rh_fail(e, "%s: cannot write: %s", path, strerror(errno));
+    }
+    free(line);
+    return rc;
 }
 
 int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
@@ -118,7 +156,7 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
     }
     json_object_set_new(o, "base_url", json_string(c->base_url));
     json_object_set_new(o, "endpoint", json_string(c->endpoint));
-    json_object_set_new(o, "model_id", json_string(c->model ? c->model : ""));
+    json_object_set_new(o, "model_id", json_string(js->model_id ? js->model_id : c->model ? c->model : ""));
     json_object_set_new(o, "dataset", json_string(js->dataset));
     json_object_set_new(o, "dataset_name", json_string(d->name));
     json_object_set_new(o, "num_prompts", json_integer((json_int_t)d->n));
@@ -139,7 +177,9 @@ int bench_write_json(const char *path, const bench_config *c, const bench_datase
         json_object_update(o, det);
         json_decref(det);
     }
-    int rc = rh_json_save(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17), "the result file", e);
+    if (js->extra) json_object_update(o, (json_t *)js->extra);
+    int rc = js->append ? append_line(path, o, e)
+                        : rh_json_save(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17), "the result file", e);
     json_decref(o);
     return rc;
 }
@@ -161,21 +201,23 @@ int bench_append_jsonl(const char *path, const bench_config *c, const bench_data
         return rh_fail(e, "%s: out of memory", path);
     }
     json_object_set_new(o, "failed", json_integer((json_int_t)s->failed));
+    /* SGLang's: output tokens counted again from the text; the client keeps
+     * the server's usage count, which is what a retokenization gives back */
+    json_object_set_new(o, "total_output_tokens_retokenized", json_integer((json_int_t)s->total_output_tokens));
+    /* SGLang's mean speculative accept length, from the server's counters
+     * over the run; null when it does not speculate or export them */
+    const bench_scrape *b = js->before, *a = js->after;
+    double drafts = b && a && b->has[BS_SPEC_DRAFTS] && a->has[BS_SPEC_ACCEPTED] && b->has[BS_SPEC_ACCEPTED]
+                        ? a->v[BS_SPEC_DRAFTS] - b->v[BS_SPEC_DRAFTS] : 0;
+    json_object_set_new(o, "accept_length",
+                        drafts > 0 ? json_real(1 + (a->v[BS_SPEC_ACCEPTED] - b->v[BS_SPEC_ACCEPTED]) / drafts)
+                                   : json_null());
     if (js->save_detailed) {
         json_t *det = detailed(d, r);
         json_object_update(o, det);
         json_decref(det);
     }
-    char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    int rc = append_line(path, o, e);
     json_decref(o);
-    if (!line) return rh_fail(e, "%s: out of memory", path);
-    FILE *f = fopen(path, "a");
-    int rc = 0;
-    if (!f) rc = rh_fail(e, "%s: cannot open to append: %s", path, strerror(errno));
-    else {
-        int bad = fprintf(f, "%s\n", line) < 0;
-        if (fclose(f) != 0 || bad) rc = rh_fail(e, "%s: cannot write: %s", path, strerror(errno));
-    }
-    free(line);
     return rc;
 }

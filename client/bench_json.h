@@ -24,9 +24,14 @@ typedef struct bench_json_settings {
     /* The server's counters before and after the run (bench_scrape_metrics),
      * or NULL: its server-side keys are then left out, not written as 0. */
     const bench_scrape *before, *after;
+    const char *model_id;       /* the result's model_id (--model), or NULL: the name sent */
+    const json_t *extra;        /* more top-level keys (--metadata, the ramp), or NULL */
+    int append;                 /* --append-result: one JSON line appended, not the file replaced */
 } bench_json_settings;
 
-/* Written to a temporary file and renamed, so FILE is whole or untouched. */
+/* Written to a temporary file and renamed, so FILE is whole or untouched;
+ * with js->append, one compact JSON line appended to FILE (vLLM's
+ * --append-result). */
 int bench_write_json(const char *path, const bench_config *c, const bench_dataset *d, const bench_result *r,
                      const metrics_summary *s, const bench_run_info *info, const bench_json_settings *js, rh_err *e);
 

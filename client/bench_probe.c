@@ -99,6 +99,18 @@ static void read_exposition(const char *text, bench_scrape *s)
         if (n && line[0] != '#') {
             size_t name = 0;
             while (name < n && line[name] != '{' && line[name] != ' ') name++;
+            static const char per_pos[] = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+            const char *pos = name == sizeof per_pos - 1 && !strncmp(line, per_pos, name)
+                                  ? memmem(line, n, "position=\"", 10) : NULL;
+            const char *close = pos ? memchr(line, '}', n) : NULL;
+            if (pos && close && pos < close) {
+                int k = atoi(pos + 10);
+                double x = strtod(close + 1, NULL);
+                if (k >= 0 && k < BENCH_SPEC_POSITIONS) {
+                    s->accepted_at[k] += x;
+                    if (k + 1 > s->n_positions) s->n_positions = k + 1;
+                }
+            }
             for (int k = 0; k < BS_N; k++) {
                 if (strlen(SCRAPED[k]) != name || strncmp(line, SCRAPED[k], name)) continue;
                 const char *v = memchr(line, '}', n);

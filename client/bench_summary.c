@@ -91,43 +91,73 @@ static int stats(const bench_dataset *d, const bench_result *r, unsigned which, 
     return 0;
 }
 
+/* Sorts sweep events by time, an end (-1) before a start (+1) at the same
+ * instant: intervals are half-open, so a request sent as another ends does
+ * not overlap it. */
+typedef struct peak_event {
+    double t;
+    int delta;
+} peak_event;
+
+static int event_cmp(const void *a, const void *b)
+{
+    const peak_event *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->delta - y->delta;
+}
+
 void bench_peaks_of(const bench_dataset *d, const bench_result *r, double duration, bench_peaks *p)
 {
     memset(p, 0, sizeof *p);
-    double end = 0, e2e_sum = 0;
-    for (size_t i = 0; i < d->n; i++)
-        if (r[i].sent && r[i].send + r[i].e2e > end) end = r[i].send + r[i].e2e;
-    size_t bins = (size_t)ceil(end) + 1;
-    uint64_t *tok = calloc(bins, sizeof *tok), *act = calloc(bins, sizeof *act);
-    if (!tok || !act) {
+    /* vLLM's: only successful requests, buckets from the first one's send */
+    double start = INFINITY, end = 0, e2e_sum = 0;
+    size_t ok = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (!r[i].sent || r[i].error) continue;
+        ok++;
+        if (r[i].send < start) start = r[i].send;
+        if (r[i].send + r[i].e2e > end) end = r[i].send + r[i].e2e;
+    }
+    if (!ok) return;
+    size_t bins = (size_t)ceil(end - start) + 1;
+    uint64_t *tok = calloc(bins, sizeof *tok);
+    peak_event *ev = malloc(2 * ok * sizeof *ev);
+    if (!tok || !ev) {
         free(tok);
-        free(act);
+        free(ev);
         return;
     }
+    size_t ne = 0;
     for (size_t i = 0; i < d->n; i++) {
         const bench_result *x = &r[i];
-        if (!x->sent) continue;
-        /* active in every second its interval touches */
-        size_t a = (size_t)floor(x->send), b = (size_t)floor(x->send + x->e2e);
-        for (size_t k = a; k <= b && k < bins; k++) act[k]++;
-        if (x->error) continue;
+        if (!x->sent || x->error) continue;
+        ev[ne++] = (peak_event){x->send, +1};
+        ev[ne++] = (peak_event){x->send + x->e2e, -1};
         e2e_sum += x->e2e;
         /* each output token at its chunk's time; a chunk of several tokens
          * (speculation, or a server's own batching) carries them all */
         uint32_t n = x->output_len, c = x->n_chunks;
         for (uint32_t t = 0; t < n && c; t++) {
             uint32_t src = t < c ? t : c - 1;
-            size_t k = (size_t)floor(x->send + x->chunk_times[src]);
+            double at = x->send + x->chunk_times[src] - start;
+            size_t k = at > 0 ? (size_t)floor(at) : 0;
             if (k < bins) tok[k]++;
         }
     }
-    for (size_t k = 0; k < bins; k++) {
+    for (size_t k = 0; k < bins; k++)
         if ((double)tok[k] > p->output_tokens_per_s) p->output_tokens_per_s = (double)tok[k];
-        if (act[k] > p->concurrent) p->concurrent = act[k];
+    /* the most requests in flight at one instant (a sweep over the
+     * intervals, as vLLM counts it), not in one second: under
+     * --max-concurrency C it is at most C */
+    qsort(ev, ne, sizeof *ev, event_cmp);
+    int64_t now = 0;
+    for (size_t k = 0; k < ne; k++) {
+        now += ev[k].delta;
+        if (now > 0 && (uint64_t)now > p->concurrent) p->concurrent = (uint64_t)now;
     }
     p->concurrency = duration > 0 ? e2e_sum / duration : 0;
     free(tok);
-    free(act);
+    free(ev);
 }
 
 static void row_u(FILE *f, const char *label, unsigned long long v)

@@ -2,9 +2,10 @@
  * SGLang's (`sglang.bench_serving`) clients print and save it: their table
  * rows, the metrics and percentiles the user selected (--percentile-metrics
  * ttft,tpot,itl,e2el, --metric-percentiles 50,95,99), the peak output token
- * throughput (output tokens in the busiest second of the run) and the peak
- * concurrency (most requests active in one second), both with vLLM's
- * one-second buckets; SGLang's `concurrency` is the summed E2E over the
+ * throughput (output tokens in the busiest one-second bucket, counted from
+ * the first successful send) and the peak concurrency (most successful
+ * requests in flight at one instant, their [send, end) intervals swept),
+ * both as vLLM's client counts them; SGLang's `concurrency` is the summed E2E over the
  * duration. Per-request values come from the results with the definitions
  * of client/bench.h (ITL: the gaps between content chunks, as vLLM's). */
 #ifndef RH_BENCH_SUMMARY_H
@@ -33,7 +34,7 @@ int bench_selection_parse(bench_selection *s, const char *metrics, const char *p
 
 typedef struct bench_peaks {
     double output_tokens_per_s; /* most output tokens in one second of the run */
-    uint64_t concurrent;        /* most requests active during one second */
+    uint64_t concurrent;        /* most successful requests in flight at one instant */
     double concurrency;         /* SGLang's: summed E2E / duration */
 } bench_peaks;
 

@@ -116,9 +116,31 @@ static void test_fractional_percentile_keys(void)
     bench_dataset_free(&d);
 }
 
+/* Sends at 0, 0.5, 1 and 1.5 s, ending at 0.5, 1.3, 1.3 and 3.1 s; the
+ * failed one (at 2 s) counts in neither peak. In flight at one instant: at
+ * most 2 (from 1 s to 1.3 s; the second request starts as the first ends,
+ * which is no overlap). Counting requests active in each second would give
+ * 3 for the second [1, 2), and under --max-concurrency C more than C. */
+static void test_peak_concurrency_is_instantaneous(void)
+{
+    bench_dataset d;
+    bench_result r[5];
+    make_run(&d, r);
+    bench_peaks pk;
+    bench_peaks_of(&d, r, 3.1, &pk);
+    CU_ASSERT_EQUAL(pk.concurrent, 2);
+    /* tokens: 5 + 2 in [0, 1), 2 + 1 in [1, 2), 2 in [2, 3), 1 after */
+    CU_ASSERT_DOUBLE_EQUAL(pk.output_tokens_per_s, 7, 1e-9);
+    /* SGLang's: summed E2E (0.5 + 0.8 + 0.3 + 1.6) over the duration */
+    CU_ASSERT_DOUBLE_EQUAL(pk.concurrency, 3.2 / 3.1, 1e-9);
+    bench_dataset_free(&d);
+}
+
 void register_test_bench_summary(void)
 {
     CU_pSuite s = CU_add_suite("bench_summary", NULL, NULL);
     CU_add_test(s, "std_*_ms is the population deviation (numpy's), by hand", test_std_is_the_population_one);
     CU_add_test(s, "--metric-percentiles 99.9: p99.9_ttft_ms, by hand", test_fractional_percentile_keys);
+    CU_add_test(s, "peak concurrency: the most in flight at one instant (vLLM's sweep)",
+                test_peak_concurrency_is_instantaneous);
 }

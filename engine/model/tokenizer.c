@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <utf8proc.h>
@@ -273,6 +274,21 @@ const char *tok_installed(const char *name, char *buf, size_t n)
             return buf;
         }
     }
+    return NULL;
+}
+
+const char *tok_installed_for_id(const char *id, char *buf, size_t n)
+{
+    /* The families each packaged tokenizer serves, by the start of their
+     * Hugging Face ids (case ignored); Llama 3.x models share one, as do
+     * DeepSeek-V3 and R1. */
+    static const struct { const char *prefix, *name; } ids[] = {
+        {"meta-llama/Llama-3", "llama3"},          {"meta-llama/Meta-Llama-3", "llama3"},
+        {"Qwen/Qwen3", "qwen3"},                   {"deepseek-ai/DeepSeek-V3", "deepseek_v3"},
+        {"deepseek-ai/DeepSeek-R1", "deepseek_v3"},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
+        if (!strncasecmp(id, ids[i].prefix, strlen(ids[i].prefix))) return tok_installed(ids[i].name, buf, n);
     return NULL;
 }
 

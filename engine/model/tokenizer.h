@@ -48,6 +48,10 @@ const char *tok_path_of(const char *model, const char *given);
  * models directory under $REHEARSE_NODE_MODULES, <binary dir>/build/node/
  * node_modules or <binary dir>/../share/rehearse/node_modules; else NULL. */
 const char *tok_installed(const char *name, char *buf, size_t n);
+/* The installed packaged tokenizer a Hugging Face model id names
+ * (meta-llama/Llama-3.1-8B-Instruct: llama3; Qwen/Qwen3-*: qwen3;
+ * deepseek-ai/DeepSeek-V3* and -R1*: deepseek_v3), or NULL. */
+const char *tok_installed_for_id(const char *id, char *buf, size_t n);
 /* tok_path_of, then for a model of TOK_LLAMA3_VOCAB ids the installed Llama 3
  * tokenizer; NULL: none (the caller falls back to bytes). */
 const char *tok_path_for(const char *model, const char *given, uint32_t model_vocab, char *buf, size_t n);

@@ -2,14 +2,14 @@
 -- trace: p99 TTFT, p99 TPOT, goodput and retractions as heatmaps, and the
 -- best configuration under the SLOs.
 --   rehearse run scripts/experiments/knob_grid.lua [trace=FILE] [requests=4000]
---       [rate_scale=2] [slo_ttft_ms=2000 slo_tpot_ms=80] [cost=FILE | model= gpu= tp=]
+--       [rate_scale=2] [slo_ttft_ms=2000 slo_tpot_ms=100] [cost=FILE | model= gpu= tp=]
 --       [max_total_tokens=N] [out=DIR]
 -- Default trace: the shared Azure LLM inference conversation trace; without
 -- it, a synthesized trace with the same mean lengths (and a note saying so).
 local C = require "common"
 local out = C.outdir("knob_grid")
 local cost, cost_label = C.cost()
-local slo_ttft, slo_tpot = C.arg("slo_ttft_ms", 2000), C.arg("slo_tpot_ms", 80)
+local slo_ttft, slo_tpot = C.arg("slo_ttft_ms", 2000), C.arg("slo_tpot_ms", 100)
 
 local path = rehearse.args.trace or C.shared("AzureLLMInferenceTrace_conv.csv")
 local trace, source
@@ -31,14 +31,16 @@ local n = C.arg("requests", 4000)
 local rate_scale = C.arg("rate_scale", 2)
 trace = trace:slice{first = n, rate_scale = rate_scale}
 
+-- The KV pool: what the GPUs' memory leaves after the weights (a roofline
+-- knows its GPU), unless max_total_tokens=N says otherwise.
+local pool = rehearse.args.max_total_tokens and C.arg("max_total_tokens", 0) or nil
 local chunks = {1024, 2048, 4096, 8192, 16384}
-local runnings = {16, 32, 64, 128, 256}
+local runnings = {64, 128, 160, 192, 256}
 local configs = {}
 for _, mr in ipairs(runnings) do
   for _, chunk in ipairs(chunks) do
     configs[#configs + 1] = {trace = trace, cost = cost, chunked_prefill_size = chunk, max_running_requests = mr,
-                             max_total_tokens = C.arg("max_total_tokens", 1000000),
-                             slo_ttft = slo_ttft, slo_tpot = slo_tpot}
+                             max_total_tokens = pool, slo_ttft = slo_ttft, slo_tpot = slo_tpot}
   end
 end
 rehearse.log("knob_grid: %d configurations of %d requests from %s (rate x%g), %s", #configs, #trace, source,
