@@ -118,6 +118,9 @@ void bench_dataset_free(bench_dataset *d);
  * together (unless output_len is given). Shuffled with the seed, then the
  * first num_prompts. Errors name the file and the entry. */
 typedef struct tokenizer tokenizer;
+/* A text's length in tokens by tok (NULL: one per byte), at most
+ * BENCH_MAX_TOKENS. */
+int bench_count_tokens(const tokenizer *tok, const char *s, size_t n, uint32_t *out, rh_err *e);
 typedef struct bench_sharegpt_opts {
     size_t num_prompts;
     uint32_t output_len;        /* 0: the reply's length */

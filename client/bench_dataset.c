@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model/tokenizer.h"
 #include "util/rng.h"
 #include "traces/prompt.h"
 
@@ -161,4 +162,18 @@ void bench_item_tokens(const bench_dataset *d, size_t i, int32_t *out)
     r.n_hashes = it->n_hashes;
     r.hashes = it->hashes;
     tr_prompt_tokens(&r, d->gen_block_size, d->vocab ? d->vocab : 1, d->prompt_seed, out);
+}
+
+int bench_count_tokens(const tokenizer *tok, const char *s, size_t n, uint32_t *out, rh_err *e)
+{
+    if (!tok) {
+        *out = (uint32_t)(n > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : n);
+        return 0;
+    }
+    int32_t *ids;
+    size_t k;
+    if (tok_encode(tok, s, n, 0, &ids, &k, e) < 0) return -1;
+    free(ids);
+    *out = (uint32_t)(k > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : k);
+    return 0;
 }

@@ -20,20 +20,6 @@ typedef struct custom_line {
     uint32_t in, out;
 } custom_line;
 
-static int count_tokens(const tokenizer *tok, const char *s, size_t n, uint32_t *out, rh_err *e)
-{
-    if (!tok) {
-        *out = (uint32_t)(n > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : n);
-        return 0;
-    }
-    int32_t *ids;
-    size_t k;
-    if (tok_encode(tok, s, n, 0, &ids, &k, e) < 0) return -1;
-    free(ids);
-    *out = (uint32_t)(k > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : k);
-    return 0;
-}
-
 /* One line into l (text owned by l); -1 with the line named. */
 static int read_line(const char *path, size_t no, const char *buf, size_t n, const bench_custom_opts *o,
                      custom_line *l, rh_err *e)
@@ -55,7 +41,7 @@ static int read_line(const char *path, size_t no, const char *buf, size_t n, con
     }
     if (rc == 0) {
         memcpy(l->text, json_string_value(p), l->len + 1);
-        if (count_tokens(o->tok, l->text, l->len, &l->in, e) < 0) rc = rh_prefix(e, "%s:%zu", path, no);
+        if (bench_count_tokens(o->tok, l->text, l->len, &l->in, e) < 0) rc = rh_prefix(e, "%s:%zu", path, no);
         else if (l->in == 0) l->in = 1;
     }
     json_decref(j);

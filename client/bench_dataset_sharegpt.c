@@ -13,20 +13,6 @@
 #define MAX_PROMPT 1024
 #define MAX_TOTAL 2048
 
-static int count_tokens(const tokenizer *tok, const char *s, size_t n, uint32_t *out, rh_err *e)
-{
-    if (!tok) {
-        *out = (uint32_t)(n > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : n);
-        return 0;
-    }
-    int32_t *ids;
-    size_t k;
-    if (tok_encode(tok, s, n, 0, &ids, &k, e) < 0) return -1;
-    free(ids);
-    *out = (uint32_t)(k > BENCH_MAX_TOKENS ? BENCH_MAX_TOKENS : k);
-    return 0;
-}
-
 /* The value of turn k of a conversation, or NULL. */
 static json_t *turn(json_t *conv, size_t k)
 {
@@ -76,8 +62,8 @@ int bench_dataset_sharegpt(bench_dataset *d, const char *path, const bench_share
         if (!conv || json_array_size(conv) < 2 || !turn(conv, 0) || !turn(conv, 1)) continue;
         json_t *p = turn(conv, 0), *c = turn(conv, 1);
         uint32_t pl, cl;
-        if (count_tokens(o->tok, json_string_value(p), json_string_length(p), &pl, e) < 0 ||
-            count_tokens(o->tok, json_string_value(c), json_string_length(c), &cl, e) < 0) {
+        if (bench_count_tokens(o->tok, json_string_value(p), json_string_length(p), &pl, e) < 0 ||
+            bench_count_tokens(o->tok, json_string_value(c), json_string_length(c), &cl, e) < 0) {
             rc = rh_prefix(e, "%s: entry %zu", path, order[k]);
             break;
         }
