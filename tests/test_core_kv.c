@@ -281,23 +281,65 @@ static void test_lru_lfu(void)
     lru_lfu_case(true, false);
 }
 
-/* A key already in the tree under another parent is a collision, not a match. */
+/* A key already in the tree under another parent is a collision, not a match;
+ * a run splits where a new child diverges inside it. */
 static void test_parent_checked(void)
 {
     kv_pool kv;
     rh_err e;
     CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 8, 4, false, &e), 0);
-    uint32_t p[3];
-    kv_alloc(&kv, 3, p);
+    uint32_t p[5];
+    kv_alloc(&kv, 5, p);
     CU_ASSERT_EQUAL(kv_insert(&kv, p[0], 1, KV_NONE), 0);
     CU_ASSERT_EQUAL(kv_insert(&kv, p[1], 2, p[0]), 0);
+    CU_ASSERT_EQUAL(kv_insert(&kv, p[2], 3, p[1]), 0);
     CU_ASSERT_EQUAL(kv_lookup(&kv, 2, p[0]), p[1]);
     CU_ASSERT_EQUAL(kv_lookup(&kv, 2, KV_NONE), KV_NONE);
-    CU_ASSERT_EQUAL(kv_insert(&kv, p[2], 2, KV_NONE), -1);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 3, p[0]), KV_NONE);
+    CU_ASSERT_EQUAL(kv_insert(&kv, p[3], 1, KV_NONE), -1);   /* the root's child already has key 1 */
+    CU_ASSERT_EQUAL(kv_insert(&kv, p[3], 2, p[0]), -1);      /* p[0]'s child already has key 2 */
+    /* A third page diverging after p[0] splits the run 1-2-3 there. */
+    CU_ASSERT_EQUAL(kv_insert(&kv, p[3], 4, p[0]), 0);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 2, p[0]), p[1]);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 4, p[0]), p[3]);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 3, p[1]), p[2]);
+    CU_ASSERT_EQUAL(kv.node[p[0]].nchild, 2);
+    CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
+    CU_ASSERT_EQUAL(kv_insert(&kv, p[4], 5, p[3]), 0);      /* and the new branch grows as a run */
+    CU_ASSERT_EQUAL(kv.node[p[3]].next, p[4]);
     CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
     kv_destroy(&kv);
     CU_ASSERT_EQUAL(kv_init(&kv, 0, 4, false, &e), -1);
     CU_ASSERT(strstr(e.msg, "KV pool") != NULL);
+}
+
+/* A leaf's parent that becomes a leaf goes next only when it is next in
+ * order: here a0 was released (by its second holder) after b0, so freeing
+ * two pages takes a1 then b0, and a0 stays. */
+static void test_parent_waits_its_turn(void)
+{
+    kv_pool kv;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 3, 16, false, &e), 0);
+    uint32_t a[2], b;
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 2, a), 0);
+    kv_insert(&kv, a[0], 10, KV_NONE);
+    kv_insert(&kv, a[1], 11, a[0]);
+    kv_hold(&kv, a[0]);        /* a second request shares a0 */
+    kv_release(&kv, a[0]);
+    kv_release(&kv, a[1]);     /* a1: released first */
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 1, &b), 0);
+    kv_insert(&kv, b, 20, KV_NONE);
+    kv_release(&kv, b);        /* b0: second */
+    kv_release(&kv, a[0]);     /* a0: last, by its second holder */
+    uint32_t got[2];
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 2, got), 0);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 10, KV_NONE), a[0]);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 11, a[0]), KV_NONE);
+    CU_ASSERT_EQUAL(kv_lookup(&kv, 20, KV_NONE), KV_NONE);
+    CU_ASSERT_EQUAL(kv.evicted, 2);
+    CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
+    kv_destroy(&kv);
 }
 
 void register_test_core_kv(void)
@@ -306,4 +348,5 @@ void register_test_core_kv(void)
     CU_add_test(s, "pool and radix agree with a brute-force model", test_matches_model);
     CU_add_test(s, "lru and lfu evict the expected leaf", test_lru_lfu);
     CU_add_test(s, "a child is found only under its parent", test_parent_checked);
+    CU_add_test(s, "a parent that becomes a leaf waits its turn", test_parent_waits_its_turn);
 }

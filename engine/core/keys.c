@@ -151,8 +151,6 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
     uint64_t prev = 0;
     for (; i < limit; i++) {
         uint64_t key;
-        if (i + 8 < r->n_keys) kv_prefetch(&c->kv, r->keys[i + 8]);
-        if (i + 4 < r->n_keys) kv_prefetch_node(&c->kv, r->keys[i + 4]);
         if (i < r->n_keys) key = r->keys[i];
         else if (r->blocks && i < r->n_content) key = block_key(r, i, c->ps, prev);
         else break;
@@ -178,8 +176,6 @@ void keys_cache_pages(core *c, core_req *r, enum keys_cache_scope scope)
     if (upto > r->n_keys && !r->tok) keys_extend_unique(c, r, upto);
     if (upto > r->n_keys) upto = r->n_keys;
     for (uint32_t i = r->n_tree; i < upto; i++) {
-        if (i + 8 < upto) kv_prefetch(&c->kv, r->keys[i + 8]);
-        if (i + 4 < upto) kv_prefetch_node(&c->kv, r->keys[i + 4]);
         uint32_t parent = i ? r->pages[i - 1] : KV_NONE;
         uint32_t have = kv_lookup(&c->kv, r->keys[i], parent);
         if (have != KV_NONE) {

@@ -9,18 +9,30 @@
  * high half in (kv_slot_home, kv.h) only guards against a caller feeding
  * structured keys. */
 
-uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent)
+/* The run head with this key, or KV_NONE. */
+static uint32_t slot_find(const kv_pool *kv, uint64_t key)
 {
     uint64_t i = kv_slot_home(key, kv->slot_mask);
     for (;;) {
         const kv_slot *s = &kv->slots[i];
-        if (s->page == KV_NONE) return KV_NONE;
-        /* Keys are unique in the table, so the first equal key decides. The
-         * parent check makes this a trie lookup: a chain key found under
-         * another parent is a collision, not a match. */
-        if (s->key == key) return kv->node[s->page].parent == parent ? s->page : KV_NONE;
+        if (s->page == KV_NONE || s->key == key) return s->page;
         i = (i + 1) & kv->slot_mask;
     }
+}
+
+uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent)
+{
+    if (parent != KV_NONE) {
+        /* Inside a run the one child is the next page: no table probe. */
+        const kv_node *p = &kv->node[parent];
+        if (p->next != KV_NONE) return kv->node[p->next].key == key ? p->next : KV_NONE;
+        if (p->nchild == 0) return KV_NONE;
+    }
+    /* Heads' keys are unique in the table, so the first equal key decides.
+     * The parent check makes this a trie lookup: a chain key found under
+     * another parent is a collision, not a match. */
+    uint32_t h = slot_find(kv, key);
+    return h != KV_NONE && kv->node[h].parent == parent ? h : KV_NONE;
 }
 
 static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
@@ -99,9 +111,14 @@ static void heap_sift_down(kv_heap_entry *h, uint64_t n, uint64_t i)
     h[i] = x;
 }
 
+static inline bool is_leaf(const kv_node *n)
+{
+    return n->next == KV_NONE && n->nchild == 0;
+}
+
 static inline bool evictable(const kv_node *n)
 {
-    return n->in_tree && n->ref == 1 && n->nchild == 0;
+    return n->in_tree && n->ref == 1 && is_leaf(n);
 }
 
 static inline bool entry_valid(const kv_pool *kv, const kv_heap_entry *e)
@@ -121,6 +138,21 @@ static void heap_compact(kv_pool *kv)
         if (entry_valid(kv, &kv->heap[i])) kv->heap[w++] = kv->heap[i];
     kv->heap_n = w;
     for (uint64_t i = w / 2; i-- > 0;) heap_sift_down(kv->heap, w, i);
+}
+
+/* The page's place in eviction order, under its current stamp. */
+static inline kv_heap_entry entry_of(const kv_pool *kv, uint32_t page)
+{
+    const kv_node *n = &kv->node[page];
+    kv_heap_entry e = {.page = page, .stamp = n->stamp};
+    if (kv->lfu) {
+        e.k1 = n->hits;
+        e.k2 = n->tick;
+    } else {
+        e.k1 = n->tick;
+        e.k2 = 0;
+    }
+    return e;
 }
 
 static void heap_push(kv_pool *kv, uint32_t page)
@@ -144,43 +176,34 @@ static void heap_push(kv_pool *kv, uint32_t page)
         }
     }
     n->stamp++;
-    kv_heap_entry e = {.page = page, .stamp = n->stamp};
-    if (kv->lfu) {
-        e.k1 = n->hits;
-        e.k2 = n->tick;
-    } else {
-        e.k1 = n->tick;
-        e.k2 = 0;
-    }
-    kv->heap[kv->heap_n] = e;
+    kv->heap[kv->heap_n] = entry_of(kv, page);
     heap_sift_up(kv->heap, kv->heap_n++);
 }
 
-/* Removes one evictable leaf from the tree and frees its page; its parent may
- * become an evictable leaf in turn. */
-static void evict_page(kv_pool *kv, uint32_t page)
+/* Takes a leaf out of the tree (out of its run, or the table when it heads
+ * one) and returns its parent, or KV_NONE. */
+static uint32_t unlink_leaf(kv_pool *kv, uint32_t page)
 {
     kv_node *n = &kv->node[page];
-    slot_delete(kv, n->key);
-    n->in_tree = 0;
-    n->ref = 0;
-    kv->n_in_tree--;
-    kv->n_cached--;
-    kv->evicted++;
-    kv->free_stack[kv->n_free++] = page;
-    if (n->parent != KV_NONE) {
-        kv_node *p = &kv->node[n->parent];
-        p->nchild--;
-        if (evictable(p)) {
-            /* Released with its child, it is usually the very next to go:
-             * its slot's miss overlaps the heap's work meanwhile. */
-            kv_prefetch(kv, p->key);
-            heap_push(kv, n->parent);
-        }
+    uint32_t parent = n->parent;
+    if (n->head) {
+        slot_delete(kv, n->key);
+        n->head = 0;
+        if (parent != KV_NONE) kv->node[parent].nchild--;
+    } else {
+        kv->node[parent].next = KV_NONE;   /* its run's new tail */
     }
+    n->in_tree = 0;
     n->parent = KV_NONE;
+    kv->n_in_tree--;
+    return parent;
 }
 
+/* Frees the evictable leaves `need` asks for, least first. A leaf's parent
+ * that becomes a leaf is usually the very next in order (a run is released
+ * root to tail, so its pages go tail to root): when it orders before the
+ * heap's top, every entry there included, the heap would hand it back at
+ * once, so it goes now without a push and a pop. The order is the heap's. */
 static int evict(kv_pool *kv, uint64_t need)
 {
     uint64_t freed = 0;
@@ -190,8 +213,25 @@ static int evict(kv_pool *kv, uint64_t need)
         kv->heap[0] = kv->heap[--kv->heap_n];
         if (kv->heap_n) heap_sift_down(kv->heap, kv->heap_n, 0);
         if (!entry_valid(kv, &e)) continue;
-        evict_page(kv, e.page);
-        freed++;
+        uint32_t page = e.page;
+        for (;;) {
+            uint32_t parent = unlink_leaf(kv, page);
+            kv->node[page].ref = 0;
+            kv->n_cached--;
+            kv->evicted++;
+            kv->free_stack[kv->n_free++] = page;
+            freed++;
+            if (parent == KV_NONE || !evictable(&kv->node[parent])) break;
+            if (freed < need) {
+                kv_heap_entry pe = entry_of(kv, parent);
+                if (kv->heap_n == 0 || heap_less(&pe, &kv->heap[0])) {
+                    page = parent;
+                    continue;
+                }
+            }
+            heap_push(kv, parent);
+            break;
+        }
     }
     return 0;
 }
@@ -232,6 +272,7 @@ int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err 
     for (uint32_t i = 0; i < n_pages; i++) {
         kv->free_stack[i] = n_pages - 1 - i;
         kv->node[i].parent = KV_NONE;
+        kv->node[i].next = KV_NONE;
     }
     kv->n_free = n_pages;
     return 0;
@@ -276,7 +317,7 @@ void kv_release(kv_pool *kv, uint32_t page)
         if (n->ref == 1) {
             kv->n_cached++;
             n->tick = ++kv->tick;
-            if (n->nchild == 0) heap_push(kv, page);
+            if (is_leaf(n)) heap_push(kv, page);
         }
     } else if (n->ref == 0) {
         kv->free_stack[kv->n_free++] = page;
@@ -285,33 +326,50 @@ void kv_release(kv_pool *kv, uint32_t page)
 
 int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent)
 {
-    if (slot_insert(kv, key, page) < 0) return -1;
     kv_node *n = &kv->node[page];
+    bool head = true;
+    if (parent != KV_NONE) {
+        kv_node *p = &kv->node[parent];
+        if (p->next == KV_NONE && p->nchild == 0) {
+            head = false;   /* the parent is a run's tail with no children: the run grows */
+        } else if (p->next != KV_NONE) {
+            /* The prompt diverges inside a run: split it after the parent,
+             * whose old next page heads the rest. Both keys must be free in
+             * the table before anything changes. */
+            uint32_t c = p->next;
+            if (kv->node[c].key == key || slot_find(kv, key) != KV_NONE || slot_find(kv, kv->node[c].key) != KV_NONE)
+                return -1;
+            slot_insert(kv, kv->node[c].key, c);
+            kv->node[c].head = 1;
+            p->next = KV_NONE;
+            p->nchild = 1;
+        }
+    }
+    if (head) {
+        if (slot_insert(kv, key, page) < 0) return -1;
+        if (parent != KV_NONE) kv->node[parent].nchild++;
+    } else {
+        kv->node[parent].next = page;
+    }
     n->key = key;
     n->parent = parent;
     n->in_tree = 1;
+    n->head = head;
+    n->next = KV_NONE;
     n->nchild = 0;
     n->hits = 1;
     n->ref++;                   /* the tree's own hold; the inserting request still holds it */
     kv->n_in_tree++;
-    if (parent != KV_NONE) kv->node[parent].nchild++;
     return 0;
 }
 
 int kv_uncache(kv_pool *kv, uint32_t page)
 {
     kv_node *n = &kv->node[page];
-    if (!n->in_tree || n->ref != 2 || n->nchild != 0) return -1;
-    slot_delete(kv, n->key);
-    n->in_tree = 0;
+    if (!n->in_tree || n->ref != 2 || !is_leaf(n)) return -1;
+    uint32_t parent = unlink_leaf(kv, page);
     n->ref = 1;
-    kv->n_in_tree--;
-    if (n->parent != KV_NONE) {
-        kv_node *p = &kv->node[n->parent];
-        p->nchild--;
-        if (evictable(p)) heap_push(kv, n->parent);
-    }
-    n->parent = KV_NONE;
+    if (parent != KV_NONE && evictable(&kv->node[parent])) heap_push(kv, parent);
     return 0;
 }
 
@@ -353,6 +411,10 @@ int kv_check(const kv_pool *kv, rh_err *e)
             n_free++;
             continue;
         }
+        if (!x->in_tree && (x->head || x->next != KV_NONE)) {
+            rh_fail(e, "page %u is out of the tree but still linked (head %u, next %u)", p, x->head, x->next);
+            goto out;
+        }
         if (!x->in_tree) {
             n_used++;
             continue;
@@ -378,11 +440,23 @@ int kv_check(const kv_pool *kv, rh_err *e)
             }
             kids[x->parent]++;
         }
+        /* A run's inner page is its parent's `next` and not in the table;
+         * a head hangs off a run's tail (or the root) and is. */
+        bool inner = x->parent != KV_NONE && kv->node[x->parent].next == p;
+        if (inner == (x->head != 0)) {
+            rh_fail(e, "tree page %u: head %u but %s its parent's next page", p, x->head, inner ? "is" : "is not");
+            goto out;
+        }
+        if (x->next != KV_NONE &&
+            (x->next >= n || !kv->node[x->next].in_tree || kv->node[x->next].parent != p || x->nchild != 0)) {
+            rh_fail(e, "tree page %u links to %u, which is not its only child", p, x->next);
+            goto out;
+        }
     }
     for (uint32_t p = 0; p < n; p++) {
         const kv_node *x = &kv->node[p];
-        if (x->in_tree && x->nchild != kids[p]) {
-            rh_fail(e, "tree page %u counts %u children but has %u", p, x->nchild, kids[p]);
+        if (x->in_tree && x->nchild + (x->next != KV_NONE) != kids[p]) {
+            rh_fail(e, "tree page %u counts %u children but has %u", p, x->nchild + (x->next != KV_NONE), kids[p]);
             goto out;
         }
         if (evictable(x)) n_evictable++;
@@ -398,20 +472,21 @@ int kv_check(const kv_pool *kv, rh_err *e)
                 (unsigned long long)n_used, (unsigned long long)n_cached, n);
         goto out;
     }
-    uint64_t used_slots = 0;
+    uint64_t used_slots = 0, n_heads = 0;
+    for (uint32_t p = 0; p < n; p++) n_heads += kv->node[p].in_tree && kv->node[p].head;
     for (uint64_t i = 0; i <= kv->slot_mask; i++) {
         uint32_t p = kv->slots[i].page;
         if (p == KV_NONE) continue;
         used_slots++;
-        if (p >= n || !kv->node[p].in_tree || kv->node[p].key != kv->slots[i].key) {
-            rh_fail(e, "hash slot %llu points at page %u, which is not the tree node of that key",
+        if (p >= n || !kv->node[p].in_tree || !kv->node[p].head || kv->node[p].key != kv->slots[i].key) {
+            rh_fail(e, "hash slot %llu points at page %u, which is not the run head of that key",
                     (unsigned long long)i, p);
             goto out;
         }
     }
-    if (used_slots != kv->n_in_tree) {
-        rh_fail(e, "hash table holds %llu keys for %llu tree pages", (unsigned long long)used_slots,
-                (unsigned long long)kv->n_in_tree);
+    if (used_slots != n_heads) {
+        rh_fail(e, "hash table holds %llu keys for %llu run heads", (unsigned long long)used_slots,
+                (unsigned long long)n_heads);
         goto out;
     }
     /* Every evictable leaf must be reachable by eviction: exactly one valid

@@ -10,12 +10,20 @@
  *
  * The radix tree has one node per page and the node IS the page: its key is
  * the chain hash of the page's tokens and of everything before it, its parent
- * the previous page of the prefix. A child is found through one hash table
- * keyed by (chain key, parent), so matching a prefix of m pages is m lookups.
+ * the previous page of the prefix. Pages chain into runs, as SGLang's radix
+ * nodes hold token runs: a page with exactly one child links to it (`next`),
+ * and only the first page of a run (its head: the root's children and pages
+ * where prompts diverge) is in the hash table, keyed by (chain key, parent).
+ * So matching a prompt walks `next` links, one key comparison a page, and
+ * touches the table only where the path branches; a run splits where a new
+ * prompt diverges inside it and grows where one extends its tail. Runs are
+ * the index only: every count, hold and eviction is the page's, so the tree
+ * behaves page by page exactly as a tree of single pages would.
  * Because a request holds its whole prefix path, a held page's ancestors are
  * held too, so every cached page can be evicted by removing leaves: eviction
  * pops the least recently released (LRU) or least often matched (LFU)
- * unlocked leaf from a heap, and its parent may become the next leaf.
+ * unlocked leaf from a heap, and its parent may become the next leaf (taken
+ * at once, without a trip through the heap, when it is the next in order).
  *
  * No function here allocates per call except heap growth (amortized), so the
  * per-step cost stays flat; nothing scans the pool except kv_check. */
@@ -34,10 +42,12 @@ typedef struct kv_node {
     uint64_t tick;     /* when it last became cached (LRU order) */
     uint32_t ref;      /* holders: requests, plus one for the tree */
     uint32_t parent;   /* previous page of the prefix; KV_NONE at the root */
-    uint32_t nchild;   /* tree pages whose parent this is */
+    uint32_t nchild;   /* runs whose head's parent this is (only a run's tail has any) */
+    uint32_t next;     /* the next page of its run; KV_NONE at a run's tail */
     uint32_t hits;     /* times inserted or matched by an admission (LFU order) */
     uint32_t stamp;    /* generation of its one valid eviction-heap entry */
     uint8_t in_tree;
+    uint8_t head;      /* first page of a run: in the hash table */
 } kv_node;
 
 typedef struct kv_slot {
@@ -57,7 +67,7 @@ typedef struct kv_pool {
     uint32_t *free_stack;
     uint32_t n_free;
     uint64_t n_cached, n_in_tree;
-    kv_slot *slots;            /* open addressing, linear probing */
+    kv_slot *slots;            /* run heads by key: open addressing, linear probing */
     uint64_t slot_mask;
     kv_heap_entry *heap;       /* min-heap of evictable leaves; stale entries skipped on pop */
     uint64_t heap_n, heap_cap;
@@ -75,24 +85,9 @@ static inline uint64_t kv_available(const kv_pool *kv) { return kv->n_free + kv-
 
 /* The tree page with this key under this parent, or KV_NONE. */
 uint32_t kv_lookup(const kv_pool *kv, uint64_t key, uint32_t parent);
-/* Where key's probe starts: kv_prefetch asks for that slot ahead of its
- * lookup, so a prompt's lookups (keys known in advance, each a cache miss
- * in a large pool) overlap instead of waiting one by one. */
 static inline uint64_t kv_slot_home(uint64_t key, uint64_t mask)
 {
     return (key ^ (key >> 29)) & mask;
-}
-static inline void kv_prefetch(const kv_pool *kv, uint64_t key)
-{
-    __builtin_prefetch(&kv->slots[kv_slot_home(key, kv->slot_mask)]);
-}
-/* The second stage, a few lookups later: the page a prefetched home slot
- * names (when the key sits there, the common case), so its node is in
- * cache too. */
-static inline void kv_prefetch_node(const kv_pool *kv, uint64_t key)
-{
-    const kv_slot *s = &kv->slots[kv_slot_home(key, kv->slot_mask)];
-    if (s->key == key && s->page != KV_NONE) __builtin_prefetch(&kv->node[s->page]);
 }
 
 /* Takes n pages (ref 1 each, private to the caller) into out[], evicting
@@ -106,9 +101,10 @@ void kv_hold(kv_pool *kv, uint32_t page);
  * stack. */
 void kv_release(kv_pool *kv, uint32_t page);
 /* Makes a held private page a tree node under `parent` (a held tree page or
- * KV_NONE). 0, or -1 if the key is already present (the caller looked it up
- * first, so this only happens on a 64-bit hash collision: the page then
- * simply stays private). */
+ * KV_NONE). 0, or -1 if the key is already present as a run head, or the
+ * page under `parent` already has it (the caller looked it up first, so
+ * this only happens on a 64-bit hash collision: the page then simply stays
+ * private). */
 int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent);
 
 /* Takes a leaf held by exactly one request out of the tree (the page stays
