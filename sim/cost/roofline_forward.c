@@ -38,8 +38,12 @@ void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out)
 static rl_kernel_cost *slot(rl_counter *c, const char *name, int op)
 {
     rl_breakdown *o = c->out;
+    /* Names are literals, so the same pointer almost always: look for it
+     * before comparing strings (a step prices each kernel several times). */
     for (int i = 0; i < o->nk; i++)
-        if (o->k[i].name == name || !strcmp(o->k[i].name, name)) return &o->k[i];
+        if (o->k[i].name == name) return &o->k[i];
+    for (int i = 0; i < o->nk; i++)
+        if (o->k[i].name[0] == name[0] && !strcmp(o->k[i].name, name)) return &o->k[i];
     if (o->nk == RL_MAX_KERNELS) return &o->k[RL_MAX_KERNELS - 1];   /* never: the lists are shorter */
     rl_kernel_cost *k = &o->k[o->nk++];
     *k = (rl_kernel_cost){.name = name, .op = op};
