@@ -342,6 +342,29 @@ static void test_parent_waits_its_turn(void)
     kv_destroy(&kv);
 }
 
+/* Pages go out 0, 1, 2, ... and a returned page before any fresh one, the
+ * order a pool filled up front would give (kv_init touches no page). */
+static void test_hand_out_order(void)
+{
+    kv_pool kv;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 6, 16, false, &e), 0);
+    uint32_t a[3], b[2];
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 3, a), 0);
+    CU_ASSERT(a[0] == 0 && a[1] == 1 && a[2] == 2);
+    kv_release(&kv, a[1]);
+    CU_ASSERT_EQUAL(kv_free_pages(&kv), 4);
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 2, b), 0);
+    CU_ASSERT(b[0] == 1 && b[1] == 3);
+    CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 3, a), -1);   /* 2 left */
+    CU_ASSERT_EQUAL(kv_alloc(&kv, 2, a), 0);
+    CU_ASSERT(a[0] == 4 && a[1] == 5);
+    CU_ASSERT_EQUAL(kv_free_pages(&kv), 0);
+    CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
+    kv_destroy(&kv);
+}
+
 void register_test_core_kv(void)
 {
     CU_pSuite s = CU_add_suite("core_kv", NULL, NULL);
@@ -349,4 +372,5 @@ void register_test_core_kv(void)
     CU_add_test(s, "lru and lfu evict the expected leaf", test_lru_lfu);
     CU_add_test(s, "a child is found only under its parent", test_parent_checked);
     CU_add_test(s, "a parent that becomes a leaf waits its turn", test_parent_waits_its_turn);
+    CU_add_test(s, "pages go out in order, returned ones first", test_hand_out_order);
 }

@@ -15,7 +15,7 @@ static uint32_t slot_find(const kv_pool *kv, uint64_t key)
     uint64_t i = kv_slot_home(key, kv->slot_mask);
     for (;;) {
         const kv_slot *s = &kv->slots[i];
-        if (s->page == KV_NONE || s->key == key) return s->page;
+        if (s->page1 == 0 || s->key == key) return s->page1 - 1;   /* 0 - 1 is KV_NONE */
         i = (i + 1) & kv->slot_mask;
     }
 }
@@ -40,9 +40,9 @@ static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
     uint64_t i = kv_slot_home(key, kv->slot_mask);
     for (;;) {
         kv_slot *s = &kv->slots[i];
-        if (s->page == KV_NONE) {
+        if (s->page1 == 0) {
             s->key = key;
-            s->page = page;
+            s->page1 = page + 1;
             return 0;
         }
         if (s->key == key) return -1;
@@ -55,16 +55,16 @@ static int slot_insert(kv_pool *kv, uint64_t key, uint32_t page)
 static void slot_delete(kv_pool *kv, uint64_t key)
 {
     uint64_t mask = kv->slot_mask, i = kv_slot_home(key, mask);
-    while (kv->slots[i].key != key || kv->slots[i].page == KV_NONE) {
-        if (kv->slots[i].page == KV_NONE) return;
+    while (kv->slots[i].key != key || kv->slots[i].page1 == 0) {
+        if (kv->slots[i].page1 == 0) return;
         i = (i + 1) & mask;
     }
     for (;;) {
-        kv->slots[i].page = KV_NONE;
+        kv->slots[i].page1 = 0;
         uint64_t j = i;
         for (;;) {
             j = (j + 1) & mask;
-            if (kv->slots[j].page == KV_NONE) return;
+            if (kv->slots[j].page1 == 0) return;
             uint64_t k = kv_slot_home(kv->slots[j].key, mask);
             /* The entry at j may stay if its home lies cyclically in (i, j]. */
             bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
@@ -219,7 +219,8 @@ static int evict(kv_pool *kv, uint64_t need)
             kv->node[page].ref = 0;
             kv->n_cached--;
             kv->evicted++;
-            kv->free_stack[kv->n_free++] = page;
+            kv->free_stack[kv->n_stacked++] = page;
+            kv->n_free++;
             freed++;
             if (parent == KV_NONE || !evictable(&kv->node[parent])) break;
             if (freed < need) {
@@ -260,21 +261,14 @@ int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err 
      * memory only as far as it is used. */
     kv->node = calloc(n_pages, sizeof *kv->node);
     kv->free_stack = malloc((size_t)n_pages * sizeof *kv->free_stack);
-    kv->slots = malloc(cap * sizeof *kv->slots);
+    kv->slots = calloc(cap, sizeof *kv->slots);
     kv->heap_cap = 1024;
     kv->heap = malloc(kv->heap_cap * sizeof *kv->heap);
     if (!kv->node || !kv->free_stack || !kv->slots || !kv->heap) {
         kv_destroy(kv);
         return rh_fail(e, "KV pool: out of memory for %u pages", n_pages);
     }
-    for (uint64_t i = 0; i < cap; i++) kv->slots[i].page = KV_NONE;
-    /* Stack top is page 0, so pages are handed out 0, 1, 2, ... */
-    for (uint32_t i = 0; i < n_pages; i++) {
-        kv->free_stack[i] = n_pages - 1 - i;
-        kv->node[i].parent = KV_NONE;
-        kv->node[i].next = KV_NONE;
-    }
-    kv->n_free = n_pages;
+    kv->n_free = n_pages;   /* all fresh: handed out 0, 1, 2, ... */
     return 0;
 }
 
@@ -292,7 +286,15 @@ int kv_alloc(kv_pool *kv, uint32_t n, uint32_t *out)
     if ((uint64_t)n > kv->n_free + kv->n_cached) return -1;
     if (n > kv->n_free && evict(kv, n - kv->n_free) < 0) return -1;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t p = kv->free_stack[--kv->n_free];
+        uint32_t p;
+        if (kv->n_stacked) {
+            p = kv->free_stack[--kv->n_stacked];
+        } else {
+            p = kv->n_fresh++;
+            kv->node[p].parent = KV_NONE;
+            kv->node[p].next = KV_NONE;
+        }
+        kv->n_free--;
         kv->node[p].ref = 1;
         out[i] = p;
     }
@@ -320,7 +322,8 @@ void kv_release(kv_pool *kv, uint32_t page)
             if (is_leaf(n)) heap_push(kv, page);
         }
     } else if (n->ref == 0) {
-        kv->free_stack[kv->n_free++] = page;
+        kv->free_stack[kv->n_stacked++] = page;
+        kv->n_free++;
     }
 }
 
@@ -384,9 +387,14 @@ int kv_check(const kv_pool *kv, rh_err *e)
         rh_fail(e, "kv_check: out of memory");
         goto out;
     }
-    for (uint32_t i = 0; i < kv->n_free; i++) {
+    if (kv->n_fresh > n || kv->n_stacked + (n - kv->n_fresh) != kv->n_free) {
+        rh_fail(e, "free pages: %u returned + %u fresh != %u free", kv->n_stacked, n - kv->n_fresh, kv->n_free);
+        goto out;
+    }
+    for (uint32_t p = kv->n_fresh; p < n; p++) seen[p] = 1;   /* fresh: never handed out */
+    for (uint32_t i = 0; i < kv->n_stacked; i++) {
         uint32_t p = kv->free_stack[i];
-        if (p >= n || seen[p]) {
+        if (p >= kv->n_fresh || seen[p]) {
             rh_fail(e, "free stack holds page %u twice or out of range", p);
             goto out;
         }
@@ -411,7 +419,7 @@ int kv_check(const kv_pool *kv, rh_err *e)
             n_free++;
             continue;
         }
-        if (!x->in_tree && (x->head || x->next != KV_NONE)) {
+        if (!x->in_tree && p < kv->n_fresh && (x->head || x->next != KV_NONE)) {
             rh_fail(e, "page %u is out of the tree but still linked (head %u, next %u)", p, x->head, x->next);
             goto out;
         }
@@ -475,7 +483,7 @@ int kv_check(const kv_pool *kv, rh_err *e)
     uint64_t used_slots = 0, n_heads = 0;
     for (uint32_t p = 0; p < n; p++) n_heads += kv->node[p].in_tree && kv->node[p].head;
     for (uint64_t i = 0; i <= kv->slot_mask; i++) {
-        uint32_t p = kv->slots[i].page;
+        uint32_t p = kv->slots[i].page1 - 1;
         if (p == KV_NONE) continue;
         used_slots++;
         if (p >= n || !kv->node[p].in_tree || !kv->node[p].head || kv->node[p].key != kv->slots[i].key) {

@@ -26,7 +26,9 @@
  * at once, without a trip through the heap, when it is the next in order).
  *
  * No function here allocates per call except heap growth (amortized), so the
- * per-step cost stays flat; nothing scans the pool except kv_check. */
+ * per-step cost stays flat; nothing scans the pool except kv_check. Nor does
+ * kv_init touch the pool's arrays: pages are handed out 0, 1, 2, ... until
+ * some come back, so an idle replica of a large cluster costs no memory. */
 #ifndef RH_CORE_KV_H
 #define RH_CORE_KV_H
 
@@ -52,7 +54,7 @@ typedef struct kv_node {
 
 typedef struct kv_slot {
     uint64_t key;
-    uint32_t page;     /* KV_NONE: empty */
+    uint32_t page1;    /* the page + 1; 0: empty (so a fresh table is calloc's zeros) */
 } kv_slot;
 
 typedef struct kv_heap_entry {
@@ -63,9 +65,11 @@ typedef struct kv_heap_entry {
 typedef struct kv_pool {
     uint32_t n_pages, page_size;
     bool lfu;
-    kv_node *node;
-    uint32_t *free_stack;
-    uint32_t n_free;
+    kv_node *node;             /* a page's fields are set when it is first handed out */
+    uint32_t *free_stack;      /* pages returned, taken before fresh ones (LIFO) */
+    uint32_t n_stacked;
+    uint32_t n_fresh;          /* pages n_fresh.. were never handed out: free, untouched */
+    uint32_t n_free;           /* n_stacked + (n_pages - n_fresh) */
     uint64_t n_cached, n_in_tree;
     kv_slot *slots;            /* run heads by key: open addressing, linear probing */
     uint64_t slot_mask;
