@@ -22,6 +22,7 @@
  *     checkpoint); activations and collectives are bf16 (DeepEP's dispatch
  *     FP8). */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "sim/cost/collective.h"
@@ -30,7 +31,11 @@
 
 void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out)
 {
-    memset(out, 0, sizeof *out);
+    /* Not the kernel slots (4 KB, most of the struct): a slot is written
+     * whole when the forward first launches its kernel, and none past nk is
+     * read. A light step's forward clears this every time. */
+    memset(out->op, 0, sizeof out->op);
+    memset(&out->nk, 0, sizeof *out - offsetof(rl_breakdown, nk));
     *c = (rl_counter){.r = r, .out = out, .hbm = r->gpu.hbm_GBps * 1e9, .scale = 1};
 }
 
