@@ -17,6 +17,7 @@
 
 #include "sim/cost/cost.h"
 #include "sim/cost/roofline.h"
+#include "sim/cost/roofline_impl.h"
 #include "testutil.h"
 
 #define CLOSE(a, b) close_rel((a), (b), 1e-12, #a, __LINE__)
@@ -51,6 +52,37 @@ static int breakdown(cost_model *m, const cost_seq *s, uint32_t n, uint32_t tp, 
     int rc = roofline_breakdown(m, &b, bd, &e);
     if (rc < 0) printf("\n  breakdown failed: %s\n", e.msg);
     return rc;
+}
+
+/* A kernel's calls add up in one slot whichever literal names it: the
+ * slot index finds it by pointer, and by text when a copy of the name
+ * comes from elsewhere; slots stay in first-launch order past names that
+ * share a hash chain. */
+static void test_kernel_slots_by_name(void)
+{
+    cost_model *m = load("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    const cost_roofline *r = (const cost_roofline *)m;
+    rl_breakdown *bd = calloc(1, sizeof *bd);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bd);
+    rl_counter c;
+    rl_counter_init(&c, r, bd);
+    /* 40 names, many sharing their first characters (one hash chain) */
+    static char names[40][16];
+    for (int i = 0; i < 40; i++) snprintf(names[i], sizeof names[i], "%s_%d", i % 2 ? "attn" : "at", i);
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 40; i++) rl_stream(&c, names[i], RL_NORM, RL_K_NORM, 1, 0, 1000 * (i + 1), 100);
+    char copy[16];
+    snprintf(copy, sizeof copy, "%s", names[7]);   /* the same name at another address */
+    rl_stream(&c, copy, RL_NORM, RL_K_NORM, 2, 0, 8000, 100);
+    CU_ASSERT_EQUAL(bd->nk, 40);
+    for (int i = 0; i < 40 && i < bd->nk; i++) {
+        CU_ASSERT_STRING_EQUAL(bd->k[i].name, names[i]);
+        CU_ASSERT_EQUAL(bd->k[i].calls, i == 7 ? 5 : 3);
+        CU_ASSERT_EQUAL(bd->k[i].bytes, (i == 7 ? 5 : 3) * 1000.0 * (i + 1));
+    }
+    free(bd);
+    cost_free(m);
 }
 
 /* Four decodes at contexts 1000..4000 on one H100, bf16. */
@@ -711,4 +743,5 @@ void register_test_cost_roofline(void)
     CU_add_test(s, "data-parallel attention: a request runs on one rank", test_dp_attention);
     CU_add_test(s, "shipped presets cite their sources", test_shipped_presets_cite_sources);
     CU_add_test(s, "dtype defaults to the checkpoint's where the GPU runs it", test_dtype_from_checkpoint);
+    CU_add_test(s, "a kernel's calls add up in one slot whichever literal names it", test_kernel_slots_by_name);
 }

@@ -39,20 +39,60 @@ void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out)
     *c = (rl_counter){.r = r, .out = out, .hbm = r->gpu.hbm_GBps * 1e9, .scale = 1};
 }
 
-/* The kernel's slot: names are static strings, so the pointer finds it. */
+static uint32_t pointer_hash(const char *name)
+{
+    return (uint32_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull) >> 40);
+}
+
+/* Of the first two characters: names sharing them ("attn_", "shared_")
+ * share a chain, which strcmp tells apart. Every kernel is new to each
+ * forward, so this runs for each: hashing whole names cost more than the
+ * chains. */
+static uint32_t text_hash(const char *name)
+{
+    uint32_t h = (unsigned char)name[0];
+    if (h) h = h * 31 + (unsigned char)name[1];
+    return h * 0x9E3779B1u >> 8;
+}
+
+/* Records slot s under hash h in table t (a free cell is there: the tables
+ * are twice the most slots a forward has). */
+static void index_put(uint8_t *t, uint32_t h, int s)
+{
+    uint32_t i = h % RL_KERNEL_INDEX;
+    while (t[i]) i = (i + 1) % RL_KERNEL_INDEX;
+    t[i] = (uint8_t)(s + 1);
+}
+
+/* The kernel's slot, made on its first launch in this forward. Names are
+ * static strings: the pointer finds a slot, the text only when the same
+ * name came from another literal. Slots stay in first-launch order. */
 static rl_kernel_cost *slot(rl_counter *c, const char *name, int op)
 {
     rl_breakdown *o = c->out;
-    /* Names are literals, so the same pointer almost always: look for it
-     * before comparing strings (a step prices each kernel several times). */
-    for (int i = 0; i < o->nk; i++)
-        if (o->k[i].name == name) return &o->k[i];
-    for (int i = 0; i < o->nk; i++)
-        if (o->k[i].name[0] == name[0] && !strcmp(o->k[i].name, name)) return &o->k[i];
+    uint32_t hp = pointer_hash(name);
+    for (uint32_t i = hp % RL_KERNEL_INDEX; c->by_pointer[i]; i = (i + 1) % RL_KERNEL_INDEX)
+        if (o->k[c->by_pointer[i] - 1].name == name) return &o->k[c->by_pointer[i] - 1];
+    uint32_t ht = text_hash(name);
+    for (uint32_t i = ht % RL_KERNEL_INDEX; c->by_text[i]; i = (i + 1) % RL_KERNEL_INDEX) {
+        int s = c->by_text[i] - 1;
+        if (!strcmp(o->k[s].name, name)) {
+            if (c->n_pointers < RL_KERNEL_INDEX / 2) {   /* this literal too, while there is room */
+                index_put(c->by_pointer, hp, s);
+                c->n_pointers++;
+            }
+            return &o->k[s];
+        }
+    }
     if (o->nk == RL_MAX_KERNELS) return &o->k[RL_MAX_KERNELS - 1];   /* never: the lists are shorter */
-    rl_kernel_cost *k = &o->k[o->nk++];
-    *k = (rl_kernel_cost){.name = name, .op = op};
-    return k;
+    int s = o->nk++;
+    o->k[s] = (rl_kernel_cost){.name = name, .op = op};
+    index_put(c->by_text, ht, s);
+    if (c->n_pointers < RL_KERNEL_INDEX / 2) {
+        index_put(c->by_pointer, hp, s);
+        c->n_pointers++;
+    }
+    return &o->k[s];
 }
 
 /* Adds calls of one kernel to its slot and its operator. */

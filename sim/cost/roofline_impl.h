@@ -60,12 +60,19 @@ typedef struct rl_shape {
 } rl_shape;
 
 /* One forward's counting and timing into out. */
+#define RL_KERNEL_INDEX (2 * RL_MAX_KERNELS)   /* at most half full */
+
 typedef struct rl_counter {
     const cost_roofline *r;
     rl_breakdown *out;
     double hbm;
     double scale;            /* calls multiply by this (2 for each micro-batch of two-batch overlap) */
     double compute_s, comm_s;   /* of the kernels counted: compute and communication seconds */
+    /* Where each kernel's slot is (slot + 1, 0: empty), open-addressed: by
+     * its name's pointer, and by its name's text for a literal the
+     * compiler did not merge. A step prices ~25 kernels ~50 times. */
+    uint8_t by_pointer[RL_KERNEL_INDEX], by_text[RL_KERNEL_INDEX];
+    uint32_t n_pointers;
 } rl_counter;
 
 void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out);
