@@ -26,6 +26,7 @@
 #include "engine/router/router.h"
 #include "sim/pool.h"
 #include "traces/sender.h"
+#include "util/iheap.h"
 #include "util/stats.h"
 #include "util/progress.h"
 #include "util/rng.h"
@@ -119,6 +120,7 @@ typedef struct run {
     const sim_group *groups; /* sized, prefill groups first; the replicas point into them */
     const double *group_kv_bytes;   /* per group: PD's KV bytes per token per GPU (0 off the prefill side) */
     uint32_t n_groups;
+    rh_iheap wakes;          /* replicas by when each next has something to do (wake_time) */
 } run;
 
 void sim_config_default(sim_config *c)
@@ -342,6 +344,20 @@ static double pend_next(const replica *rep)
     return rep->pend_head < rep->pend_tail ? rep->pend_ready[rep->pend_head] : INFINITY;
 }
 
+/* When the replica next has something to do: its step's end, or the first
+ * request ready in front of it. */
+static double wake_time(const replica *rep)
+{
+    return rep->busy ? rep->end : pend_next(rep);
+}
+
+/* Tells the wake heap; a replica the loop has taken out keeps the time for
+ * when it goes back. */
+static void wake_update(replica *rep)
+{
+    rh_iheap_set(&rep->run->wakes, rep->index, wake_time(rep));
+}
+
 /* The replica for request i among reps[first, first + n): the router's pick
  * over what each holds now (one replica: always it). */
 static int route(run *r, router *rt, uint32_t first, uint32_t n, uint32_t i)
@@ -407,6 +423,7 @@ static void handoff(replica *rep, req_state *s, double now)
     dec->outstanding++;
     dec->routed++;
     if (pend_push(dec, s->index, s->o.send, end) < 0) fail(r, "out of memory");
+    wake_update(dec);
 }
 
 /* Sends everything due by `now`, each to the replica the router picks;
@@ -437,6 +454,7 @@ static void send_due(run *r, double now)
             rep->tok_free = ready;
         }
         if (pend_push(rep, i, sent, ready) < 0) fail(r, "out of memory");
+        wake_update(rep);
     }
     r->next_send = r->failed ? INFINITY : next;
 }
@@ -674,7 +692,8 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
     r->reps = calloc(r->n_reps, sizeof *r->reps);
     r->view = calloc(r->n_reps, sizeof *r->view);
     r->m = metrics_new(&cfg->slo);
-    if (!r->rs || !r->reps || !r->view || !r->m) return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
+    if (!r->rs || !r->reps || !r->view || !r->m || rh_iheap_init(&r->wakes, r->n_reps) < 0)
+        return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
     for (uint32_t k = 0, g = 0, left = groups[0].count; k < r->n_reps; k++, left--) {
         while (!left) left = groups[++g].count;
@@ -813,14 +832,39 @@ static int commit(replica *rep, rh_err *e)
     return core_complete(rep->c, &rep->batch, cfg->core.spec_steps > 0 ? rep->results : NULL, rep->end, e);
 }
 
-/* When the replica next has something to do: its step's end, or the first
- * request ready in front of it. */
-static double wake_time(const replica *rep)
+/* The replicas due at t, taken out of the wake heap, in index order: the
+ * order a server farm's replicas are visited at one instant, whatever the
+ * heap's. */
+typedef struct due_list {
+    uint32_t *v;
+    uint32_t n;
+} due_list;
+
+/* Takes every replica due by t out of the heap into d, kept sorted from
+ * position `from` on; ones that sort before it (already passed in this
+ * sweep) go to `later` instead, to wait for the next sweep. */
+static void take_due(run *r, double t, due_list *d, uint32_t from, due_list *later)
 {
-    return rep->busy ? rep->end : pend_next(rep);
+    while (rh_iheap_top_key(&r->wakes) <= t) {
+        uint32_t k = rh_iheap_pop(&r->wakes);
+        if (from > 0 && k < d->v[from - 1]) {
+            later->v[later->n++] = k;
+            continue;
+        }
+        uint32_t i = d->n++;
+        while (i > from && d->v[i - 1] > k) {
+            d->v[i] = d->v[i - 1];
+            i--;
+        }
+        d->v[i] = k;
+    }
 }
 
-/* Step 2: the event loop, until every request is done. The clock is r->now. */
+/* Step 2: the event loop, until every request is done. The clock is r->now.
+ * At each event time t: the steps ending at t commit (in replica order),
+ * the requests due are sent, then each replica woken or with a request
+ * ready takes its step boundary (in replica order). Replicas come from a
+ * heap of wake times: one with nothing to do costs nothing. */
 static int run_loop(run *r, rh_err *e)
 {
     const sim_config *cfg = r->cfg;
@@ -829,13 +873,13 @@ static int run_loop(run *r, rh_err *e)
     else r->bar.enabled = 0;
     int rc = 0;
     bool *woke = calloc(r->n_reps, sizeof *woke);
-    if (!woke) rc = rh_fail(e, "out of memory");
+    due_list due = {calloc(r->n_reps, sizeof(uint32_t)), 0}, later = {calloc(r->n_reps, sizeof(uint32_t)), 0};
+    if (!woke || !due.v || !later.v) rc = rh_fail(e, "out of memory");
     bool first = true;
     while (!r->failed && rc == 0) {
         /* The earliest event: a step's end, a request ready at an idle
          * replica, or the next send. */
-        double t = r->next_send;
-        for (uint32_t k = 0; k < r->n_reps; k++) t = fmin(t, wake_time(&r->reps[k]));
+        double t = fmin(r->next_send, rh_iheap_top_key(&r->wakes));
         if (first) t = fmin(t, r->now);   /* the loop opens at time 0, as a server starts */
         first = false;
         if (t == INFINITY) {
@@ -849,26 +893,36 @@ static int run_loop(run *r, rh_err *e)
             break;
         }
         r->now = t;
-        for (uint32_t k = 0; k < r->n_reps && rc == 0; k++) {
-            replica *rep = &r->reps[k];
-            woke[k] = false;
+        due.n = later.n = 0;
+        take_due(r, t, &due, 0, &later);
+        for (uint32_t i = 0; i < due.n && rc == 0; i++) {
+            replica *rep = &r->reps[due.v[i]];
             if (!rep->busy || rep->end != t) continue;
             if (commit(rep, e) < 0) rc = -1;
-            woke[k] = true;
+            woke[rep->index] = true;
             if ((++steps & 1023) == 0) {
                 snprintf(r->bar.extra, sizeof r->bar.extra, "clock %.1f s", r->now);
                 rh_progress_update(&r->bar, r->done);
             }
         }
-        if (rc || r->failed) break;
-        send_due(r, t);
-        for (uint32_t k = 0; k < r->n_reps && rc == 0 && !r->failed; k++) {
-            replica *rep = &r->reps[k];
-            if (rep->busy || (!woke[k] && !(pend_next(rep) <= t))) continue;
-            rc = boundary(rep, t, e);
+        if (rc == 0 && !r->failed) {
+            send_due(r, t);
+            take_due(r, t, &due, 0, &later);   /* requests ready now at idle replicas */
+            for (uint32_t i = 0; i < due.n && rc == 0 && !r->failed; i++) {
+                replica *rep = &r->reps[due.v[i]];
+                if (rep->busy || (!woke[rep->index] && !(pend_next(rep) <= t))) continue;
+                rc = boundary(rep, t, e);
+                take_due(r, t, &due, i + 1, &later);   /* a handoff made another due now */
+            }
         }
+        for (uint32_t i = 0; i < due.n; i++) {
+            woke[due.v[i]] = false;
+            wake_update(&r->reps[due.v[i]]);
+            rh_iheap_push(&r->wakes, due.v[i]);
+        }
+        for (uint32_t i = 0; i < later.n; i++) rh_iheap_push(&r->wakes, later.v[i]);
     }
-    free(woke);
+    free(woke), free(due.v), free(later.v);
     if (rc == 0 && r->failed) {
         memcpy(e, &r->err, sizeof *e);
         rc = -1;
@@ -878,7 +932,6 @@ static int run_loop(run *r, rh_err *e)
     return rc;
 }
 
-/* The series of replicas [first, first + n) together (one: its own). */
 static int series_of(const run *r, uint32_t first, uint32_t n, sim_series *out)
 {
     const step_row **runs = malloc(n * sizeof *runs);
@@ -992,6 +1045,7 @@ static int run_finish(run *r, sim_result *out, rh_err *e)
 static void run_close(run *r)
 {
     if (r->w) tr_writer_abort(r->w);
+    rh_iheap_free(&r->wakes);
     for (uint32_t k = 0; r->reps && k < r->n_reps; k++) {
         replica *rep = &r->reps[k];
         if (rep->c) core_free(rep->c);

@@ -17,6 +17,7 @@
 #include "util/conn_guard.h"
 #include "util/csv.h"
 #include "util/hashmap.h"
+#include "util/iheap.h"
 #include "util/progress.h"
 #include "util/rng.h"
 #include "util/stats.h"
@@ -304,6 +305,54 @@ static void test_conn_guard(void)
     rh_guard_free(NULL);
 }
 
+/* The indexed heap against a scan of the same keys: after every random
+ * set, pop and push, the top is the least key, ties to the least id. Keys
+ * come from a few values so ties are common. */
+static void test_iheap_against_scan(void)
+{
+    enum { N = 37 };
+    rh_iheap h;
+    CU_ASSERT_EQUAL_FATAL(rh_iheap_init(&h, N), 0);
+    double key[N];
+    bool in[N];
+    for (int i = 0; i < N; i++) key[i] = INFINITY, in[i] = true;
+    CU_ASSERT_EQUAL(rh_iheap_top(&h), 0);
+    uint64_t seed = 7;
+    int bad = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t x = rh_splitmix_next(&seed);
+        uint32_t id = (uint32_t)(x % N);
+        switch ((x >> 32) % 4) {
+        case 0:
+        case 1: {
+            double k = (x >> 40) % 5 == 4 ? INFINITY : (double)((x >> 40) % 5);
+            key[id] = k;
+            rh_iheap_set(&h, id, k);
+            break;
+        }
+        case 2: {
+            uint32_t want = UINT32_MAX;
+            for (uint32_t i = 0; i < N; i++)
+                if (in[i] && (want == UINT32_MAX || key[i] < key[want])) want = i;
+            uint32_t got = rh_iheap_pop(&h);
+            bad += got != want;
+            if (got < N) in[got] = false;
+            break;
+        }
+        default:
+            rh_iheap_push(&h, id);
+            in[id] = true;
+        }
+        uint32_t want = UINT32_MAX;
+        for (uint32_t i = 0; i < N; i++)
+            if (in[i] && (want == UINT32_MAX || key[i] < key[want])) want = i;
+        bad += rh_iheap_top(&h) != want;
+        bad += rh_iheap_has(&h, id) != in[id];
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    rh_iheap_free(&h);
+}
+
 void register_test_util(void)
 {
     CU_pSuite s = CU_add_suite("util", NULL, NULL);
@@ -315,4 +364,5 @@ void register_test_util(void)
     CU_add_test(s, "CSV: quotes, newlines, CRLF, short and long rows", test_csv_reader);
     CU_add_test(s, "atomic files: whole or not at all, devices in place", test_atomic_file);
     CU_add_test(s, "connection guard: a late header's socket shut down, counts per client", test_conn_guard);
+    CU_add_test(s, "indexed heap: the least key, ties to the least id, as a scan finds", test_iheap_against_scan);
 }
