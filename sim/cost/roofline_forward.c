@@ -28,6 +28,7 @@
 #include "sim/cost/collective.h"
 #include "sim/cost/kernel_time.h"
 #include "sim/cost/roofline_impl.h"
+#include "util/hash.h"
 
 void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out)
 {
@@ -41,7 +42,7 @@ void rl_counter_init(rl_counter *c, const cost_roofline *r, rl_breakdown *out)
 
 static uint32_t pointer_hash(const char *name)
 {
-    return (uint32_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull) >> 40);
+    return rh_fib32((uintptr_t)name);
 }
 
 /* Of the first two characters: names sharing them ("attn_", "shared_")
@@ -51,8 +52,8 @@ static uint32_t pointer_hash(const char *name)
 static uint32_t text_hash(const char *name)
 {
     uint32_t h = (unsigned char)name[0];
-    if (h) h = h * 31 + (unsigned char)name[1];
-    return h * 0x9E3779B1u >> 8;
+    if (h) h = h << 8 | (unsigned char)name[1];
+    return rh_fib32(h);
 }
 
 /* Records slot s under hash h in table t (a free cell is there: the tables
