@@ -121,6 +121,7 @@ typedef struct run {
     const double *group_kv_bytes;   /* per group: PD's KV bytes per token per GPU (0 off the prefill side) */
     uint32_t n_groups;
     rh_iheap wakes;          /* replicas by when each next has something to do (wake_time) */
+    cost_memo **memos;       /* per group: its step prices by shape (NULL: priced each time) */
 } run;
 
 void sim_config_default(sim_config *c)
@@ -692,7 +693,8 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
     r->reps = calloc(r->n_reps, sizeof *r->reps);
     r->view = calloc(r->n_reps, sizeof *r->view);
     r->m = metrics_new(&cfg->slo);
-    if (!r->rs || !r->reps || !r->view || !r->m || rh_iheap_init(&r->wakes, r->n_reps) < 0)
+    r->memos = calloc(n_groups, sizeof *r->memos);
+    if (!r->rs || !r->reps || !r->view || !r->m || !r->memos || rh_iheap_init(&r->wakes, r->n_reps) < 0)
         return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
     for (uint32_t k = 0, g = 0, left = groups[0].count; k < r->n_reps; k++, left--) {
@@ -706,6 +708,8 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
         rep->cost = groups[g].cost;
         rep->kv_bytes_per_token = kv_bytes[g];
         rep->tp = rep->cfg->tp;
+        if (k == 0 || rep->group != r->reps[k - 1].group)
+            r->memos[g] = cost_memo_new(rep->cost, rep->tp, &rep->cfg->serving);
         /* Each group's first core now, so a bad knob or script stops the
          * run before it starts; the others when they first get work. */
         if ((k == 0 || rep->group != r->reps[k - 1].group) && !replica_core(rep, e)) return -1;
@@ -780,7 +784,7 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
     /* the host's scheduling of this step ran during the previous step's
      * GPU time (overlap scheduling), as far as it fits */
     cost_parts parts;
-    cost_step_parts(rep->cost, &cb, &parts);
+    cost_memo_parts(r->memos[rep->group], rep->cost, &cb, &parts);
     *dt = cost_parts_duration(&parts, cfg->serving.overlap, rep->prev_gpu);
     rep->prev_gpu = parts.forward_s + parts.draft_s;
     if (!(*dt > 0) || !isfinite(*dt))
@@ -1046,6 +1050,8 @@ static void run_close(run *r)
 {
     if (r->w) tr_writer_abort(r->w);
     rh_iheap_free(&r->wakes);
+    for (uint32_t g = 0; r->memos && g < r->n_groups; g++) cost_memo_free(r->memos[g]);
+    free(r->memos);
     for (uint32_t k = 0; r->reps && k < r->n_reps; k++) {
         replica *rep = &r->reps[k];
         if (rep->c) core_free(rep->c);

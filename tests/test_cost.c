@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim/cost/cost.h"
+#include "util/rng.h"
 #include "testutil.h"
 
 static const cost_linear_coef K = {0.004, 2e-5, 1e-4, 1e-8, 1e-10};
@@ -286,6 +287,93 @@ static void test_bad_files(void)
 }
 
 /* The roofline cases name shipped presets. */
+/* Prices through a memo equal the model's own, bit for bit: a batch that
+ * differs from one just priced in any single aggregate is priced anew
+ * (a key missing a field would hand back the first one's parts), and a
+ * long stream of repeating and colliding shapes matches direct pricing.
+ * A model that reads each sequence gets no memo. */
+static int same_parts(const cost_parts *a, const cost_parts *b)
+{
+    return !memcmp(a, b, sizeof *a);
+}
+
+static void test_memo_equals_model(void)
+{
+    rh_err e;
+    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\", "
+                               "\"overheads\": {\"step_s\": 0.001, \"forward_s\": 0.0002}}",
+                               "memo.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_serving sv;
+    cost_serving_default(m, 1, &sv);
+    cost_memo *memo = cost_memo_new(m, 1, &sv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(memo);
+    cost_batch base = {.tp = 1, .serving = &sv, .prefill_tokens = 512, .prefill_seqs = 1, .decode_seqs = 8,
+                       .decode_tokens = 16, .decode_context = 8000, .prefill_context = 100, .prefill_attn = 300000,
+                       .prefill_causal = 200000, .draft_steps = 1, .draft_seqs = 8, .draft_width = 1};
+    int bad = 0;
+    for (int field = 0; field < 11; field++) {
+        cost_batch a = base;
+        if (field == 6) a.prefill_causal = 0;   /* the attended pairs only count when the causal ones are unknown */
+        cost_batch b = a;
+        switch (field) {
+        case 0: b.prefill_tokens += 64; break;
+        case 1: b.prefill_seqs += 1; break;
+        case 2: b.decode_seqs += 1; break;
+        case 3: b.decode_tokens += 8; break;
+        case 4: b.decode_context += 4000; break;
+        case 5: b.prefill_context += 4000; break;
+        case 6: b.prefill_attn += 100000; break;
+        case 7: b.prefill_causal += 100000; break;
+        case 8: b.draft_steps += 1; break;
+        case 9: b.draft_seqs -= 4; break;
+        default: b.draft_width = 4; break;
+        }
+        cost_parts first, direct, memoised;
+        cost_memo_parts(memo, m, &a, &first);
+        double t_direct = cost_step_parts(m, &b, &direct), t_memo = cost_memo_parts(memo, m, &b, &memoised);
+        if (!same_parts(&direct, &memoised) || t_direct != t_memo) {
+            printf("\n  field %d: memo %.17g, model %.17g\n", field, t_memo, t_direct);
+            bad++;
+        }
+        CU_ASSERT(!same_parts(&first, &direct));   /* each field matters to this model */
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* 300k batches from ~200k shapes, each field drawn apart (shapes that
+     * share some fields and not others meet in one slot): hits, misses and
+     * slots taken over */
+    uint64_t seed = 11;
+    for (int i = 0; i < 300000; i++) {
+        uint64_t x = rh_splitmix_next(&seed);
+        cost_batch b = {.tp = 1, .serving = &sv, .decode_seqs = 1 + x % 32, .decode_context = 1000 * (1 + (x >> 8) % 800)};
+        b.decode_tokens = b.decode_seqs * (1 + (x >> 20) % 2);
+        if ((x >> 24) % 4 == 0) b.prefill_tokens = 1024, b.prefill_seqs = 1, b.prefill_attn = 1024 * 1024;
+        if ((x >> 28) % 4 == 0) b.draft_steps = 1 + (x >> 32) % 3, b.draft_seqs = b.decode_seqs, b.draft_width = 1 + (x >> 40) % 2;
+        cost_parts direct, memoised;
+        double t_direct = cost_step_parts(m, &b, &direct), t_memo = cost_memo_parts(memo, m, &b, &memoised);
+        bad += !same_parts(&direct, &memoised) || t_direct != t_memo;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    cost_memo_free(memo);
+    /* DeepSeek under data-parallel attention places each request: no memo */
+    cost_model *ds = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"deepseek-v3\", \"gpu\": \"h200\", "
+                                "\"tp\": 8}",
+                                "ds.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    cost_serving dsv;
+    cost_serving_default(ds, 8, &dsv);
+    CU_ASSERT(!cost_reads_seqs(ds, 8, &dsv));
+    cost_memo *dm = cost_memo_new(ds, 8, &dsv);
+    CU_ASSERT_PTR_NOT_NULL(dm);
+    cost_memo_free(dm);
+    dsv.dp = 8;
+    CU_ASSERT(cost_reads_seqs(ds, 8, &dsv));
+    CU_ASSERT_PTR_NULL(cost_memo_new(ds, 8, &dsv));
+    CU_ASSERT(!cost_reads_seqs(m, 1, &sv));
+    cost_free(ds);
+    cost_free(m);
+}
+
 static int init_presets(void)
 {
     return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
@@ -301,4 +389,5 @@ void register_test_cost(void)
     CU_add_test(s, "linear save and load round trip", test_linear_save_load);
     CU_add_test(s, "bad cost files name file and field", test_bad_files);
     CU_add_test(s, "overheads where they occur: per step, per forward pass", test_overheads_where_they_occur);
+    CU_add_test(s, "a memo's prices equal the model's, bit for bit", test_memo_equals_model);
 }
