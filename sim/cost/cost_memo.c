@@ -8,9 +8,12 @@
 #include "sim/cost/cost.h"
 #include "util/hash.h"
 
-/* A power of two. Light load on unique prompts makes ~72k shapes in 230k
- * steps; 4096 slots kept a quarter of the repeats, 65536 over half. */
-#define MEMO_SLOTS 65536   /* 104 bytes each: 6.5 MiB a memo, touched as used */
+/* Powers of two. Light load on unique prompts makes ~72k shapes in 230k
+ * steps: 4096 slots kept a quarter of the repeats, 65536 over half. A memo
+ * starts small and doubles while it misses: each slot is 104 bytes, and a
+ * short run should not pay the page faults of a big table it cannot fill. */
+#define MEMO_FIRST_SLOTS 1024
+#define MEMO_MAX_SLOTS 65536
 
 /* Every input of cost_step_parts but the model, tp and serving (the memo's). */
 typedef struct memo_key {
@@ -22,8 +25,10 @@ typedef struct memo_key {
 struct cost_memo {
     uint32_t tp;
     const cost_serving *sv;
-    memo_key key[MEMO_SLOTS];
-    cost_parts parts[MEMO_SLOTS];
+    uint32_t slots;          /* a power of two */
+    uint64_t misses;         /* since the table last grew */
+    memo_key *key;           /* per slot; used 0: empty */
+    cost_parts *parts;       /* per slot */
 };
 
 bool cost_reads_seqs(const cost_model *m, uint32_t tp, const cost_serving *sv)
@@ -31,11 +36,29 @@ bool cost_reads_seqs(const cost_model *m, uint32_t tp, const cost_serving *sv)
     return m->ops->reads_seqs && m->ops->reads_seqs(m, tp, sv);
 }
 
+static int alloc_slots(cost_memo *memo, uint32_t slots)
+{
+    memo_key *key = calloc(slots, sizeof *key);
+    cost_parts *parts = malloc(slots * sizeof *parts);
+    if (!key || !parts) {
+        free(key), free(parts);
+        return -1;
+    }
+    memo->key = key;
+    memo->parts = parts;
+    memo->slots = slots;
+    memo->misses = 0;
+    return 0;
+}
+
 cost_memo *cost_memo_new(const cost_model *m, uint32_t tp, const cost_serving *sv)
 {
     if (cost_reads_seqs(m, tp, sv)) return NULL;
-    cost_memo *memo = calloc(1, sizeof *memo);   /* untouched pages until used */
-    if (!memo) return NULL;
+    cost_memo *memo = calloc(1, sizeof *memo);
+    if (!memo || alloc_slots(memo, MEMO_FIRST_SLOTS) < 0) {
+        free(memo);
+        return NULL;
+    }
     memo->tp = tp;
     memo->sv = sv;
     return memo;
@@ -43,8 +66,12 @@ cost_memo *cost_memo_new(const cost_model *m, uint32_t tp, const cost_serving *s
 
 void cost_memo_free(cost_memo *memo)
 {
+    if (!memo) return;
+    free(memo->key), free(memo->parts);
     free(memo);
 }
+
+_Static_assert(sizeof(memo_key) == 64, "memo_key has no padding");
 
 static void key_of(const cost_batch *b, memo_key *k)
 {
@@ -63,14 +90,31 @@ static void key_of(const cost_batch *b, memo_key *k)
     k->used = 1;
 }
 
-_Static_assert(sizeof(memo_key) == 64, "memo_key has no padding");
-
-static uint32_t slot_of(const memo_key *k)
+static uint64_t hash_of(const memo_key *k)
 {
     uint64_t w[8], h = 0;
     memcpy(w, k, sizeof w);
     for (int i = 0; i < 8; i++) h = rh_mix64(h ^ w[i]);
-    return (uint32_t)h & (MEMO_SLOTS - 1);
+    return h;
+}
+
+/* Twice the slots, the shapes kept (two that meet in a slot: the later). */
+static void grow(cost_memo *memo)
+{
+    memo_key *key = memo->key;
+    cost_parts *parts = memo->parts;
+    uint32_t old = memo->slots;
+    if (alloc_slots(memo, old * 2) < 0) {   /* out of memory: stays as it is */
+        memo->misses = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < old; i++)
+        if (key[i].used) {
+            uint32_t s = (uint32_t)hash_of(&key[i]) & (memo->slots - 1);
+            memo->key[s] = key[i];
+            memo->parts[s] = parts[i];
+        }
+    free(key), free(parts);
 }
 
 double cost_memo_parts(cost_memo *memo, const cost_model *m, const cost_batch *b, cost_parts *p)
@@ -78,13 +122,18 @@ double cost_memo_parts(cost_memo *memo, const cost_model *m, const cost_batch *b
     if (!memo || b->tp != memo->tp || b->serving != memo->sv) return cost_step_parts(m, b, p);
     memo_key k;
     key_of(b, &k);
-    uint32_t s = slot_of(&k);
+    uint64_t h = hash_of(&k);
+    uint32_t s = (uint32_t)h & (memo->slots - 1);
     if (!memcmp(&memo->key[s], &k, sizeof k)) {
         *p = memo->parts[s];
         return p->forward_s + p->draft_s + p->launch_s + p->exposed_s + p->hidden_s;   /* cost_step_parts' sum */
     }
-    memo->key[s] = k;
     double total = cost_step_parts(m, b, p);
+    if (++memo->misses > 2 * (uint64_t)memo->slots && memo->slots < MEMO_MAX_SLOTS) {
+        grow(memo);
+        s = (uint32_t)h & (memo->slots - 1);
+    }
+    memo->key[s] = k;
     memo->parts[s] = *p;
     return total;
 }
