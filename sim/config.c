@@ -89,7 +89,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (u < 1 || u > UINT32_MAX)
             return rh_fail(e, "--max-concurrency must be 1..%u (got %s); leave it out for an open loop", UINT32_MAX, v);
         c->max_concurrency = (uint32_t)u;
-    } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp")) {
+    } else if (!strcmp(name, "tp-size") || !strcmp(name, "tp") || !strcmp(name, "tensor-parallel-size")) {
         if (rh_parse_u64(v, "--tp-size", &u, e) < 0) return -1;
         if (u < 1 || u > 1024) return rh_fail(e, "--tp-size must be 1..1024 (got %s)", v);
         c->tp = (uint32_t)u;
@@ -260,8 +260,9 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         c->token_times = u != 0;
     } else {
         int rc = core_config_set(&c->core, name, v, e);
-        if (rc == 1 && !strcmp(name, "seed")) c->seed = c->core.seed;
-        if (rc == 1 && !strcmp(name, "max-running-requests")) c->max_running_set = true;
+        const char *knob = rc == 1 ? core_config_canonical(name) : NULL;   /* vLLM's names too */
+        if (knob && !strcmp(knob, "seed")) c->seed = c->core.seed;
+        if (knob && !strcmp(knob, "max-running-requests")) c->max_running_set = true;
         return rc;
     }
     return 1;
@@ -269,7 +270,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
 
 int sim_config_takes_value(const char *name_in)
 {
-    static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "speculative-algorithm",
+    static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "tensor-parallel-size", "speculative-algorithm",
                                         "speculative-eagle-topk",
                                         "speculative-accept-rate", "speculative-accept-hist",
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
@@ -298,7 +299,8 @@ const char *sim_config_help(void)
 {
     return "  --rate-scale X            arrivals X times faster than the trace (default 1)\n"
            "  --max-concurrency N       closed loop: at most N requests outstanding (default: open loop)\n"
-           "  --tp-size N               tensor-parallel size given to the cost model (default: the cost file's)\n"
+           "  --tp-size N               tensor-parallel size given to the cost model (default: the cost file's);\n"
+           "                            also --tensor-parallel-size (vLLM's name)\n"
            "  --speculative-algorithm A NGRAM (drafting is free), or DRAFT, EAGLE, EAGLE3, NEXTN, MTP\n"
            "                            (drafts by forward passes: a draft model, an EAGLE head, MTP)\n"
            "  --speculative-eagle-topk K  a tree K wide (default 1: a chain, verifying steps + 1\n"

@@ -787,6 +787,49 @@ static void test_config(void)
     core_free(c);
 }
 
+/* vLLM's flag names set the knobs ours do: one config by each set of
+ * names, compared whole; its on/off prefix-cache flags, their values and
+ * errors; --help lists every alias. */
+static void test_config_vllm_names(void)
+{
+    static const char *const pairs[][4] = {
+        {"max-num-seqs", "max-running-requests", "48", "max-num-seqs"},
+        {"max_num_batched_tokens", "chunked-prefill-size", "2048", "max-num-batched-tokens"},
+        {"block-size", "page-size", "32", "block-size"},
+        {"max-model-len", "context-length", "8192", "max-model-len"},
+        {"radix-eviction-policy", "radix-eviction", "lfu", "radix-eviction-policy"},
+    };
+    core_config theirs, ours;
+    core_config_default(&theirs);
+    core_config_default(&ours);
+    rh_err e;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        CU_ASSERT_EQUAL(core_config_set(&theirs, pairs[i][0], pairs[i][2], &e), 1);
+        CU_ASSERT_EQUAL(core_config_set(&ours, pairs[i][1], pairs[i][2], &e), 1);
+        CU_ASSERT_STRING_EQUAL(core_config_canonical(pairs[i][0]), pairs[i][1]);
+        char flag[64];
+        snprintf(flag, sizeof flag, "also --%s", pairs[i][3]);
+        CU_ASSERT(strstr(core_config_help(), flag) != NULL);
+    }
+    CU_ASSERT_EQUAL(memcmp(&theirs, &ours, sizeof theirs), 0);
+    CU_ASSERT_EQUAL(theirs.max_running_requests, 48);
+    CU_ASSERT_EQUAL(theirs.page_size, 32);
+    /* the prefix cache by vLLM's switches */
+    CU_ASSERT_EQUAL(core_config_takes_value("no-enable-prefix-caching"), 0);
+    CU_ASSERT_EQUAL(core_config_takes_value("enable_prefix_caching"), 0);
+    CU_ASSERT_STRING_EQUAL(core_config_canonical("no-enable-prefix-caching"), "disable-radix-cache");
+    CU_ASSERT_EQUAL(core_config_set(&theirs, "no-enable-prefix-caching", NULL, &e), 1);
+    CU_ASSERT(theirs.disable_radix_cache);
+    CU_ASSERT_EQUAL(core_config_set(&theirs, "enable-prefix-caching", NULL, &e), 1);
+    CU_ASSERT(!theirs.disable_radix_cache);
+    CU_ASSERT_EQUAL(core_config_set(&theirs, "enable_prefix_caching", "false", &e), 1);   /* a Lua key */
+    CU_ASSERT(theirs.disable_radix_cache);
+    CU_ASSERT_EQUAL(core_config_set(&theirs, "enable-prefix-caching", "yes", &e), -1);
+    CU_ASSERT(strstr(e.msg, "--enable-prefix-caching") != NULL);
+    CU_ASSERT(strstr(core_config_help(), "--no-enable-prefix-caching") != NULL);
+    CU_ASSERT_PTR_NULL(core_config_canonical("max-num-partial-prefills"));
+}
+
 /* SGLang's ratio: init 0.7 x conservativeness, decaying by (init - min)/600
  * per decode step to min = 0.14 x init. */
 static void test_ratio_decay(void)
@@ -831,5 +874,6 @@ void register_test_core(void)
     CU_add_test(s, "abort from every state", test_abort);
     CU_add_test(s, "bad input is refused with a message", test_bad_input);
     CU_add_test(s, "config set, help, validate, round trip", test_config);
+    CU_add_test(s, "vLLM's flag names set the same knobs", test_config_vllm_names);
     CU_add_test(s, "new-token ratio decays as SGLang's", test_ratio_decay);
 }

@@ -206,6 +206,21 @@ static void test_file_equals_flags(void)
                       "  {\"role\": \"decode\", \"count\": 3, \"max-running-requests\": 24, \"pd-kv-bytes-per-token\": 1},\n"
                       "  {\"role\": \"prefill\", \"count\": 2, \"max-running-requests\": 24, \"pd_kv_bytes_per_token\": 131072}]}\n",
                       pd, m, &t);
+    /* vLLM's names in a file against ours as flags: the same run */
+    const char *vllm[] = {"replicas", "2", "scheduler", "vllm", "max-running-requests", "6", "chunked-prefill-size",
+                          "256", "page-size", "32", "disable-radix-cache", NULL, NULL};
+    file_equals_flags("{\"scheduler\": \"vllm\", \"groups\": [{\"count\": 2, \"max_num_seqs\": 6,\n"
+                      "  \"max-num-batched-tokens\": 256, \"block_size\": 32, \"enable_prefix_caching\": false}]}\n",
+                      vllm, m, &t);
+    /* and on a roofline, where vLLM's max_num_seqs default follows the GPU's memory */
+    rh_err e;
+    cost_model *rl = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", "
+                                "\"gpu\": \"h100-sxm\"}", "rl.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rl);
+    file_equals_flags("{\"scheduler\": \"vllm\", \"groups\": [{\"count\": 2, \"max_num_seqs\": 6,\n"
+                      "  \"max-num-batched-tokens\": 256, \"block_size\": 32, \"enable_prefix_caching\": false}]}\n",
+                      vllm, rl, &t);
+    cost_free(rl);
     cost_free(m);
     tr_trace_free(&t);
 }

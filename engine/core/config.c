@@ -20,16 +20,16 @@ typedef struct knob {
 
 #define OFF(f) offsetof(core_config, f)
 static const knob knobs[] = {
-    {"page-size", NULL, K_U32, OFF(page_size), "N", "tokens per KV page (16)"},
+    {"page-size", "block-size", K_U32, OFF(page_size), "N", "tokens per KV page (16)"},
     {"max-total-tokens", NULL, K_U64, OFF(max_total_tokens), "N", "KV pool size in tokens (16384 pages)"},
-    {"chunked-prefill-size", NULL, K_CHUNK, OFF(chunked_prefill_size), "N",
+    {"chunked-prefill-size", "max-num-batched-tokens", K_CHUNK, OFF(chunked_prefill_size), "N",
      "prefill tokens per step, prompts cut in page-aligned chunks; -1: no chunking (8192)"},
     {"max-prefill-tokens", NULL, K_U32, OFF(max_prefill_tokens), "N",
      "prompt tokens admitted per step; the first request may exceed it (16384)"},
     {"long-prefill-token-threshold", NULL, K_U32, OFF(long_prefill_token_threshold), "N",
      "vllm scheduler: at most N prompt tokens of one request per step, so others share the budget; 0: off (0)"},
-    {"max-running-requests", NULL, K_U32, OFF(max_running_requests), "N", "requests prefilling or decoding at once (256)"},
-    {"context-length", NULL, K_U32, OFF(context_length), "N", "longest prompt + output accepted; 0: no limit (0)"},
+    {"max-running-requests", "max-num-seqs", K_U32, OFF(max_running_requests), "N", "requests prefilling or decoding at once (256)"},
+    {"context-length", "max-model-len", K_U32, OFF(context_length), "N", "longest prompt + output accepted; 0: no limit (0)"},
     {"schedule-policy", NULL, K_POLICY, OFF(policy), "P", "waiting order: fcfs, lpm, lof, random or lua (fcfs)"},
     {"schedule-conservativeness", NULL, K_DOUBLE, OFF(schedule_conservativeness), "X",
      "scales the new-token ratio reserved for running requests (1.0)"},
@@ -60,6 +60,18 @@ static const knob knobs[] = {
 };
 #undef OFF
 #define N_KNOBS (sizeof knobs / sizeof knobs[0])
+
+/* vLLM's on/off flags for a knob of ours that says the opposite: each sets
+ * the knob to `value` and takes no value itself. */
+static const struct {
+    const char *name, *knob;
+    bool value;
+    const char *help;
+} switches[] = {
+    {"enable-prefix-caching", "disable-radix-cache", false, "vLLM's name: the prefix cache on (the default)"},
+    {"no-enable-prefix-caching", "disable-radix-cache", true, "vLLM's name for --disable-radix-cache"},
+};
+#define N_SWITCHES (sizeof switches / sizeof switches[0])
 
 static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua"};
 static const char *preset_names[] = {"sglang", "vllm"};
@@ -94,8 +106,27 @@ static const knob *find_knob(const char *name)
     return NULL;
 }
 
+/* The switch called `name`, or -1. */
+static int find_switch(const char *name)
+{
+    char buf[64];
+    if (rh_knob_name(name, buf, sizeof buf) < 0) return -1;
+    for (size_t i = 0; i < N_SWITCHES; i++)
+        if (!strcmp(buf, switches[i].name)) return (int)i;
+    return -1;
+}
+
+const char *core_config_canonical(const char *name)
+{
+    int sw = find_switch(name);
+    if (sw >= 0) return switches[sw].knob;
+    const knob *k = find_knob(name);
+    return k ? k->name : NULL;
+}
+
 int core_config_takes_value(const char *name)
 {
+    if (find_switch(name) >= 0) return 0;
     const knob *k = find_knob(name);
     if (!k) return -1;
     return k->kind != K_BOOL;
@@ -118,6 +149,15 @@ static int parse_enum(const char *v, const char **names, int n, const knob *k, i
 
 int core_config_set(core_config *cfg, const char *name, const char *value, rh_err *e)
 {
+    int sw = find_switch(name);
+    if (sw >= 0) {
+        bool on = true;   /* a flag, or a Lua key set to true */
+        if (value && (!strcmp(value, "0") || !strcmp(value, "false"))) on = false;
+        else if (value && strcmp(value, "1") && strcmp(value, "true"))
+            return rh_fail(e, "--%s takes no value (got '%s')", switches[sw].name, value);
+        *(bool *)((char *)cfg + find_knob(switches[sw].knob)->off) = on ? switches[sw].value : !switches[sw].value;
+        return 1;
+    }
     const knob *k = find_knob(name);
     if (!k) return 0;
     char what[80];
@@ -183,13 +223,21 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
 
 const char *core_config_help(void)
 {
-    static char text[4096];
+    static char text[8192];
     if (text[0]) return text;
     size_t off = 0;
     for (size_t i = 0; i < N_KNOBS && off < sizeof text; i++) {
-        char flag[64];
+        char flag[64], also[80] = "";
         snprintf(flag, sizeof flag, "--%s%s%s", knobs[i].name, knobs[i].meta ? " " : "", knobs[i].meta ? knobs[i].meta : "");
-        int w = snprintf(text + off, sizeof text - off, "  %-38s %s\n", flag, knobs[i].help);
+        if (knobs[i].alias) snprintf(also, sizeof also, "; also --%s", knobs[i].alias);
+        int w = snprintf(text + off, sizeof text - off, "  %-38s %s%s\n", flag, knobs[i].help, also);
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+    for (size_t i = 0; i < N_SWITCHES && off < sizeof text; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", switches[i].name);
+        int w = snprintf(text + off, sizeof text - off, "  %-38s %s\n", flag, switches[i].help);
         if (w < 0) break;
         off += (size_t)w;
     }

@@ -97,6 +97,9 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
 /* 1 if the knob takes a value, 0 if it is a boolean flag, -1 if not a core knob:
  * tells a command-line front whether to consume the next argument. */
 int core_config_takes_value(const char *name);
+/* The knob `name` sets, by our name ("max-num-seqs" -> "max-running-requests",
+ * "enable-prefix-caching" -> "disable-radix-cache"); NULL: not a knob. */
+const char *core_config_canonical(const char *name);
 /* One line per knob, "  --name VALUE   meaning (default)", for --help texts. */
 const char *core_config_help(void);
 /* Rejects impossible combinations (zero budgets, a pool smaller than a page...). */
