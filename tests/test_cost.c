@@ -297,6 +297,15 @@ static int same_parts(const cost_parts *a, const cost_parts *b)
     return !memcmp(a, b, sizeof *a);
 }
 
+/* A kind that draws a new price at every call, as a noisy emulated server
+ * does, and does not say its prices are the aggregates' */
+static int drawn;
+static double drawing_step(const cost_model *m, const cost_batch *b)
+{
+    (void)m, (void)b;
+    return 0.01 * ++drawn;
+}
+
 static void test_memo_equals_model(void)
 {
     rh_err e;
@@ -362,14 +371,25 @@ static void test_memo_equals_model(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
     cost_serving dsv;
     cost_serving_default(ds, 8, &dsv);
-    CU_ASSERT(!cost_reads_seqs(ds, 8, &dsv));
+    CU_ASSERT(cost_prices_by_aggregates(ds, 8, &dsv));
     cost_memo *dm = cost_memo_new(ds, 8, &dsv);
     CU_ASSERT_PTR_NOT_NULL(dm);
     cost_memo_free(dm);
     dsv.dp = 8;
-    CU_ASSERT(cost_reads_seqs(ds, 8, &dsv));
+    CU_ASSERT(!cost_prices_by_aggregates(ds, 8, &dsv));
     CU_ASSERT_PTR_NULL(cost_memo_new(ds, 8, &dsv));
-    CU_ASSERT(!cost_reads_seqs(m, 1, &sv));
+    CU_ASSERT(cost_prices_by_aggregates(m, 1, &sv));
+    /* a model that does not say so is priced every time */
+    static const cost_ops drawing_ops = {.kind = "drawing", .step_time = drawing_step};
+    cost_model drawing = {.ops = &drawing_ops, .path = (char *)""};
+    CU_ASSERT(!cost_prices_by_aggregates(&drawing, 1, &sv));
+    cost_memo *dm2 = cost_memo_new(&drawing, 1, &sv);
+    CU_ASSERT_PTR_NULL(dm2);
+    cost_batch one = {.tp = 1, .serving = &sv, .decode_seqs = 1, .decode_tokens = 1, .decode_context = 100};
+    cost_parts p1, p2;
+    double t1 = cost_memo_parts(dm2, &drawing, &one, &p1), t2 = cost_memo_parts(dm2, &drawing, &one, &p2);
+    CU_ASSERT(t1 != t2);
+    cost_memo_free(dm2);
     cost_free(ds);
     cost_free(m);
 }

@@ -22,7 +22,7 @@
  * models read the aggregate fields of a batch, so a caller may fill them
  * from seqs (cost_batch_summarize) or by hand (cost_batch_from_step); a
  * roofline under data-parallel attention also places each sequence on a
- * rank when it has them (cost_reads_seqs). */
+ * rank when it has them (cost_prices_by_aggregates). */
 #ifndef RH_COST_H
 #define RH_COST_H
 
@@ -147,9 +147,10 @@ typedef struct cost_ops {
     void (*serving)(const cost_model *m, uint32_t tp, cost_serving *out);
     /* Whether the kind prices s; NULL: only what cost_serving_default gives. */
     int (*check_serving)(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e);
-    /* Whether pricing at tp and s reads each sequence of a batch, not only
-     * its aggregates; NULL: never. */
-    bool (*reads_seqs)(const cost_model *m, uint32_t tp, const cost_serving *s);
+    /* Whether prices at tp and s are a deterministic function of a batch's
+     * aggregates, so a memo may keep them; NULL: not known to be (a model
+     * drawing noise, say), never remembered. */
+    bool (*by_aggregates)(const cost_model *m, uint32_t tp, const cost_serving *s);
     void (*free)(cost_model *m);
 } cost_ops;
 
@@ -207,20 +208,22 @@ double cost_parts_duration(const cost_parts *p, bool overlap, double prev_gpu_s)
 /* Step prices remembered by the batch's aggregates, for a caller that
  * prices many batches on one model at one tp and serving (a simulated
  * replica group). A step of the same shape as one priced before gets the
- * same parts without the model: exact, as a model is a function of the
- * aggregates. Where a model reads each sequence (cost_reads_seqs) nothing
- * is remembered. A fixed table (the last shape in each slot): steady load
+ * same parts without the model: exact, for a model whose prices are a
+ * function of the aggregates (cost_prices_by_aggregates); for any other
+ * nothing is remembered. A fixed table (the last shape in each slot): steady load
  * repeats its shapes, a real trace's mix about a quarter of its steps. */
 typedef struct cost_memo cost_memo;
-/* NULL (out of memory, or the model reads sequences): price directly. */
+/* NULL (out of memory, or prices not by aggregates alone): price directly. */
 cost_memo *cost_memo_new(const cost_model *m, uint32_t tp, const cost_serving *sv);
 void cost_memo_free(cost_memo *memo);
 /* cost_step_parts through memo (NULL: directly); b's tp and serving must
  * be the memo's. */
 double cost_memo_parts(cost_memo *memo, const cost_model *m, const cost_batch *b, cost_parts *p);
-/* Whether pricing b at tp and sv reads b's sequences, not only its
- * aggregates (a roofline under data-parallel attention places each). */
-bool cost_reads_seqs(const cost_model *m, uint32_t tp, const cost_serving *sv);
+/* Whether m's prices at tp and sv are a deterministic function of a
+ * batch's aggregates: the kinds here are, but a roofline under
+ * data-parallel attention (it places each sequence on a rank) and any
+ * kind that does not say so (one drawing noise) are not. */
+bool cost_prices_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv);
 /* The serving the cost file describes at tensor-parallel size tp (0: its
  * own): its own fields, else SGLang's defaults for the GPU. */
 void cost_serving_default(const cost_model *m, uint32_t tp, cost_serving *out);

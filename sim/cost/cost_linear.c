@@ -106,6 +106,13 @@ static void linear_free(cost_model *m)
     free(l);
 }
 
+/* A formula of the aggregates: the same batch shape, the same price. */
+static bool linear_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv)
+{
+    (void)m, (void)tp, (void)sv;
+    return true;
+}
+
 static const cost_ops linear_ops = {
     .kind = "linear",
     .step_time = linear_step,
@@ -113,6 +120,7 @@ static const cost_ops linear_ops = {
     .check_tp = linear_check_tp,
     .breakdown = linear_breakdown,
     .free = linear_free,
+    .by_aggregates = linear_by_aggregates,
 };
 
 static cost_linear *linear_alloc(uint32_t n_tp, const cost_src *src)

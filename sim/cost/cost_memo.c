@@ -1,5 +1,6 @@
 /* cost_memo.c — step prices remembered by the batch's aggregates: see
- * cost.h. A direct-mapped table: each shape has one slot, a new shape
+ * cost.h. Only for a model that says its prices are a function of them: a
+ * model drawing noise per step would otherwise repeat its first draw. A direct-mapped table: each shape has one slot, a new shape
  * takes it over. Keys are compared whole, so a hit is always the same
  * shape and the parts are the model's own, bit for bit. */
 #include <stdlib.h>
@@ -31,9 +32,9 @@ struct cost_memo {
     cost_parts *parts;       /* per slot */
 };
 
-bool cost_reads_seqs(const cost_model *m, uint32_t tp, const cost_serving *sv)
+bool cost_prices_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv)
 {
-    return m->ops->reads_seqs && m->ops->reads_seqs(m, tp, sv);
+    return m->ops->by_aggregates && m->ops->by_aggregates(m, tp, sv);
 }
 
 static int alloc_slots(cost_memo *memo, uint32_t slots)
@@ -53,7 +54,7 @@ static int alloc_slots(cost_memo *memo, uint32_t slots)
 
 cost_memo *cost_memo_new(const cost_model *m, uint32_t tp, const cost_serving *sv)
 {
-    if (cost_reads_seqs(m, tp, sv)) return NULL;
+    if (!cost_prices_by_aggregates(m, tp, sv)) return NULL;
     cost_memo *memo = calloc(1, sizeof *memo);
     if (!memo || alloc_slots(memo, MEMO_FIRST_SLOTS) < 0) {
         free(memo);

@@ -594,12 +594,12 @@ static void roofline_free(cost_model *m)
     free(m);
 }
 
-static bool roofline_reads_seqs(const cost_model *m, uint32_t tp, const cost_serving *sv)
+static bool roofline_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv)
 {
     const cost_roofline *r = as_roofline(m);
     uint32_t g = tp ? tp : r->tp;
     if (!sv) sv = &r->serving;
-    return sv->dp > 1 && g > 1;   /* per_group: each request on one rank */
+    return !(sv->dp > 1 && g > 1);   /* per_group places each request on a rank */
 }
 
 static const cost_ops roofline_ops = {
@@ -612,7 +612,7 @@ static const cost_ops roofline_ops = {
     .parts = roofline_parts,
     .serving = roofline_serving,
     .check_serving = roofline_check_serving,
-    .reads_seqs = roofline_reads_seqs,
+    .by_aggregates = roofline_by_aggregates,
     .free = roofline_free,
 };
 

@@ -331,6 +331,13 @@ static void table_free(cost_model *m)
     free(t);
 }
 
+/* Interpolated over the aggregates: the same batch shape, the same price. */
+static bool table_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv)
+{
+    (void)m, (void)tp, (void)sv;
+    return true;
+}
+
 static const cost_ops table_ops = {
     .kind = "table",
     .step_time = table_step,
@@ -338,6 +345,7 @@ static const cost_ops table_ops = {
     .check_tp = table_check_tp,
     .breakdown = table_breakdown,
     .free = table_free,
+    .by_aggregates = table_by_aggregates,
 };
 
 /* ---- the file --------------------------------------------------------- */
