@@ -16,6 +16,7 @@
 #include "cli/serve_sim.h"
 #include "cli/serving.h"
 #include "engine/serve/server.h"
+#include "engine/speculative/vllm_config.h"
 #include "util/args.h"
 #include "util/progress.h"
 
@@ -105,6 +106,12 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         } else if (!strcmp(v, "sim")) sim->on = true;
         else return engine_flag_set(&c->engine, name, v, e);
         return 1;
+    }
+    if (!strcmp(name, "speculative-config")) {   /* vLLM's */
+        static spec_vllm given;   /* the draft model's name lives as long as the server */
+        const char *v = rh_args_value(a, e);
+        if (!v || spec_vllm_parse(v, &given, e) < 0) return -1;
+        return spec_vllm_apply(&given, &c->engine.spec, &c->engine.core, e) < 0 ? -1 : 1;
     }
     if (!strcmp(name, "disable-overlap-schedule")) {
         if (rh_args_no_value(a, e) < 0) return -1;

@@ -16,6 +16,7 @@
 #include "engine/record/outcome.h"
 #include "engine/record/recorder.h"
 #include "engine/speculative/hist.h"
+#include "engine/speculative/vllm_config.h"
 #include "traces/prompt.h"
 #include "traces/sender.h"
 #include "util/args.h"
@@ -317,7 +318,7 @@ done:
 }
 
 static const char *replay_flags[] = {"o", "output", "max-concurrency", "rate-scale", "prompt-seed",
-                                     "temperature", "top-p", "top-k"};
+                                     "temperature", "top-p", "top-k", "speculative-config"};
 
 int replay_config_takes_value(const char *name)
 {
@@ -330,6 +331,11 @@ int replay_config_set(replay_config *c, const char *name, const char *v, rh_err 
 {
     if (replay_config_takes_value(name) < 0) return 0;
     if (spec_config_is_knob(name)) return spec_config_set(&c->engine.spec, name, v, e);
+    if (!strcmp(name, "speculative-config")) {   /* vLLM's JSON */
+        static spec_vllm given;   /* the draft model's name lives as long as the run */
+        if (spec_vllm_parse(v, &given, e) < 0) return -1;
+        return spec_vllm_apply(&given, &c->engine.spec, &c->engine.core, e) < 0 ? -1 : 1;
+    }
     if (engine_flag_takes_value(name)) return engine_flag_set(&c->engine, name, v, e);
     unsigned long long u;
     double d;

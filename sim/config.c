@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "engine/speculative/hist.h"
+#include "engine/speculative/vllm_config.h"
 #include "sim/sim.h"
 #include "util/args.h"
 
@@ -95,9 +96,16 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         c->tp = (uint32_t)u;
     } else if (!strcmp(name, "speculative-algorithm")) {
         if (!strcasecmp(v, "ngram")) c->spec_draft_model = 0;
-        else if (!strcasecmp(v, "draft") || !strcasecmp(v, "eagle") || !strcasecmp(v, "mtp")) c->spec_draft_model = 1;
+        else if (!strcasecmp(v, "draft") || !strcasecmp(v, "standalone") || !strcasecmp(v, "eagle") ||
+                 !strcasecmp(v, "mtp"))
+            c->spec_draft_model = 1;
         else if (!strcasecmp(v, "eagle3") || !strcasecmp(v, "nextn")) c->spec_draft_model = 1;
-        else return rh_fail(e, "--speculative-algorithm: '%s' is not NGRAM, DRAFT, EAGLE, EAGLE3, NEXTN or MTP", v);
+        else return rh_fail(e, "--speculative-algorithm: '%s' is not NGRAM, DRAFT (STANDALONE), EAGLE, EAGLE3, NEXTN or MTP", v);
+    } else if (!strcmp(name, "speculative-config")) {   /* vLLM's JSON */
+        spec_vllm given;
+        if (spec_vllm_parse(v, &given, e) < 0) return -1;
+        c->spec_draft_model = given.drafts_by_model;
+        c->core.spec_steps = given.num_tokens;
     } else if (!strcmp(name, "speculative-eagle-topk")) {
         if (rh_parse_u64(v, "--speculative-eagle-topk", &u, e) < 0) return -1;
         if (u < 1 || u > 64) return rh_fail(e, "--speculative-eagle-topk must be 1..64 (got %s)", v);
@@ -271,6 +279,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
 int sim_config_takes_value(const char *name_in)
 {
     static const char *const knobs[] = {"rate-scale", "max-concurrency", "tp-size", "tp", "tensor-parallel-size", "speculative-algorithm",
+                                        "speculative-config",
                                         "speculative-eagle-topk",
                                         "speculative-accept-rate", "speculative-accept-hist",
                                         "speculative-accept-hist-from", "slo-ttft", "slo-tpot", "slo-e2e",
@@ -301,8 +310,10 @@ const char *sim_config_help(void)
            "  --max-concurrency N       closed loop: at most N requests outstanding (default: open loop)\n"
            "  --tp-size N               tensor-parallel size given to the cost model (default: the cost file's);\n"
            "                            also --tensor-parallel-size (vLLM's name)\n"
-           "  --speculative-algorithm A NGRAM (drafting is free), or DRAFT, EAGLE, EAGLE3, NEXTN, MTP\n"
-           "                            (drafts by forward passes: a draft model, an EAGLE head, MTP)\n"
+           "  --speculative-algorithm A NGRAM (drafting is free), or DRAFT (STANDALONE), EAGLE, EAGLE3,\n"
+           "                            NEXTN, MTP (drafts by forward passes: a draft model, an EAGLE head, MTP)\n"
+           "  --speculative-config JSON vLLM's: {\"method\": \"ngram\"|\"eagle\"|..., \"model\": M,\n"
+           "                            \"num_speculative_tokens\": K}: the algorithm and K drafts per decode\n"
            "  --speculative-eagle-topk K  a tree K wide (default 1: a chain, verifying steps + 1\n"
            "                            tokens as SGLang sets it); needs --speculative-num-draft-tokens\n"
            "  --speculative-accept-rate P  per-token draft acceptance probability (default 0.7)\n"

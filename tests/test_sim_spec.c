@@ -219,6 +219,33 @@ static void test_speedup_falls_with_concurrency(void)
     printf("\n  ");
 }
 
+/* vLLM's --speculative-config sets what our flags set: the two configs
+ * compared whole, for a head that drafts by forward passes and for ngram. */
+static void test_vllm_speculative_config_in_sim(void)
+{
+    static const char *const cases[][3] = {
+        {"{\"method\": \"eagle\", \"model\": \"h\", \"num_speculative_tokens\": 3}", "EAGLE", "3"},
+        {"{\"method\": \"ngram\", \"num_speculative_tokens\": 5, \"prompt_lookup_max\": 4}", "NGRAM", "5"},
+        {"{\"model\": \"small\", \"num_speculative_tokens\": 2}", "STANDALONE", "2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sim_config a, b;
+        sim_config_default(&a);
+        sim_config_default(&b);
+        rh_err e;
+        CU_ASSERT_EQUAL(sim_config_set(&a, "speculative-config", cases[i][0], &e), 1);
+        CU_ASSERT_EQUAL(sim_config_set(&b, "speculative-algorithm", cases[i][1], &e), 1);
+        CU_ASSERT_EQUAL(sim_config_set(&b, "speculative-num-steps", cases[i][2], &e), 1);
+        CU_ASSERT_EQUAL(memcmp(&a, &b, sizeof a), 0);
+    }
+    sim_config c;
+    sim_config_default(&c);
+    rh_err e;
+    CU_ASSERT_EQUAL(sim_config_set(&c, "speculative-config", "{\"method\": \"medusa\"}", &e), -1);
+    CU_ASSERT(strstr(e.msg, "--speculative-config") != NULL);
+    CU_ASSERT_EQUAL(sim_config_takes_value("speculative-config"), 1);
+}
+
 void register_test_sim_spec(void)
 {
     CU_pSuite s = CU_add_suite("sim_spec", init, NULL);
@@ -226,4 +253,5 @@ void register_test_sim_spec(void)
     CU_add_test(s, "a model's drafts stop at its depth", test_depth_bounds_the_histogram);
     CU_add_test(s, "an EAGLE tree's accepted length, closed form", test_tree_closed_form);
     CU_add_test(s, "speed-up >= 1.5 at concurrency 1, below 1 at high concurrency", test_speedup_falls_with_concurrency);
+    CU_add_test(s, "vLLM's --speculative-config sets what our flags set", test_vllm_speculative_config_in_sim);
 }

@@ -12,6 +12,7 @@
 #include "engine/speculative/hist.h"
 #include "engine/speculative/spec.h"
 #include "engine/speculative/verify.h"
+#include "engine/speculative/vllm_config.h"
 
 #define V 6
 
@@ -271,6 +272,70 @@ static void test_hist_text_and_knobs(void)
     CU_ASSERT(back.algorithm == SPEC_DRAFT && back.draft_layers == 3 && back.draft_seed == 17);
 }
 
+/* vLLM's --speculative-config read as our knobs: each method against the
+ * flags that say the same (the configs compared whole), and each way the
+ * JSON can be wrong named in the message. */
+static void test_vllm_speculative_config(void)
+{
+    rh_err e;
+    spec_vllm v;
+    spec_config a, b;
+    core_config ca, cb;
+    /* ngram with its window */
+    CU_ASSERT_EQUAL_FATAL(spec_vllm_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                                          "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 5}", &v, &e), 0);
+    spec_config_default(&a), spec_config_default(&b);
+    core_config_default(&ca), core_config_default(&cb);
+    CU_ASSERT_EQUAL(spec_vllm_apply(&v, &a, &ca, &e), 0);
+    CU_ASSERT_EQUAL(spec_config_set(&b, "speculative-algorithm", "NGRAM", &e), 1);
+    CU_ASSERT_EQUAL(spec_config_set(&b, "speculative-ngram-min-match-window-size", "2", &e), 1);
+    CU_ASSERT_EQUAL(spec_config_set(&b, "speculative-ngram-max-match-window-size", "5", &e), 1);
+    CU_ASSERT_EQUAL(core_config_set(&cb, "speculative-num-steps", "4", &e), 1);
+    CU_ASSERT_EQUAL(memcmp(&a, &b, sizeof a), 0);
+    CU_ASSERT_EQUAL(memcmp(&ca, &cb, sizeof ca), 0);
+    CU_ASSERT(!v.drafts_by_model);
+    /* a bare model is a draft model (vLLM's reading) */
+    CU_ASSERT_EQUAL_FATAL(spec_vllm_parse("{\"model\": \"llama-100m\", \"num_speculative_tokens\": 3, "
+                                          "\"draft_tensor_parallel_size\": 1}", &v, &e), 0);
+    CU_ASSERT_STRING_EQUAL(v.method, "draft_model");
+    spec_config_default(&a), spec_config_default(&b);
+    core_config_default(&ca), core_config_default(&cb);
+    CU_ASSERT_EQUAL(spec_vllm_apply(&v, &a, &ca, &e), 0);
+    CU_ASSERT_EQUAL(spec_config_set(&b, "speculative-algorithm", "STANDALONE", &e), 1);
+    CU_ASSERT_EQUAL(spec_config_set(&b, "speculative-draft-model-path", "llama-100m", &e), 1);
+    CU_ASSERT_EQUAL(core_config_set(&cb, "speculative-num-steps", "3", &e), 1);
+    CU_ASSERT_EQUAL(a.algorithm, b.algorithm);
+    CU_ASSERT_STRING_EQUAL(a.draft_model, b.draft_model);
+    CU_ASSERT_EQUAL(memcmp(&ca, &cb, sizeof ca), 0);
+    /* EAGLE parses (the simulator prices it); the engine refuses it by name */
+    CU_ASSERT_EQUAL_FATAL(spec_vllm_parse("{\"method\": \"EAGLE3\", \"model\": \"x\", \"num_speculative_tokens\": 2}",
+                                          &v, &e), 0);
+    CU_ASSERT(v.drafts_by_model);
+    CU_ASSERT_EQUAL(v.num_tokens, 2);
+    CU_ASSERT_EQUAL(spec_vllm_apply(&v, &a, &ca, &e), -1);
+    CU_ASSERT(strstr(e.msg, "eagle3") != NULL);
+    static const char *const bad[][2] = {
+        {"[1]", "not a JSON object"},
+        {"{\"method\": \"ngram\"", "not a JSON object"},
+        {"{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"lookahead\": 1}", "\"lookahead\""},
+        {"{\"method\": \"medusa\", \"num_speculative_tokens\": 2}", "medusa"},
+        {"{\"method\": \"ngram\"}", "num_speculative_tokens"},
+        {"{\"method\": \"ngram\", \"num_speculative_tokens\": 0}", "num_speculative_tokens"},
+        {"{\"method\": \"ngram\", \"num_speculative_tokens\": \"3\"}", "num_speculative_tokens"},
+        {"{\"num_speculative_tokens\": 3}", "\"model\""},
+        {"{\"method\": \"draft_model\", \"num_speculative_tokens\": 3}", "needs \"model\""},
+        {"{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_min\": 5, \"prompt_lookup_max\": 2}",
+         "exceeds"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e.msg[0] = 0;
+        CU_ASSERT_EQUAL(spec_vllm_parse(bad[i][0], &v, &e), -1);
+        if (!strstr(e.msg, bad[i][1]) || !strstr(e.msg, "--speculative-config"))
+            printf("\n  %s: got '%s', want '%s'\n", bad[i][0], e.msg, bad[i][1]);
+        CU_ASSERT(strstr(e.msg, bad[i][1]) != NULL && strstr(e.msg, "--speculative-config") != NULL);
+    }
+}
+
 void register_test_spec(void)
 {
     CU_pSuite s = CU_add_suite("spec", NULL, NULL);
@@ -280,4 +345,5 @@ void register_test_spec(void)
     CU_add_test(s, "target probabilities match the sampler", test_probs_match_the_sampler);
     CU_add_test(s, "n-gram lookup", test_ngram_lookup);
     CU_add_test(s, "histogram text and knobs", test_hist_text_and_knobs);
+    CU_add_test(s, "vLLM's --speculative-config as our knobs", test_vllm_speculative_config);
 }

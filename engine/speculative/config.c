@@ -74,8 +74,11 @@ int spec_config_set(spec_config *c, const char *name_in, const char *v, rh_err *
 
 const char *spec_config_help(void)
 {
-    return "  --speculative-algorithm A  NGRAM (prompt lookup) or DRAFT (a draft model); with\n"
+    return "  --speculative-algorithm A  NGRAM (prompt lookup) or DRAFT (a draft model; also STANDALONE); with\n"
            "                            --speculative-num-steps K (3 when not given) drafts per decode\n"
+           "  --speculative-config JSON  vLLM's: {\"method\": \"ngram\", \"num_speculative_tokens\": K,\n"
+           "                            \"prompt_lookup_min\": N, \"prompt_lookup_max\": N}, or a draft\n"
+           "                            {\"model\": M, \"num_speculative_tokens\": K}\n"
            "  --speculative-ngram-min-match-window-size N   shortest suffix NGRAM matches (1)\n"
            "  --speculative-ngram-max-match-window-size N   longest suffix NGRAM matches (12)\n"
            "  --speculative-draft-layers L  DRAFT: the target's first L layers and its LM head\n"
