@@ -59,6 +59,12 @@ static void usage(FILE *f)
             "                              --max-total-tokens says. An emulated server with known physics\n"
             "  --noise X                   with --backend sim: each step times exp(X z), z standard normal,\n"
             "                              seeded by --seed (0)\n"
+            "  SGLang's deployment flags --ep-size, --dp-size, --enable-dp-attention, --moe-a2a-backend,\n"
+            "  --deepep-mode, --enable-two-batch-overlap, --enable-eplb, --expert-imbalance,\n"
+            "  --cuda-graph-max-bs, --disable-cuda-graph, --moe-dense-tp-size, --ep-num-redundant-experts\n"
+            "                              price the steps of --backend sim as rehearse sim does; the\n"
+            "                              engine itself runs without them (tensor-parallel attention, no\n"
+            "                              CUDA graphs), and says so at start\n"
             "the engine:\n%s"
             "speculative decoding:\n%s"
             "scheduler knobs (--seed also seeds requests that give no seed):\n%s",
@@ -78,6 +84,7 @@ typedef struct sim_flags {
     double noise;
     sim_config serving;      /* the serving flags (--ep-size, --enable-dp-attention, ...) that price the steps */
     bool serving_given;
+    char serving_names[256]; /* the serving flags given, for the notice when the engine ignores them */
 } sim_flags;
 
 /* The simulator's serving flags, which a --backend sim server prices its
@@ -123,6 +130,9 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         const char *v = takes ? rh_args_value(a, e) : (a->inline_val ? rh_args_value(a, e) : "");
         if (!v || sim_config_set(&sim->serving, name, v, e) < 0) return -1;
         sim->serving_given = true;
+        size_t n = strlen(sim->serving_names);
+        if (!strstr(sim->serving_names, name) && n + strlen(name) + 5 < sizeof sim->serving_names)
+            snprintf(sim->serving_names + n, sizeof sim->serving_names - n, "%s--%s", n ? ", " : "", name);
         return 1;
     }
     int own = engine_flag_takes_value(name);
@@ -252,9 +262,9 @@ int serve_main(int argc, char **argv)
     }
     if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
     if ((sim.cost || sim.noise > 0) && !sim.on) return bad("--cost and --noise go with --backend sim");
-    if (sim.serving_given && !sim.on)
-        return bad("--ep-size, --enable-dp-attention, --moe-a2a-backend, --enable-two-batch-overlap, "
-                   "--expert-imbalance and the CUDA-graph flags price the steps of --backend sim");
+    if (sim.serving_given && !sim.on)   /* a deployment's flags, accepted, and never silently */
+        fprintf(stderr, "rehearse serve: %s: no effect on this engine (tensor-parallel attention, no CUDA graphs); "
+                        "they price the steps of --backend sim\n", sim.serving_names);
     if (sim.on && !sim.cost) return bad("--backend sim needs --cost COST (the cost model that prices each step)");
     if (core_config_validate(&cfg.engine.core, &e) < 0) return bad(e.msg);
     cfg.seed = cfg.engine.core.seed;

@@ -14,7 +14,7 @@
 enum flag_kind { F_STR, F_U64, F_U32, F_FRACTION, F_BACKEND, F_ADDR };
 
 typedef struct flag {
-    const char *name, *alias;
+    const char *name, *alias, *vllm;   /* vllm: vLLM's spelling, when it has another */
     enum flag_kind kind;
     size_t off;                 /* into engine_config */
     uint32_t lo, hi;            /* F_U32 */
@@ -23,19 +23,19 @@ typedef struct flag {
 
 #define OFF(f) offsetof(engine_config, f)
 static const flag flags[] = {
-    {"model", NULL, F_STR, OFF(model), 0, 0, "MODEL", "preset name, config.json or Hugging Face directory (required)"},
-    {"weights", NULL, F_STR, OFF(weights), 0, 0, "PATH", "safetensors weights (default: MODEL's own, else dummy)"},
-    {"weight-seed", NULL, F_U64, OFF(weight_seed), 0, 0, "S", "seed of dummy weights (0)"},
-    {"backend", NULL, F_BACKEND, OFF(kernels), 0, 0, "cpu|cuda",
+    {"model", NULL, NULL, F_STR, OFF(model), 0, 0, "MODEL", "preset name, config.json or Hugging Face directory (required)"},
+    {"weights", NULL, NULL, F_STR, OFF(weights), 0, 0, "PATH", "safetensors weights (default: MODEL's own, else dummy)"},
+    {"weight-seed", NULL, NULL, F_U64, OFF(weight_seed), 0, 0, "S", "seed of dummy weights (0)"},
+    {"backend", NULL, NULL, F_BACKEND, OFF(kernels), 0, 0, "cpu|cuda",
      "the kernels (default cpu; cuda needs a GPU and an nvcc build)"},
-    {"mem-fraction-static", NULL, F_FRACTION, OFF(mem_fraction), 0, 0, "F",
+    {"mem-fraction-static", NULL, NULL, F_FRACTION, OFF(mem_fraction), 0, 0, "F",
      "KV pool share of free memory without --max-total-tokens (0.3)"},
-    {"tp-size", "tp", F_U32, OFF(tp.tp_size), 1, 4096, "N",
+    {"tp-size", "tp", "tensor-parallel-size", F_U32, OFF(tp.tp_size), 1, 4096, "N",
      "heads and MLP split over N ranks, an all-reduce after each (NCCL on GPUs; threads on the CPU) (1)"},
-    {"nnodes", NULL, F_U32, OFF(tp.nnodes), 1, 4096, "M",
+    {"nnodes", NULL, NULL, F_U32, OFF(tp.nnodes), 1, 4096, "M",
      "N/M ranks on each of M nodes (1; cuda only; every node needs --max-total-tokens)"},
-    {"node-rank", NULL, F_U32, OFF(tp.node_rank), 0, 4095, "K", "this node's rank; nodes other than 0 follow node 0 (0)"},
-    {"dist-init-addr", NULL, F_ADDR, OFF(tp.dist_init_addr), 0, 0, "HOST:PORT",
+    {"node-rank", NULL, NULL, F_U32, OFF(tp.node_rank), 0, 4095, "K", "this node's rank; nodes other than 0 follow node 0 (0)"},
+    {"dist-init-addr", NULL, NULL, F_ADDR, OFF(tp.dist_init_addr), 0, 0, "HOST:PORT",
      "where the nodes meet (NCCL's bootstrap; needed with --nnodes)"},
 };
 #undef OFF
@@ -44,7 +44,9 @@ static const flag flags[] = {
 static const flag *find(const char *name)
 {
     for (size_t i = 0; i < N_FLAGS; i++)
-        if (!strcmp(name, flags[i].name) || (flags[i].alias && !strcmp(name, flags[i].alias))) return &flags[i];
+        if (!strcmp(name, flags[i].name) || (flags[i].alias && !strcmp(name, flags[i].alias)) ||
+            (flags[i].vllm && !strcmp(name, flags[i].vllm)))
+            return &flags[i];
     return NULL;
 }
 
@@ -112,7 +114,8 @@ const char *engine_flags_help(void)
     for (size_t i = 0; i < N_FLAGS && n < sizeof text; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s %s", flags[i].name, flags[i].meta);
-        n += (size_t)snprintf(text + n, sizeof text - n, "  %-26s  %s\n", left, flags[i].help);
+        n += (size_t)snprintf(text + n, sizeof text - n, "  %-26s  %s%s%s\n", left, flags[i].help,
+                              flags[i].vllm ? "; also --" : "", flags[i].vllm ? flags[i].vllm : "");
     }
     return text;
 }

@@ -22,7 +22,7 @@ static void nap(double s)
 
 static void test_flags(void)
 {
-    char cmd[1024], out[8192];
+    char cmd[1024], out[16384];
     snprintf(cmd, sizeof cmd, "%s serve --help", tu_bin());
     CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--disable-overlap-schedule"));
@@ -40,7 +40,22 @@ static void test_flags(void)
         {"--model tiny-llama --port 0 --max-total-tokens 16384 --record-trace /no/such/dir/t.rhtr", "/no/such/dir"},
         {"--model tiny-llama extra", "positional"},
         {"--model tiny-llama --backend tpu", "not cpu or cuda"},
+        {"--model tiny-llama --tensor-parallel-size 0", "--tp-size"},
+        {"--model tiny-llama --speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 2}'",
+         "method eagle"},
     };
+    /* what SGLang and vLLM users type: their names listed, deployment flags taken and said to change nothing here */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--tensor-parallel-size"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "also --max-num-seqs"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--speculative-config"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--enable-dp-attention"));
+    snprintf(cmd, sizeof cmd, "%s serve --model tiny-llama --dp-size 2 --enable-dp-attention --cuda-graph-max-bs 8 "
+             "--tensor-parallel-size 1 --max-num-seqs 8 --port 0 --max-total-tokens 16384 "
+             "--record-trace /no/such/dir/t.rhtr", tu_bin());
+    int taken = tu_run(cmd, out, sizeof out);   /* flags taken: it stops only at the recording it cannot open */
+    CU_ASSERT_EQUAL(taken, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dp-size, --enable-dp-attention, --cuda-graph-max-bs: no effect on this engine"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/no/such/dir"));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s serve %s", tu_bin(), bad[i].args);
         int rc = tu_run(cmd, out, sizeof out);
