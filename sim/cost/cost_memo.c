@@ -10,9 +10,10 @@
 #include "util/hash.h"
 
 /* Powers of two. Light load on unique prompts makes ~72k shapes in 230k
- * steps: 4096 slots kept a quarter of the repeats, 65536 over half. A memo
- * starts small and doubles while it misses: each slot is 104 bytes, and a
- * short run should not pay the page faults of a big table it cannot fill. */
+ * steps: 4096 slots kept a quarter of the repeats, 65536 over half. The
+ * table is reserved whole (6.5 MiB, untouched) and used from its start,
+ * doubling in place while it misses: a short run touches, and pays the
+ * page faults of, only the slots it can fill. */
 #define MEMO_FIRST_SLOTS 1024
 #define MEMO_MAX_SLOTS 65536
 
@@ -26,10 +27,10 @@ typedef struct memo_key {
 struct cost_memo {
     uint32_t tp;
     const cost_serving *sv;
-    uint32_t slots;          /* a power of two */
+    uint32_t slots;          /* in use, a power of two: key[0, slots) */
     uint64_t misses;         /* since the table last grew */
-    memo_key *key;           /* per slot; used 0: empty */
-    cost_parts *parts;       /* per slot */
+    memo_key *key;           /* MEMO_MAX_SLOTS; used 0: empty */
+    cost_parts *parts;       /* MEMO_MAX_SLOTS */
 };
 
 bool cost_prices_by_aggregates(const cost_model *m, uint32_t tp, const cost_serving *sv)
@@ -37,31 +38,21 @@ bool cost_prices_by_aggregates(const cost_model *m, uint32_t tp, const cost_serv
     return m->ops->by_aggregates && m->ops->by_aggregates(m, tp, sv);
 }
 
-static int alloc_slots(cost_memo *memo, uint32_t slots)
-{
-    memo_key *key = calloc(slots, sizeof *key);
-    cost_parts *parts = malloc(slots * sizeof *parts);
-    if (!key || !parts) {
-        free(key), free(parts);
-        return -1;
-    }
-    memo->key = key;
-    memo->parts = parts;
-    memo->slots = slots;
-    memo->misses = 0;
-    return 0;
-}
-
 cost_memo *cost_memo_new(const cost_model *m, uint32_t tp, const cost_serving *sv)
 {
     if (!cost_prices_by_aggregates(m, tp, sv)) return NULL;
     cost_memo *memo = calloc(1, sizeof *memo);
-    if (!memo || alloc_slots(memo, MEMO_FIRST_SLOTS) < 0) {
-        free(memo);
+    if (memo) {
+        memo->key = calloc(MEMO_MAX_SLOTS, sizeof *memo->key);   /* zero pages until written */
+        memo->parts = malloc(MEMO_MAX_SLOTS * sizeof *memo->parts);
+    }
+    if (!memo || !memo->key || !memo->parts) {
+        cost_memo_free(memo);
         return NULL;
     }
     memo->tp = tp;
     memo->sv = sv;
+    memo->slots = MEMO_FIRST_SLOTS;
     return memo;
 }
 
@@ -99,23 +90,21 @@ static uint64_t hash_of(const memo_key *k)
     return h;
 }
 
-/* Twice the slots, the shapes kept (two that meet in a slot: the later). */
+/* Twice the slots, in place: a shape in slot i moves to i + old when the
+ * new bit of its hash says so, into the half never used before. */
 static void grow(cost_memo *memo)
 {
-    memo_key *key = memo->key;
-    cost_parts *parts = memo->parts;
     uint32_t old = memo->slots;
-    if (alloc_slots(memo, old * 2) < 0) {   /* out of memory: stays as it is */
-        memo->misses = 0;
-        return;
+    memo->slots = old * 2;
+    memo->misses = 0;
+    for (uint32_t i = 0; i < old; i++) {
+        if (!memo->key[i].used) continue;
+        uint32_t s = (uint32_t)hash_of(&memo->key[i]) & (memo->slots - 1);
+        if (s == i) continue;
+        memo->key[s] = memo->key[i];
+        memo->parts[s] = memo->parts[i];
+        memset(&memo->key[i], 0, sizeof memo->key[i]);
     }
-    for (uint32_t i = 0; i < old; i++)
-        if (key[i].used) {
-            uint32_t s = (uint32_t)hash_of(&key[i]) & (memo->slots - 1);
-            memo->key[s] = key[i];
-            memo->parts[s] = parts[i];
-        }
-    free(key), free(parts);
 }
 
 double cost_memo_parts(cost_memo *memo, const cost_model *m, const cost_batch *b, cost_parts *p)
@@ -130,7 +119,7 @@ double cost_memo_parts(cost_memo *memo, const cost_model *m, const cost_batch *b
         return p->forward_s + p->draft_s + p->launch_s + p->exposed_s + p->hidden_s;   /* cost_step_parts' sum */
     }
     double total = cost_step_parts(m, b, p);
-    if (++memo->misses > 2 * (uint64_t)memo->slots && memo->slots < MEMO_MAX_SLOTS) {
+    if (++memo->misses > memo->slots / 2 && memo->slots < MEMO_MAX_SLOTS) {
         grow(memo);
         s = (uint32_t)h & (memo->slots - 1);
     }
