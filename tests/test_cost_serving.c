@@ -448,9 +448,12 @@ static void test_flags_in_cluster_and_serve(void)
     snprintf(cmd, sizeof cmd, "REHEARSE_PRESETS=sim/cost/presets %s sim %s --cluster %s", tu_bin(), trace, cluster);
     CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--ep-size 8"));
-    /* serve: the flags go with --backend sim, and a linear cost prices no EP */
-    snprintf(cmd, sizeof cmd, "%s serve --model tiny-llama --ep-size 2 --port 0", tu_bin());
-    CU_ASSERT_NOT_EQUAL(tu_run(cmd, out, sizeof out), 0);
+    /* serve: without --backend sim the flag is taken and said to change nothing (it stops at the recording it
+     * cannot open, so a server that ignored the flag silently would still end); a linear cost prices no EP */
+    snprintf(cmd, sizeof cmd, "%s serve --model tiny-llama --ep-size 2 --port 0 --record-trace /no/such/dir/t.rhtr",
+             tu_bin());
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--ep-size: no effect on this engine"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--backend sim"));
     const char *lin = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.01, \"per_prefill_token_s\": 1e-5,"
                       " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 0, \"per_attention_s\": 0}";

@@ -61,10 +61,20 @@ const char *tu_bin(void)
     return (b && *b) ? b : "./rehearse";
 }
 
+/* Every command runs under timeout(1): a command that never ends (a server
+ * started where the test expected a refusal) fails its test with exit 124
+ * instead of holding the whole suite until CI's limit kills it unread. */
 int tu_run(const char *cmd, char *out, size_t n)
 {
-    char full[8192];
-    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    char quoted[12288], full[16384];
+    size_t q = 0;
+    for (const char *c = cmd; *c && q + 5 < sizeof quoted; c++) {
+        if (*c == '\'') { memcpy(quoted + q, "'\\''", 4); q += 4; }
+        else quoted[q++] = *c;
+    }
+    quoted[q] = '\0';
+    const char *lim = getenv("REHEARSE_TEST_CMD_TIMEOUT");
+    snprintf(full, sizeof full, "timeout -k 10 %s sh -c '%s' 2>&1", lim && *lim ? lim : "900", quoted);
     FILE *p = popen(full, "r");
     if (!p) return -1;
     size_t got = 0;
