@@ -183,7 +183,8 @@ $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
 test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu | node-deps
 	$(if $(SUITE),,scripts/check_layers.sh)
-	REHEARSE_BIN=$(abspath $(BIN)) REHEARSE_NODE_MODULES=$(abspath $(NODE_DIR))/node_modules $(TEST_BIN) $(SUITE)
+	REHEARSE_BIN=$(abspath $(BIN)) REHEARSE_NODE_MODULES=$(abspath $(NODE_DIR))/node_modules \
+	  $(if $(SUITE),$(TEST_BIN) $(SUITE),scripts/test_suites.sh $(TEST_BIN))
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
 	$(if $(EMU_RUN),tests/emu/engine.sh $(BUILD)/rehearse-emu)
@@ -212,13 +213,7 @@ $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_CUD
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -ldl -lm -lpthread
 
 fuzz: $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
-	  mkdir -p tests/fuzz/corpus/$$n $(FUZZ_BUILD)/found/$$n; \
-	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/found/$$n/ \
-	      $(FUZZ_BUILD)/found/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/$$n.log \
-	    || { tail -n 40 $(FUZZ_BUILD)/$$n.log; exit 1; }; \
-	  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|fuzz_[a-z_]+: the )' $(FUZZ_BUILD)/$$n.log | tail -n 2; done
+	@scripts/fuzz_all.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TIMEOUT) $(FUZZ_BINS)
 
 install: $(BIN) $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/rehearse

@@ -19,13 +19,21 @@ static const suite_entry suites[] = {
 static int wanted(const char *name, int argc, char **argv)
 {
     if (argc < 2) return 1;
-    for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i])) return 1;
+    for (int i = 1; i < argc; i++)  /* "=name" names one suite exactly */
+        if (argv[i][0] == '=' ? strcmp(name, argv[i] + 1) == 0 : strstr(name, argv[i]) != NULL)
+            return 1;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    /* --list: the suite names, one per line, for a runner that splits them
+     * across processes (scripts/test_suites.sh). */
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+            puts(suites[i].name);
+        return 0;
+    }
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
         if (wanted(suites[i].name, argc, argv)) suites[i].reg();
