@@ -1,5 +1,6 @@
 /* rehearse.c — the table of subcommands, git-style. Nothing else lives here:
  * each subcommand's flags, help and exit codes are its front in cli/. */
+#include "util/version.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -33,9 +34,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
-/* The release; the Makefile adds the commit it was built from when git
- * knows it. */
-#define REHEARSE_VERSION "0.9.0"
+/* The release (util/version.h); the Makefile adds the commit it was built
+ * from when git knows it. */
 #ifndef REHEARSE_COMMIT
 #define REHEARSE_COMMIT ""
 #endif

@@ -774,7 +774,7 @@ static void test_speculative_decoding(void)
     double drafts = ts_metric(r.body, "vllm:spec_decode_num_drafts_total");
     double proposed = ts_metric(r.body, "vllm:spec_decode_num_draft_tokens_total");
     double accepted = ts_metric(r.body, "vllm:spec_decode_num_accepted_tokens_total");
-    double first = ts_metric(r.body, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny-llama\",position=\"0\"}");
+    double first = ts_metric(r.body, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny-llama\",position=\"0\",engine=\"0\"}");
     ts_resp_free(&r);
     ts_stop(s);
     CU_ASSERT(drafts > 0 && proposed >= drafts && accepted <= proposed && first <= accepted);

@@ -353,10 +353,15 @@ static void test_prometheus(void)
     prom_request r2 = {.arrival = 2.0, .admitted = 2.0, .token_times = NULL, .n_tokens = 0, .prompt_tokens = 3,
                        .finish = TR_FINISH_ABORT};
     prom_request_done(p, &r2);
+    prom_request_params(p, 2, 16, 4);   /* a request of n = 2, max_tokens 16, its longer choice 4 tokens */
     tr_step st = {.sched_time = 0.25, .flags = TR_STEP_SCHED_HIDDEN, .retractions = 2};
     prom_step(p, &st);
+    tr_step dec = {.decode_seqs = 3, .decode_context = 300, .decode_tokens = 3};
+    prom_step(p, &dec);
+    prom_cache_config(p, 16, 10, true);
+    prom_max_running(p, 4);
     core_stats cs = {.running = 3, .waiting = 5, .pages_total = 10, .pages_used = 4, .prompt_tokens = 100,
-                     .cached_tokens = 25};
+                     .cached_tokens = 25, .new_token_ratio = 0.7};
     prom_core(p, &cs);
     prom_spec_counters sc = {.drafts = 2, .draft_tokens = 6, .accepted_tokens = 3, .accepted_at = {2, 1}};
     prom_spec_add(p, &sc);
@@ -364,8 +369,9 @@ static void test_prometheus(void)
     char *t = prom_render(p, &n);
     CU_ASSERT_EQUAL(n, strlen(t));
     const char *L = "{model_name=\"a\\\"b\"}";   /* the label escaped */
+    const char *LE = "{model_name=\"a\\\"b\",engine=\"0\"}";   /* vLLM's names: and its engine */
     char k[160];
-#define V(name) (snprintf(k, sizeof k, "%s%s ", name, L), value_of(t, k))
+#define V(name) (snprintf(k, sizeof k, "%s%s ", name, strncmp(name, "vllm:", 5) ? L : LE), value_of(t, k))
     CU_ASSERT_EQUAL(V("vllm:time_to_first_token_seconds_count"), 1);
     CU_ASSERT_DOUBLE_EQUAL(V("vllm:time_to_first_token_seconds_sum"), 0.5, 1e-12);
     CU_ASSERT_EQUAL(V("vllm:inter_token_latency_seconds_count"), 2);
@@ -385,10 +391,24 @@ static void test_prometheus(void)
     CU_ASSERT_EQUAL(V("vllm:spec_decode_num_accepted_tokens_total"), 3);
     CU_ASSERT_EQUAL(V("rehearse:steps_sched_hidden_total"), 1);
     CU_ASSERT_DOUBLE_EQUAL(V("rehearse:step_sched_seconds_total"), 0.25, 1e-12);
+    /* vLLM's per-request parameters and prefill time per prompt token (0.3 s over 7) */
+    CU_ASSERT_DOUBLE_EQUAL(V("vllm:time_per_prefill_token_request_seconds_sum"), 0.3 / 7, 1e-12);
+    CU_ASSERT_EQUAL(V("vllm:time_per_prefill_token_request_seconds_count"), 1);
+    CU_ASSERT_EQUAL(V("vllm:request_params_n_sum"), 2);
+    CU_ASSERT_EQUAL(V("vllm:request_params_max_tokens_sum"), 16);
+    CU_ASSERT_EQUAL(V("vllm:request_max_num_generation_tokens_sum"), 4);
+    /* SGLang's scheduler gauges */
+    CU_ASSERT_DOUBLE_EQUAL(V("sglang:spec_accept_rate"), 0.5, 1e-12);
+    CU_ASSERT_EQUAL(V("sglang:max_total_num_tokens"), 160);
+    CU_ASSERT_EQUAL(V("sglang:num_retracted_reqs"), 2);
+    CU_ASSERT_EQUAL(V("sglang:num_retracted_requests_total"), 2);
+    CU_ASSERT_DOUBLE_EQUAL(V("sglang:new_token_ratio"), 0.7, 1e-12);
+    CU_ASSERT_EQUAL(V("sglang:decode_sum_seq_lens"), 303);
+    CU_ASSERT_DOUBLE_EQUAL(V("sglang:utilization"), 0.75, 1e-12);   /* 3 of 4 running beats 0.4 / 0.9 */
 #undef V
     CU_ASSERT_EQUAL(value_of(t, "vllm:request_success_total{finished_reason=\"abort\""), 1);
     CU_ASSERT_EQUAL(value_of(t, "vllm:request_success_total{finished_reason=\"length\""), 1);
-    CU_ASSERT_EQUAL(value_of(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"a\\\"b\",position=\"1\"}"), 1);
+    CU_ASSERT_EQUAL(value_of(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"a\\\"b\",position=\"1\",engine=\"0\"}"), 1);
     /* The TTFT of 0.5 s lands in the 0.5 bucket and every one after it. */
     CU_ASSERT_EQUAL(value_of(t, "vllm:time_to_first_token_seconds_bucket{le=\"0.25\""), 0);
     CU_ASSERT_EQUAL(value_of(t, "vllm:time_to_first_token_seconds_bucket{le=\"0.5\""), 1);

@@ -11,6 +11,7 @@
 
 #include "test_serve_util.h"
 #include "testutil.h"
+#include "util/version.h"
 
 static ts_shared shared;
 
@@ -258,6 +259,91 @@ static void test_info_flush_and_metrics(void)
     ts_resp_free(&m);
 }
 
+typedef struct generate_run {
+    const char *url, *body;
+    ts_resp r;
+} generate_run;
+
+static void *run_generate(void *arg)
+{
+    generate_run *g = arg;
+    g->r = ts_request_at(g->url, "POST", "/generate", g->body, NULL);
+    return NULL;
+}
+
+/* The endpoints tools call, each against a second computation: /tokenize
+ * counts what a completion of the same text counts, /detokenize gives the
+ * text back, /abort_request ends the request its rid names (and only it),
+ * /health_generate generates one token through the queue, /version says the
+ * release. */
+static void test_tool_endpoints(void)
+{
+    ts_resp v = ts_request(the_server(), "GET", "/version", NULL, NULL);
+    CU_ASSERT_EQUAL(v.status, 200);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(v.json, "version")), REHEARSE_VERSION);
+    ts_resp_free(&v);
+
+    const char *text = "the cat sat on the mat";
+    ts_resp t = post("/tokenize", json_pack("{s:s}", "prompt", text), 200);
+    ts_resp c = post("/v1/completions", json_pack("{s:s,s:i}", "prompt", text, "max_tokens", 1), 200);
+    json_int_t count = json_integer_value(json_object_get(t.json, "count"));
+    CU_ASSERT_EQUAL(count, json_integer_value(json_object_get(json_object_get(c.json, "usage"), "prompt_tokens")));
+    CU_ASSERT_EQUAL((size_t)count, json_array_size(json_object_get(t.json, "tokens")));
+    ts_resp m = ts_request(the_server(), "GET", "/v1/models", NULL, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(t.json, "max_model_len")),
+                    json_integer_value(json_object_get(json_array_get(json_object_get(m.json, "data"), 0), "max_model_len")));
+    ts_resp_free(&m);
+    ts_resp_free(&c);
+    ts_resp_free(&t);
+    t = post("/tokenize", json_pack("{s:s,s:b}", "prompt", text, "add_special_tokens", 0), 200);
+    ts_resp d = post("/detokenize", json_pack("{s:O}", "tokens", json_object_get(t.json, "tokens")), 200);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(d.json, "prompt")), text);
+    ts_resp_free(&d);
+    ts_resp_free(&t);
+    t = post("/detokenize", json_pack("{s:[i]}", "tokens", 1 << 30), 400);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(t.json, "error"), "param")), "tokens");
+    ts_resp_free(&t);
+
+    /* two long requests; the abort names one */
+    generate_run a = {.url = server_url(the_server()),
+                      .body = "{\"text\": \"a\", \"rid\": \"long-a\", \"sampling_params\": {\"max_new_tokens\": 1500, "
+                      "\"ignore_eos\": true}}"};
+    generate_run b = {.url = server_url(the_server()),
+                      .body = "{\"text\": \"b\", \"rid\": \"long-b\", \"sampling_params\": {\"max_new_tokens\": 60, "
+                      "\"ignore_eos\": true}}"};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_generate, &a);
+    pthread_create(&tb, NULL, run_generate, &b);
+    json_int_t aborted = 0;
+    for (int k = 0; k < 500 && !aborted; k++) {   /* until long-a is in: the abort finds it */
+        usleep(5000);
+        ts_resp r = post("/abort_request", json_pack("{s:s}", "rid", "long-a"), 200);
+        aborted = json_integer_value(json_object_get(r.json, "aborted"));
+        ts_resp_free(&r);
+    }
+    CU_ASSERT_EQUAL(aborted, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT_STRING_EQUAL(json_string_value(meta(a.r.json, "id")), "long-a");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(meta(a.r.json, "finish_reason"), "type")), "abort");
+    CU_ASSERT(json_integer_value(meta(a.r.json, "completion_tokens")) < 1500);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(meta(b.r.json, "finish_reason"), "type")), "length");
+    CU_ASSERT_EQUAL(json_integer_value(meta(b.r.json, "completion_tokens")), 60);
+    ts_resp_free(&a.r);
+    ts_resp_free(&b.r);
+    ts_resp r = post("/abort_request", json_pack("{s:s}", "rid", "long-a"), 200);   /* gone: nothing to abort */
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(r.json, "aborted")), 0);
+    ts_resp_free(&r);
+    r = post("/abort_request", json_object(), 400);
+    ts_resp_free(&r);
+
+    ts_resp h = ts_request(the_server(), "GET", "/health_generate", NULL, NULL);
+    CU_ASSERT_EQUAL(h.status, 200);
+    CU_ASSERT_EQUAL(json_integer_value(meta(h.json, "completion_tokens")), 1);
+    ts_resp_free(&h);
+}
+
 /* Keys every file must hold, by the client that writes them. */
 static int missing_keys(json_t *o, const char *const *keys, const char *what)
 {
@@ -395,4 +481,6 @@ void register_test_serve_sglang(void)
     CU_add_test(s, "rehearse bench --backend sglang and vllm: no vocab flag, their keys, equal counts",
                 test_bench_as_they_run_it);
     CU_add_test(s, "rehearse bench --dataset sharegpt through both clients", test_bench_sharegpt);
+    CU_add_test(s, "/version, /tokenize as completions count, /detokenize back, /abort_request by rid, "
+                   "/health_generate", test_tool_endpoints);
 }

@@ -20,13 +20,17 @@
 #include "engine/serve/server_impl.h"
 #include "engine/serve/mhd_conn.h"
 #include "engine/serve/sglang_api.h"
+#include "engine/serve/tools_api.h"
 #include "util/conn_guard.h"
 #include "util/progress.h"
 #include "util/upload.h"
 
 #define STREAM_BLOCK (16u << 10)
 
-enum route { R_COMPLETIONS = 1, R_CHAT, R_GENERATE, R_SERVER_INFO, R_MODEL_INFO, R_FLUSH, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_NOT_FOUND, R_BAD_METHOD };
+enum route {
+    R_COMPLETIONS = 1, R_CHAT, R_GENERATE, R_SERVER_INFO, R_MODEL_INFO, R_FLUSH, R_MODELS, R_MODEL, R_HEALTH, R_METRICS,
+    R_HEALTH_GENERATE, R_VERSION, R_TOKENIZE, R_DETOKENIZE, R_ABORT, R_NOT_FOUND, R_BAD_METHOD
+};
 
 /* One HTTP request, from its first call to its completion. */
 typedef struct hreq {
@@ -94,7 +98,10 @@ static int route_of(const char *url, const char *method)
                   {"/metrics", "GET", R_METRICS},            {"/generate", "POST", R_GENERATE},
                   {"/get_server_info", "GET", R_SERVER_INFO}, {"/server_info", "GET", R_SERVER_INFO},
                   {"/get_model_info", "GET", R_MODEL_INFO},  {"/model_info", "GET", R_MODEL_INFO},
-                  {"/flush_cache", "POST", R_FLUSH},        {"/flush_cache", "GET", R_FLUSH}};
+                  {"/flush_cache", "POST", R_FLUSH},        {"/flush_cache", "GET", R_FLUSH},
+                  {"/health_generate", "GET", R_HEALTH_GENERATE}, {"/version", "GET", R_VERSION},
+                  {"/tokenize", "POST", R_TOKENIZE},         {"/detokenize", "POST", R_DETOKENIZE},
+                  {"/abort_request", "POST", R_ABORT}};
     bool path_known = false;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
@@ -195,6 +202,48 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *c)
     char *text = prom_render(s->prom, &n);
     if (!text) return MHD_NO;
     return send_owned(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, n);
+}
+
+/* /version, /tokenize, /detokenize: an answer or the error that says why. */
+static enum MHD_Result tool(server *s, struct MHD_Connection *c, hreq *h)
+{
+    size_t n = 0;
+    oa_error e = {0};
+    const char *body = h->up.body ? h->up.body : "";
+    char *out = h->route == R_VERSION    ? ta_version(&n)
+              : h->route == R_TOKENIZE   ? ta_tokenize(body, h->up.n, &s->lim, &n, &e)
+                                         : ta_detokenize(body, h->up.n, &s->lim, &n, &e);
+    if (!out) return e.status ? send_error(c, &e) : MHD_NO;
+    return send_owned(c, 200, "application/json", out, n);
+}
+
+/* SGLang's /abort_request: the request named by its rid (the id its answer
+ * carries), or all of them; each answers with finish reason abort. */
+static enum MHD_Result abort_request(server *s, struct MHD_Connection *c, hreq *h)
+{
+    char rid[sizeof ((sv_job *)0)->id];
+    bool all = false;
+    oa_error e = {0};
+    if (ta_parse_abort(h->up.body, h->up.n, rid, sizeof rid, &all, &e) < 0) return send_error(c, &e);
+    char msg[64];
+    snprintf(msg, sizeof msg, "{\"aborted\":%u}", sv_abort_request(s, rid, all));
+    return send_copy(c, 200, "application/json", msg);
+}
+
+static enum MHD_Result start_completion(server *s, struct MHD_Connection *c, hreq *h);
+
+/* SGLang's /health_generate: healthy when the engine generates a token now.
+ * One /generate of one token from token 0 goes through the queue like any
+ * request; its answer (or its refusal: 503 while broken or draining) is
+ * the health check's. */
+static enum MHD_Result health_generate(server *s, struct MHD_Connection *c, hreq *h)
+{
+    static const char probe[] = "{\"input_ids\":[0],\"sampling_params\":{\"max_new_tokens\":1,\"ignore_eos\":true}}";
+    free(h->up.body);
+    if (!(h->up.body = strdup(probe))) return MHD_NO;
+    h->up.n = sizeof probe - 1;
+    h->route = R_GENERATE;
+    return start_completion(s, c, h);
 }
 
 /* ---- completions ---- */
@@ -542,6 +591,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     case R_FLUSH: return flush_cache(s, c);
     case R_HEALTH: return health(s, c);
     case R_METRICS: return metrics(s, c);
+    case R_VERSION:
+    case R_TOKENIZE:
+    case R_DETOKENIZE: return tool(s, c, h);
+    case R_ABORT: return abort_request(s, c, h);
+    case R_HEALTH_GENERATE: return health_generate(s, c, h);
     case R_BAD_METHOD: {
         oa_error e;
         oa_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %s", method, url);

@@ -93,6 +93,7 @@ typedef struct oa_request {
     bool echo;                  /* completions: the prompt opens the text (and the logprobs, with logprobs) */
     bool tokens_as_ids;         /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" (vLLM) */
     uint32_t n;                 /* choices per prompt (>= 1): prompts holds n copies of each, prompt-major */
+    char rid[40];               /* /generate's "rid": the response's id and /abort_request's key; "" when not given */
 } oa_request;
 
 /* What the server serves, for checking a request. */

@@ -17,6 +17,8 @@ static const double itl_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 
                                     0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
 static const double e2e_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30,
                                     40, 50, 60, 120, 240, 480, 960, 1920, 7680};
+static const double per_token_bounds[] = {1e-5, 2e-5, 5e-5, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01,
+                                          0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
 static const double token_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
                                       100000, 200000, 500000, 1000000};
 #define NB(a) (sizeof a / sizeof a[0])
@@ -34,6 +36,7 @@ typedef struct hist {
 enum {
     H_TTFT, H_ITL, H_TPOT, H_E2E, H_QUEUE,
     H_PROMPT, H_GEN, H_PREFILL, H_DECODE, H_INFERENCE, H_ITER,
+    H_PREFILL_PER_TOKEN, H_MAX_GEN, H_PARAMS_N, H_PARAMS_MAX,
     N_HIST
 };
 
@@ -60,6 +63,10 @@ struct prom {
     uint32_t block_size;        /* prom_cache_config; 0: not said */
     uint64_t blocks;
     bool prefix_caching;
+    uint32_t max_running;       /* prom_max_running; 0: not said */
+    uint64_t decode_sum_seq_lens;   /* the last decode step's */
+    uint32_t retracted[GEN_WINDOW]; /* the last steps' retractions, a ring */
+    uint32_t retract_at;
     struct {
         double start, end;
         uint32_t tokens;
@@ -138,6 +145,16 @@ prom *prom_new(const char *model_name)
               NB(e2e_bounds));
     hist_init(&p->h[H_ITER], "vllm:iteration_tokens_total", "Histogram of the tokens each step computed.",
               token_bounds, NB(token_bounds));
+    hist_init(&p->h[H_PREFILL_PER_TOKEN], "vllm:time_per_prefill_token_request_seconds",
+              "Time spent per token during the prefill phase (first scheduled to first token over prompt tokens), "
+              "in seconds.", per_token_bounds, NB(per_token_bounds));
+    hist_init(&p->h[H_MAX_GEN], "vllm:request_max_num_generation_tokens",
+              "Histogram of the most generation tokens of one sequence of a request (its n choices).", token_bounds,
+              NB(token_bounds));
+    hist_init(&p->h[H_PARAMS_N], "vllm:request_params_n", "Histogram of the n request parameter.", token_bounds,
+              NB(token_bounds));
+    hist_init(&p->h[H_PARAMS_MAX], "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+              token_bounds, NB(token_bounds));
     return p;
 }
 
@@ -165,6 +182,7 @@ void prom_request_done(prom *p, const prom_request *r)
         observe(&p->h[H_TTFT], ttft, 1);
         observe(&p->h[H_E2E], e2e, 1);
         observe(&p->h[H_PREFILL], t[0] - r->admitted, 1);
+        if (r->prompt_tokens) observe(&p->h[H_PREFILL_PER_TOKEN], (t[0] - r->admitted) / r->prompt_tokens, 1);
         observe(&p->h[H_DECODE], t[r->n_tokens - 1] - t[0], 1);
         observe(&p->h[H_INFERENCE], t[r->n_tokens - 1] - r->admitted, 1);
         if (r->n_tokens > 1) observe(&p->h[H_TPOT], (e2e - ttft) / (r->n_tokens - 1), 1);
@@ -176,15 +194,27 @@ void prom_request_done(prom *p, const prom_request *r)
     pthread_mutex_unlock(&p->mu);
 }
 
+void prom_request_params(prom *p, uint32_t n, uint32_t max_tokens, uint32_t max_generation_tokens)
+{
+    pthread_mutex_lock(&p->mu);
+    observe(&p->h[H_PARAMS_N], n, 1);
+    observe(&p->h[H_PARAMS_MAX], max_tokens, 1);
+    observe(&p->h[H_MAX_GEN], max_generation_tokens, 1);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void prom_step(prom *p, const tr_step *s)
 {
     pthread_mutex_lock(&p->mu);
     p->steps++;
+    p->retracted[p->retract_at] = s->retractions;
+    p->retract_at = (p->retract_at + 1) % GEN_WINDOW;
     p->hidden_steps += (s->flags & TR_STEP_SCHED_HIDDEN) != 0;
     p->sched_seconds += s->sched_time;
     p->preemptions += s->retractions;
     observe(&p->h[H_ITER], s->prefill_tokens + s->decode_tokens, 1);
     if (s->decode_seqs) {
+        p->decode_sum_seq_lens = s->decode_context + s->decode_seqs;   /* each one's context and the token it adds */
         p->gen[p->gen_at].start = s->start;
         p->gen[p->gen_at].end = s->start + s->duration;
         p->gen[p->gen_at].tokens = s->decode_seqs + s->spec_accepted;
@@ -214,6 +244,13 @@ static double gen_throughput(const prom *p)
     for (uint32_t i = 0; i < p->gen_n; i++) tokens += p->gen[i].tokens;
     double span = p->gen[last].end - p->gen[first].start;
     return span > 0 ? (double)tokens / span : 0;
+}
+
+void prom_max_running(prom *p, uint32_t max_running)
+{
+    pthread_mutex_lock(&p->mu);
+    p->max_running = max_running;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void prom_core(prom *p, const core_stats *st)
@@ -274,14 +311,21 @@ static void family(out *o, const char *name, const char *type, const char *help)
     printf_out(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* vLLM's samples also carry engine="0" (its v1 engine index: one engine
+ * here), so a dashboard that filters or groups by it finds them. */
+static const char *engine_label(const char *name)
+{
+    return strncmp(name, "vllm:", 5) ? "" : ",engine=\"0\"";
+}
+
 static void sample_u(out *o, const prom *p, const char *name, uint64_t v)
 {
-    printf_out(o, "%s{model_name=\"%s\"} %llu\n", name, p->model, (unsigned long long)v);
+    printf_out(o, "%s{model_name=\"%s\"%s} %llu\n", name, p->model, engine_label(name), (unsigned long long)v);
 }
 
 static void sample_d(out *o, const prom *p, const char *name, double v)
 {
-    printf_out(o, "%s{model_name=\"%s\"} %.17g\n", name, p->model, v);
+    printf_out(o, "%s{model_name=\"%s\"%s} %.17g\n", name, p->model, engine_label(name), v);
 }
 
 static void counter(out *o, const prom *p, const char *name, const char *help, uint64_t v)
@@ -299,15 +343,17 @@ static void gauge(out *o, const prom *p, const char *name, const char *help, dou
 static void render_hist_as(out *o, const prom *p, const hist *h, const char *name)
 {
     family(o, name, "histogram", h->help);
+    const char *eng = engine_label(name);
     uint64_t cum = 0;
     for (uint32_t i = 0; i <= h->n; i++) {
         cum += h->counts[i];
-        if (i < h->n) printf_out(o, "%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", name, h->bounds[i], p->model,
-                                 (unsigned long long)cum);
-        else printf_out(o, "%s_bucket{le=\"+Inf\",model_name=\"%s\"} %llu\n", name, p->model, (unsigned long long)cum);
+        if (i < h->n) printf_out(o, "%s_bucket{le=\"%g\",model_name=\"%s\"%s} %llu\n", name, h->bounds[i], p->model,
+                                 eng, (unsigned long long)cum);
+        else printf_out(o, "%s_bucket{le=\"+Inf\",model_name=\"%s\"%s} %llu\n", name, p->model, eng,
+                        (unsigned long long)cum);
     }
-    printf_out(o, "%s_sum{model_name=\"%s\"} %.17g\n", name, p->model, h->sum);
-    printf_out(o, "%s_count{model_name=\"%s\"} %llu\n", name, p->model, (unsigned long long)h->count);
+    printf_out(o, "%s_sum{model_name=\"%s\"%s} %.17g\n", name, p->model, eng, h->sum);
+    printf_out(o, "%s_count{model_name=\"%s\"%s} %llu\n", name, p->model, eng, (unsigned long long)h->count);
 }
 
 static void render_hist(out *o, const prom *p, const hist *h)
@@ -331,6 +377,27 @@ static void render_sglang(out *o, const prom *p, double kv)
           gen_throughput(p));
     gauge(o, p, "sglang:spec_accept_length", "The average speculative accept length (1 without drafts).",
           p->spec.drafts ? 1 + (double)p->spec.accepted_tokens / (double)p->spec.drafts : 1);
+    gauge(o, p, "sglang:spec_accept_rate",
+          "The speculative acceptance rate: accepted draft tokens over draft tokens (0 without drafts).",
+          p->spec.draft_tokens ? (double)p->spec.accepted_tokens / (double)p->spec.draft_tokens : 0);
+    gauge(o, p, "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
+          (double)p->blocks * p->block_size);
+    uint64_t retracted = 0;
+    for (int i = 0; i < GEN_WINDOW; i++) retracted += p->retracted[i];
+    gauge(o, p, "sglang:num_retracted_reqs", "The number of retracted requests (over the last 40 steps).",
+          (double)retracted);
+    counter(o, p, "sglang:num_retracted_requests_total", "Total number of retracted requests.", p->preemptions);
+    gauge(o, p, "sglang:new_token_ratio",
+          "The scheduler's estimate of the share of max_new_tokens a running request still needs.",
+          c->new_token_ratio);
+    gauge(o, p, "sglang:decode_sum_seq_lens", "The sum of all sequence lengths in the last decode batch.",
+          (double)p->decode_sum_seq_lens);
+    /* SGLang's definition with max running requests as the bound its
+     * max_running_requests_under_SLO gives when set. */
+    double util = kv / 0.9;
+    if (p->max_running && (double)c->running / p->max_running > util) util = (double)c->running / p->max_running;
+    gauge(o, p, "sglang:utilization", "The utilization: max(running / max running requests, token usage / 0.9).",
+          util);
     counter(o, p, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", p->prompt_tokens);
     counter(o, p, "sglang:generation_tokens_total", "Number of generation tokens processed.", p->generation_tokens);
     counter(o, p, "sglang:cached_tokens_total", "Number of cached prompt tokens.", c->cached_tokens);
@@ -360,7 +427,7 @@ char *prom_render(prom *p, size_t *len)
     family(&o, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
     static const int reasons[] = {TR_FINISH_STOP, TR_FINISH_LENGTH, TR_FINISH_ABORT, TR_FINISH_ERROR};
     for (int i = 0; i < 4; i++)
-        printf_out(&o, "vllm:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
+        printf_out(&o, "vllm:request_success_total{finished_reason=\"%s\",model_name=\"%s\",engine=\"0\"} %llu\n",
                    tr_finish_name(reasons[i]), p->model, (unsigned long long)p->success[reasons[i]]);
 
     for (int i = 0; i < N_HIST; i++) render_hist(&o, p, &p->h[i]);
@@ -368,7 +435,7 @@ char *prom_render(prom *p, size_t *len)
         family(&o, "vllm:cache_config_info", "gauge", "Information of the KV cache configuration (the labels).");
         printf_out(&o,
                    "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\","
-                   "model_name=\"%s\",num_gpu_blocks=\"%llu\"} 1\n",
+                   "model_name=\"%s\",num_gpu_blocks=\"%llu\",engine=\"0\"} 1\n",
                    p->block_size, p->prefix_caching ? "True" : "False", p->model, (unsigned long long)p->blocks);
     }
     render_sglang(&o, p, kv);
@@ -380,7 +447,9 @@ char *prom_render(prom *p, size_t *len)
            "Draft tokens accepted, by position in the proposal.");
     for (int i = 0; i < PROM_SPEC_POSITIONS; i++)
         if (p->spec.accepted_at[i] || i == 0)
-            printf_out(&o, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"%s\",position=\"%d\"} %llu\n",
+            printf_out(&o,
+                       "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"%s\",position=\"%d\","
+                       "engine=\"0\"} %llu\n",
                        p->model, i, (unsigned long long)p->spec.accepted_at[i]);
 
     counter(&o, p, "rehearse:steps_total", "Scheduler steps run.", p->steps);

@@ -19,15 +19,20 @@
  * histograms vllm:request_prompt_tokens, vllm:request_generation_tokens,
  * vllm:request_prefill_time_seconds (first scheduled to first token),
  * vllm:request_decode_time_seconds, vllm:request_inference_time_seconds,
- * vllm:iteration_tokens_total (per step) and vllm:cache_config_info; and
+ * vllm:iteration_tokens_total (per step), vllm:time_per_prefill_token_request_seconds,
+ * vllm:request_max_num_generation_tokens, vllm:request_params_n,
+ * vllm:request_params_max_tokens and vllm:cache_config_info; and
  * SGLang's names: sglang:num_running_reqs, sglang:num_queue_reqs,
  * sglang:num_used_tokens, sglang:token_usage, sglang:cache_hit_rate,
  * sglang:gen_throughput (the last 40 decode steps), sglang:spec_accept_length,
+ * sglang:spec_accept_rate, sglang:max_total_num_tokens, sglang:num_retracted_reqs
+ * (the last 40 steps) and sglang:num_retracted_requests_total,
+ * sglang:new_token_ratio, sglang:decode_sum_seq_lens, sglang:utilization,
  * sglang:{prompt,generation,cached}_tokens_total, sglang:num_requests_total
  * and the histograms sglang:time_to_first_token_seconds,
  * sglang:inter_token_latency_seconds, sglang:e2e_request_latency_seconds,
  * sglang:queue_time_seconds (the same measurements as vLLM's). Every sample
- * carries model_name.
+ * carries model_name; vLLM's also engine="0", as its v1 engine labels them.
  *
  * Thread-safe: the scheduler thread records, HTTP threads render. */
 #ifndef RH_PROM_H
@@ -67,6 +72,11 @@ prom *prom_new(const char *model_name);
 void prom_free(prom *p);
 
 void prom_request_done(prom *p, const prom_request *r);
+/* A prompt's request once all its n choices ended (vLLM's parent request):
+ * its n and max_tokens, and the most tokens one of its choices generated. */
+void prom_request_params(prom *p, uint32_t n, uint32_t max_tokens, uint32_t max_generation_tokens);
+/* Max running requests, the bound sglang:utilization divides by. */
+void prom_max_running(prom *p, uint32_t max_running);
 /* The KV pool for vllm:cache_config_info: page size, pages, prefix caching. */
 void prom_cache_config(prom *p, uint32_t block_size, uint64_t blocks, bool prefix_caching);
 /* A step record (its sched_time and flags as the server measured them). */

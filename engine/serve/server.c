@@ -184,6 +184,7 @@ server *server_start(const server_config *c, rh_err *e)
         goto fail;
     }
     prom_cache_config(s->prom, k->page_size, k->total_pages, !k->disable_radix_cache);
+    prom_max_running(s->prom, k->max_running_requests);
     if (open_recording(s, e) < 0) goto fail;
     s->id_salt = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ ((uint64_t)(uintptr_t)s >> 4);
     s->t0 = rh_now();   /* the clock and the recording start when serving does */

@@ -175,6 +175,16 @@ static void meter_and_record(server *s, sv_choice *c)
     prom_request pr = {.arrival = j->arrival, .admitted = c->admitted_at > 0 ? c->admitted_at : j->arrival,
                        .token_times = c->times, .n_tokens = n, .prompt_tokens = p->n, .finish = c->finish};
     prom_request_done(s->prom, &pr);
+    /* A prompt's n choices are adjacent (prompt-major): when the last of
+     * them is metered, its request's parameters are. */
+    c->metered = true;
+    uint32_t k = j->req.n ? j->req.n : 1, first = c->index / k * k, most = 0;
+    bool all = true;
+    for (uint32_t i = first; i < first + k && i < j->n_choices; i++) {
+        all = all && j->choices[i].metered;
+        if (j->choices[i].n_kept > most) most = j->choices[i].n_kept;
+    }
+    if (all) prom_request_params(s->prom, k, j->req.max_tokens, most);
     if (!s->rec || s->rec_failed) return;
 
     uint32_t blocks = p->n / s->block_size;

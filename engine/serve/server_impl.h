@@ -74,6 +74,7 @@ typedef struct sv_choice {
     sv_text text;
     bool dirty;
     bool held;                  /* ended, waiting for its record's flush (sv_deliver) */
+    bool metered;               /* in /metrics (meter_and_record) */
     struct sv_choice *next_dirty;
 } sv_choice;
 
@@ -198,6 +199,8 @@ int sv_submit(server *s, sv_job *j, struct MHD_Connection *conn, oa_error *e);
 void sv_release(sv_job *j);
 /* Under j->mu: queue j for the scheduler to abort. */
 void sv_cancel_locked(sv_job *j);
+/* Aborts the in-flight jobs with id rid (all: every one); how many. */
+uint32_t sv_abort_request(server *s, const char *rid, bool all);
 /* Under j->mu: wake the connection if it is suspended. */
 void sv_wake_locked(sv_job *j);
 /* The watch thread: polls suspended connections for hang-ups. */

@@ -57,8 +57,9 @@ sv_job *sv_job_new(server *s, oa_request *req, double arrival)
         c->id = first + i;
         sv_text_init(&c->text, (const char *const *)j->req.stop, j->req.n_stop);
     }
-    snprintf(j->id, sizeof j->id, "%s%016llx", j->req.kind == OA_CHAT ? "chatcmpl-" : j->req.kind == OA_GENERATE ? "" : "cmpl-",
-             (unsigned long long)(s->id_salt ^ (first * 0x9e3779b97f4a7c15ull)));
+    if (j->req.rid[0]) snprintf(j->id, sizeof j->id, "%s", j->req.rid);   /* SGLang answers with the client's rid */
+    else snprintf(j->id, sizeof j->id, "%s%016llx", j->req.kind == OA_CHAT ? "chatcmpl-" : j->req.kind == OA_GENERATE ? "" : "cmpl-",
+                  (unsigned long long)(s->id_salt ^ (first * 0x9e3779b97f4a7c15ull)));
     j->ident = (oa_ident){.id = j->id, .created = (long long)time(NULL), .model = s->model_name};
     /* Without a seed each request still gets its own stream, reproducible
      * from the server's --seed and the request's order. */
@@ -181,6 +182,26 @@ void sv_release(sv_job *j)
     pthread_mutex_unlock(&j->mu);
     pthread_mutex_unlock(&s->reg_mu);
     sv_job_unref(j);
+}
+
+/* SGLang's /abort_request: the in-flight jobs whose id is rid (every one
+ * with all) are aborted as a hang-up would abort them, except that the
+ * client is still there and gets its answer, finish reason "abort". */
+uint32_t sv_abort_request(server *s, const char *rid, bool all)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&s->reg_mu);
+    for (sv_job *j = s->reg; j; j = j->reg_next) {
+        if (!all && strcmp(j->id, rid)) continue;
+        pthread_mutex_lock(&j->mu);
+        if (!j->cancel_queued && j->state != JOB_DONE && j->state != JOB_REFUSED) {
+            sv_cancel_locked(j);
+            n++;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&s->reg_mu);
+    return n;
 }
 
 /* ---- the watch thread ----

@@ -128,6 +128,20 @@ int sg_parse_generate(const char *body, size_t n, const oa_limits *lim, oa_reque
     if (!root)
         return oa_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON (line %d, column %d): %s", jerr.line,
                        jerr.column, jerr.text);
+    json_t *rid = json_object_get(root, "rid");
+    char rid_text[sizeof out->rid] = "";
+    if (is_set(rid)) {
+        const char *r = json_string_value(rid);
+        size_t len = r ? strlen(r) : 0;
+        if (!r || !len || len >= sizeof rid_text || strspn(r, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "0123456789-_.:") != len) {
+            json_decref(root);
+            return oa_fail(e, 400, "rid", "invalid_value",
+                           "'rid' must be a string of 1 to %zu letters, digits and -_.: (a batch's rids are not taken)",
+                           sizeof rid_text - 1);
+        }
+        memcpy(rid_text, r, len + 1);
+    }
     json_t *c = as_completions(root, e);
     json_decref(root);
     if (!c) return -1;
@@ -143,6 +157,7 @@ int sg_parse_generate(const char *body, size_t n, const oa_limits *lim, oa_reque
         return -1;
     }
     out->kind = OA_GENERATE;
+    memcpy(out->rid, rid_text, sizeof out->rid);
     return 0;
 }
 
