@@ -54,6 +54,7 @@ static void usage(FILE *f)
             "  --http-threads N            HTTP and tokenizer threads (4)\n"
             "  --disable-overlap-schedule  prepare each step after the previous one computed, not during it\n"
             "  --shutdown-timeout S        seconds running requests get to finish at shutdown (30)\n"
+            "  --stream-interval N         a stream's tokens go out N at a time, the first at once (1; SGLang's)\n"
             "  --backend sim --cost COST   no weights: each step takes the time COST gives its batch (tokens\n"
             "                              are made up); the KV pool is what COST's GPU holds unless\n"
             "                              --max-total-tokens says. An emulated server with known physics\n"
@@ -143,7 +144,7 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
     static const char *valued[] = {"tokenizer", "served-model-name", "host", "port", "api-key", "record-trace",
                                    "max-queued-requests", "max-connections", "max-connections-per-client",
                                    "header-timeout", "idle-timeout", "max-body-bytes", "http-threads",
-                                   "shutdown-timeout"};
+                                   "shutdown-timeout", "stream-interval"};
     size_t i = 0, n = sizeof valued / sizeof valued[0];
     while (i < n && strcmp(name, valued[i])) i++;
     if (i == n) return 0;
@@ -172,6 +173,8 @@ static int own_flag(server_config *c, const char *name, rh_args *a, double *grac
         if (rh_parse_u32(v, flag, 1, 3600, &c->header_timeout_s, e) < 0) return -1;
     } else if (!strcmp(name, "idle-timeout")) {
         if (rh_parse_u32(v, flag, 1, 86400, &c->idle_timeout_s, e) < 0) return -1;
+    } else if (!strcmp(name, "stream-interval")) {
+        if (rh_parse_u32(v, flag, 1, 1u << 20, &c->stream_interval, e) < 0) return -1;
     } else if (!strcmp(name, "http-threads")) {
         if (rh_parse_u32(v, flag, 0, 256, &c->http_threads, e) < 0) return -1;
     } else if (!strcmp(name, "max-body-bytes")) {

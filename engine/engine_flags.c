@@ -28,7 +28,7 @@ static const flag flags[] = {
     {"weight-seed", NULL, NULL, F_U64, OFF(weight_seed), 0, 0, "S", "seed of dummy weights (0)"},
     {"backend", NULL, NULL, F_BACKEND, OFF(kernels), 0, 0, "cpu|cuda",
      "the kernels (default cpu; cuda needs a GPU and an nvcc build)"},
-    {"mem-fraction-static", NULL, NULL, F_FRACTION, OFF(mem_fraction), 0, 0, "F",
+    {"mem-fraction-static", NULL, "gpu-memory-utilization", F_FRACTION, OFF(mem_fraction), 0, 0, "F",
      "KV pool share of free memory without --max-total-tokens (0.3)"},
     {"tp-size", "tp", "tensor-parallel-size", F_U32, OFF(tp.tp_size), 1, 4096, "N",
      "heads and MLP split over N ranks, an all-reduce after each (NCCL on GPUs; threads on the CPU) (1)"},

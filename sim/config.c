@@ -106,6 +106,9 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (spec_vllm_parse(v, &given, e) < 0) return -1;
         c->spec_draft_model = given.drafts_by_model;
         c->core.spec_steps = given.num_tokens;
+    } else if (!strcmp(name, "stream-interval")) {   /* checked, and changes nothing (the help says why) */
+        if (rh_parse_u64(v, "--stream-interval", &u, e) < 0) return -1;
+        if (u < 1 || u > (1u << 20)) return rh_fail(e, "--stream-interval must be 1..1048576 (got %s)", v);
     } else if (!strcmp(name, "speculative-eagle-topk")) {
         if (rh_parse_u64(v, "--speculative-eagle-topk", &u, e) < 0) return -1;
         if (u < 1 || u > 64) return rh_fail(e, "--speculative-eagle-topk must be 1..64 (got %s)", v);
@@ -292,7 +295,8 @@ int sim_config_takes_value(const char *name_in)
                                         "prefill-tp", "decode-tp", "pd-link", "pd-link-gbps", "pd-link-latency-us",
                                         "pd-kv-bytes-per-token", "ep-size", "expert-parallel-size", "dp-size",
                                         "cuda-graph-max-bs", "moe-a2a-backend", "deepep-mode", "expert-imbalance",
-                                        "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts"};
+                                        "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts",
+                                        "stream-interval"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback") || !strcmp(name, "enable-dp-attention") ||
@@ -324,6 +328,8 @@ const char *sim_config_help(void)
            "                            holds the histogram with speculation on uses it by default\n"
            "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS   SLOs for goodput (default: none)\n"
            "  --series-points N         time-series resolution of results (default 2000)\n"
+           "  --stream-interval N       SGLang's; accepted and changes nothing here: a simulation\n"
+           "                            times every token, not the runs a stream sends them in\n"
            "  --token-times 0|1         store every token's time in the output file (default 1)\n"
            "  --mem-fraction-static F   without --max-total-tokens, the KV pool is what F of a GPU's\n"
            "                            memory leaves after the weights, as SGLang sizes it (default:\n"

@@ -68,11 +68,11 @@ static void test_kernel_slots_by_name(void)
     rl_counter c;
     rl_counter_init(&c, r, bd);
     /* 40 names, many sharing their first characters (one hash chain) */
-    static char names[40][16];
+    static char names[40][24];
     for (int i = 0; i < 40; i++) snprintf(names[i], sizeof names[i], "%s_%d", i % 2 ? "attn" : "at", i);
     for (int round = 0; round < 3; round++)
         for (int i = 0; i < 40; i++) rl_stream(&c, names[i], RL_NORM, RL_K_NORM, 1, 0, 1000 * (i + 1), 100);
-    char copy[16];
+    char copy[24];
     snprintf(copy, sizeof copy, "%s", names[7]);   /* the same name at another address */
     rl_stream(&c, copy, RL_NORM, RL_K_NORM, 2, 0, 8000, 100);
     CU_ASSERT_EQUAL(bd->nk, 40);

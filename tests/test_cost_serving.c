@@ -265,6 +265,15 @@ static void test_serving_knobs(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--expert-imbalance"));
     CU_ASSERT_EQUAL(sim_config_set(&c, "moe-a2a-backend", "nccl", &e), -1);
     CU_ASSERT_EQUAL(sim_config_set(&c, "deepep-mode", "fast", &e), -1);
+    /* SGLang's --stream-interval: checked, and the configuration is the default's, byte for byte */
+    sim_config plain;
+    sim_config_default(&plain);
+    sim_config_default(&c);
+    CU_ASSERT_EQUAL(sim_config_takes_value("stream-interval"), 1);
+    CU_ASSERT_EQUAL(sim_config_set(&c, "stream-interval", "8", &e), 1);
+    CU_ASSERT_EQUAL(memcmp(&c, &plain, sizeof c), 0);
+    CU_ASSERT_EQUAL(sim_config_set(&c, "stream-interval", "0", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--stream-interval"));
     sim_config_default(&c);
     sim_config_set(&c, "dp-size", "3", &e);
     sim_config_set(&c, "enable-dp-attention", "", &e);

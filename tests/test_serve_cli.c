@@ -43,6 +43,12 @@ static void test_flags(void)
         {"--model tiny-llama --tensor-parallel-size 0", "--tp-size"},
         {"--model tiny-llama --speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 2}'",
          "method eagle"},
+        {"--model tiny-llama --stream-interval 0", "--stream-interval"},
+        {"--model tiny-llama --speculative-eagle-topk 4", "drafts a chain"},
+        {"--model tiny-llama --gpu-memory-utilization 1.5", "--mem-fraction-static"},
+        /* SGLang's and vLLM's names taken: it stops only at the recording it cannot open */
+        {"--model tiny-llama --stream-interval 4 --speculative-eagle-topk 1 --gpu-memory-utilization 0.5 --port 0 "
+         "--record-trace /no/such/dir/t.rhtr", "/no/such/dir"},
     };
     /* what SGLang and vLLM users type: their names listed, deployment flags taken and said to change nothing here */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--tensor-parallel-size"));

@@ -134,6 +134,36 @@ static void test_generate_stream(void)
     json_decref(st.events);
 }
 
+/* --stream-interval 4: the first token at once, then runs of four, the
+ * rest at the end (13 tokens: events of 1, 5, 9, 13), the same text as
+ * one token at a time. */
+static void test_stream_interval(void)
+{
+    const char *body = "{\"text\": \"Once\", \"sampling_params\": {\"temperature\": 0.0, \"max_new_tokens\": 13, "
+                       "\"ignore_eos\": true}, \"stream\": true}";
+    the_server();   /* the shared one loads the model this one serves too */
+    server_config c = ts_config(shared.m);
+    c.stream_interval = 4;
+    server *s = ts_start(&c);
+    ts_stream st = ts_stream_at(server_url(s), "/generate", body, 0, NULL);
+    CU_ASSERT_EQUAL(st.status, 200);
+    size_t i;
+    json_t *ev;
+    json_int_t want[] = {1, 5, 9, 13};
+    CU_ASSERT_EQUAL(json_array_size(st.events), 4);
+    json_array_foreach(st.events, i, ev)
+    {
+        if (i < 4) CU_ASSERT_EQUAL(json_integer_value(meta(ev, "completion_tokens")), want[i]);
+    }
+    const char *last = json_string_value(json_object_get(json_array_get(st.events, json_array_size(st.events) - 1), "text"));
+    ts_stream one = ts_stream_at(server_url(the_server()), "/generate", body, 0, NULL);
+    CU_ASSERT_EQUAL(json_array_size(one.events), 13);
+    CU_ASSERT_STRING_EQUAL(last, json_string_value(json_object_get(json_array_get(one.events, 12), "text")));
+    json_decref(one.events);
+    json_decref(st.events);
+    ts_stop(s);
+}
+
 static void expect_refusal(const char *body, const char *param)
 {
     ts_resp r = ts_post(the_server(), "/generate", body);
@@ -477,6 +507,7 @@ void register_test_serve_sglang(void)
                 test_generate_equals_completions);
     CU_add_test(s, "/generate streams the whole text so far, as bench_serving reads it", test_generate_stream);
     CU_add_test(s, "/generate refusals name the field as /generate spells it", test_generate_refusals);
+    CU_add_test(s, "--stream-interval 4: the first token at once, then runs of four, the same text", test_stream_interval);
     CU_add_test(s, "server and model info, /flush_cache, sglang: and vllm: metrics agree", test_info_flush_and_metrics);
     CU_add_test(s, "rehearse bench --backend sglang and vllm: no vocab flag, their keys, equal counts",
                 test_bench_as_they_run_it);

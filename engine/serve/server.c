@@ -25,6 +25,7 @@ void server_config_default(server_config *c)
     c->idle_timeout_s = 30;
     c->max_body_bytes = 32u << 20;
     c->http_threads = 4;
+    c->stream_interval = 1;
 }
 
 double sv_clock(const server *s)

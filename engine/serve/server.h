@@ -62,6 +62,8 @@ typedef struct server_config {
     size_t max_body_bytes;          /* larger bodies: 413 */
     uint32_t http_threads;          /* libmicrohttpd's thread pool */
     bool disable_overlap;           /* --disable-overlap-schedule */
+    uint32_t stream_interval;       /* --stream-interval: a stream's tokens go out in runs of this many
+                                       (the first at once, the last at the end); 1: each as it comes */
     uint64_t seed;                  /* sampling seeds of requests that give none */
 } server_config;
 

@@ -109,6 +109,12 @@ static void on_event(void *ctx, const engine_event *ee)
                 c->out[c->n_out] = ee->tokens[k];
                 c->times[c->n_out++] = ev->now;
             }
+            /* SGLang's --stream-interval: a stream waits for a run of
+             * tokens, except its first (TTFT is not delayed); the end
+             * delivers whatever is left. A request that is not streamed is
+             * looked at every token: its stop strings end it at once. */
+            uint32_t every = s->cfg.stream_interval;
+            if (every > 1 && c->job->req.stream && c->n_seen > 0 && c->n_out - c->n_seen < every) break;
         }
         sv_mark_dirty(s, c);
         break;

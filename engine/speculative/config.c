@@ -22,7 +22,7 @@ const char *spec_algorithm_name(spec_algorithm a)
 
 static const char *const knobs[] = {
     "speculative-algorithm", "speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size",
-    "speculative-draft-layers", "speculative-draft-model-path", "speculative-draft-seed",
+    "speculative-draft-layers", "speculative-draft-model-path", "speculative-draft-seed", "speculative-eagle-topk",
 };
 
 int spec_config_is_knob(const char *name_in)
@@ -63,6 +63,14 @@ int spec_config_set(spec_config *c, const char *name_in, const char *v, rh_err *
         c->draft_model = v;
         return 1;
     }
+    if (!strcmp(name, "speculative-eagle-topk")) {   /* SGLang's: 1 is the chain this engine drafts */
+        uint32_t k;
+        if (rh_parse_u32(v, "--speculative-eagle-topk", 1, 64, &k, e) < 0) return -1;
+        if (k != 1)
+            return rh_fail(e, "--speculative-eagle-topk %u: this engine drafts a chain (1); a tree's speed is what "
+                              "rehearse sim --speculative-eagle-topk prices", k);
+        return 1;
+    }
     if (!strcmp(name, "speculative-draft-seed")) {
         unsigned long long u;
         if (rh_parse_u64(v, "--speculative-draft-seed", &u, e) < 0) return -1;
@@ -84,7 +92,9 @@ const char *spec_config_help(void)
            "  --speculative-draft-layers L  DRAFT: the target's first L layers and its LM head\n"
            "                            (self-speculation; default a quarter of its layers)\n"
            "  --speculative-draft-model-path M  DRAFT: a smaller model with the same vocabulary\n"
-           "  --speculative-draft-seed S  DRAFT: seed of the draft's sampling streams (0)\n";
+           "  --speculative-draft-seed S  DRAFT: seed of the draft's sampling streams (0)\n"
+           "  --speculative-eagle-topk 1   SGLang's: taken, a chain is what this engine drafts (a wider\n"
+           "                            tree is refused; rehearse sim prices one)\n";
 }
 
 int spec_config_validate(const spec_config *c, rh_err *e)
