@@ -159,6 +159,7 @@ int sim_main(int argc, char **argv)
         goto bad;
     }
     if (res.pool_how[0] && !json) fprintf(stderr, "rehearse sim: %s\n", res.pool_how);
+    if (res.defaults_how[0] && !json) fprintf(stderr, "rehearse sim: %s\n", res.defaults_how);
     if (res.spec_note[0]) fprintf(stderr, "rehearse sim: note: %s\n", res.spec_note);
     if (res.router_errors)
         fprintf(stderr, "rehearse sim: warning: %llu router script error%s, each pick least-outstanding's (%s%s)\n",

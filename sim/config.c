@@ -274,6 +274,7 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         const char *knob = rc == 1 ? core_config_canonical(name) : NULL;   /* vLLM's names too */
         if (knob && !strcmp(knob, "seed")) c->seed = c->core.seed;
         if (knob && !strcmp(knob, "max-running-requests")) c->max_running_set = true;
+        if (knob && !strcmp(knob, "chunked-prefill-size")) c->chunk_set = true;
         return rc;
     }
     return 1;
@@ -336,6 +337,12 @@ const char *sim_config_help(void)
            "                            SGLang's own for the GPU); only for a cost model that knows its\n"
            "                            GPU (roofline). Refused, with the numbers, when nothing is left\n"
            "  --gpu-memory-utilization U  the same under --scheduler vllm, as vLLM sizes it (default 0.9)\n"
+           "  Server defaults: with a cost model that knows its GPU, what is not given is the server's\n"
+           "                            own for it, and said at start: --chunked-prefill-size SGLang's\n"
+           "                            by GPU memory (2048 under 35 GiB, 8192 under 160 GiB, else\n"
+           "                            16384), --max-running-requests from the pool; under --scheduler\n"
+           "                            vllm --max-num-batched-tokens 8192 and --max-num-seqs 1024 on a\n"
+           "                            GPU of 70 GiB or more other than an A100, else 2048 and 256\n"
            "  --replicas N              N identical replicas behind a router, on one virtual clock\n"
            "                            (default 1: a single server, the same run byte for byte)\n"
            "  --router P                round-robin (default), least-outstanding, least-kv,\n"

@@ -18,6 +18,7 @@
  * writes the run when asked. */
 #include "sim/sim.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1127,18 +1128,47 @@ static int spec_shape(sim_config *c, sim_result *out, rh_err *e)
     return 0;
 }
 
+/* vLLM's larger batch defaults (engine/arg_utils, get_batch_defaults, for
+ * its OpenAI server): a GPU of 70 GiB or more that is not an A100 (its
+ * PR #17885: the larger budget cost an A100 throughput). */
+static bool vllm_big_gpu(const cost_memory *mem)
+{
+    char name[sizeof mem->gpu_name];
+    size_t i = 0;
+    for (; mem->gpu_name[i] && i + 1 < sizeof name; i++) name[i] = (char)tolower((unsigned char)mem->gpu_name[i]);
+    name[i] = '\0';
+    return mem->gpu_bytes >= 70 * 1073741824.0 && !strstr(name, "a100");
+}
+
+/* Without --chunked-prefill-size (--max-num-batched-tokens), the servers'
+ * own default for the GPU: SGLang's by its memory (server_args: under
+ * 35 GiB 2048, under 160 GiB 8192, else 16384), vLLM's max_num_batched_tokens
+ * (8192 on a big GPU, else 2048). */
+static void default_chunk(sim_config *c, const cost_memory *mem, sim_result *out)
+{
+    core_config *k = &c->core;
+    if (c->chunk_set || k->chunked_prefill_size == -1) return;
+    const double GiB = 1073741824.0;
+    bool vllm = k->preset == CORE_PRESET_VLLM;
+    if (vllm) k->chunked_prefill_size = vllm_big_gpu(mem) ? 8192 : 2048;
+    else k->chunked_prefill_size = mem->gpu_bytes < 35 * GiB ? 2048 : mem->gpu_bytes < 160 * GiB ? 8192 : 16384;
+    snprintf(out->defaults_how, sizeof out->defaults_how, "%s %d: %s's default for %s (%.0f GiB)",
+             vllm ? "--max-num-batched-tokens" : "--chunked-prefill-size", k->chunked_prefill_size,
+             vllm ? "vLLM" : "SGLang", mem->gpu_name, mem->gpu_bytes / GiB);
+}
+
 /* Without --max-running-requests, the servers' own default where the
  * deployment is known: SGLang's from the pool (model_runner: requests the
  * pool holds at the context length, times 512, within 2048..4096, and at
  * most half the pool's tokens, per attention group), vLLM's max_num_seqs
- * (engine/arg_utils: 1024 on a GPU of 70 GiB or more, else 256). Model-
- * drafted speculation keeps SGLang's 48 (spec_shape). */
+ * (1024 on a big GPU, else 256). Model-drafted speculation keeps SGLang's
+ * 48 (spec_shape). */
 static void default_max_running(sim_config *c, const cost_memory *mem)
 {
     core_config *k = &c->core;
     if (c->max_running_set || (k->spec_steps && c->spec_draft_model)) return;
     if (k->preset == CORE_PRESET_VLLM) {
-        k->max_running_requests = mem->gpu_bytes >= 70 * 1073741824.0 ? 1024 : 256;
+        k->max_running_requests = vllm_big_gpu(mem) ? 1024 : 256;
         return;
     }
     double groups = c->serving.dp > 1 ? c->serving.dp : 1, pool = (double)k->max_total_tokens / groups;
@@ -1153,6 +1183,7 @@ static int size_deployment(sim_config *c, const cost_model *cost, sim_result *ou
     cost_memory mem;
     if (!cost_memory_of_serving(cost, c->tp, &c->serving, &mem)) return 0;
     if (!c->core.context_length) c->core.context_length = mem.context_length;
+    default_chunk(c, &mem, out);   /* first: the servers size their pools with it */
     if (c->core.max_total_tokens) {
         default_max_running(c, &mem);
         return 0;

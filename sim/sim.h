@@ -51,6 +51,7 @@ typedef struct sim_config {
      * tokens verified); each draft pass runs topk tokens per request. */
     uint32_t spec_topk;
     bool max_running_set;    /* --max-running-requests was given (else SGLang's 48 under model-drafted speculation) */
+    bool chunk_set;          /* --chunked-prefill-size was given (else the server's default for the GPU) */
     sim_accept_model accept;
     metrics_slo slo;
     uint64_t seed;           /* acceptance draws */
@@ -175,6 +176,7 @@ typedef struct sim_result {
     uint64_t pool_tokens;    /* the KV pool the run had */
     char spec_note[200];     /* a speculative setting changed as SGLang changes it ("" when none) */
     char pool_how[256];      /* how it was sized from GPU memory ("" when given or not known) */
+    char defaults_how[200];  /* the server's defaults taken for the GPU ("" when given or not known) */
     char refusal[256];       /* the first refused request's reason ("" when none was):
                                 summary.failed_context_length and failed_kv_pool count them */
     /* A cluster run (sim_config.replicas > 1); else 0 and NULL. */
