@@ -30,7 +30,7 @@ typedef struct model {
     kv_pool kv;
     ref_node n[NP];
     uint64_t tick;
-    bool lfu;
+    kv_order order;
     struct { uint32_t pages[MAXLEN], n; bool live; } req[NREQ];
     uint64_t rng;
     uint64_t lookups, evictions;
@@ -69,8 +69,11 @@ static uint32_t ref_victim(const model *m)
             continue;
         }
         const ref_node *a = &m->n[p], *b = &m->n[best];
-        uint64_t a1 = m->lfu ? a->hits : a->tick, b1 = m->lfu ? b->hits : b->tick;
-        uint64_t a2 = m->lfu ? a->tick : 0, b2 = m->lfu ? b->tick : 0;
+        /* LRU: oldest release; LFU: fewest hits, then oldest; SLRU: the
+         * pages not reused twice after their insertion first, oldest first */
+        uint64_t a1 = m->order == KV_LFU ? a->hits : m->order == KV_SLRU ? a->hits >= 3 : a->tick;
+        uint64_t b1 = m->order == KV_LFU ? b->hits : m->order == KV_SLRU ? b->hits >= 3 : b->tick;
+        uint64_t a2 = m->order == KV_LRU ? 0 : a->tick, b2 = m->order == KV_LRU ? 0 : b->tick;
         if (a1 < b1 || (a1 == b1 && (a2 < b2 || (a2 == b2 && p < best)))) best = p;
     }
     return best;
@@ -155,7 +158,7 @@ static int admit(model *m, int slot)
     if (ok && need > free_now) {
         model *shadow = malloc(sizeof *shadow);
         memcpy(shadow->n, m->n, sizeof m->n);
-        shadow->lfu = m->lfu;
+        shadow->order = m->order;
         for (uint32_t k = 0; k < need - free_now; k++) {
             uint32_t v = ref_victim(shadow);
             if (v == KV_NONE) break;
@@ -172,7 +175,7 @@ static int admit(model *m, int slot)
     if (rc < 0) return 0;   /* partial match stays held; the request keeps what it has */
     for (uint32_t k = 0; k < n_expect; k++) {
         if (m->kv.node[expect[k]].in_tree) {
-            printf("\n  page %u should have been evicted (%s)\n", expect[k], m->lfu ? "lfu" : "lru");
+            printf("\n  page %u should have been evicted (order %d)\n", expect[k], (int)m->order);
             return -1;
         }
         m->n[expect[k]].in_tree = false;
@@ -205,15 +208,15 @@ static void release(model *m, int slot)
     m->req[slot].n = 0;
 }
 
-static void run_model(bool lfu, uint64_t seed, int ops)
+static void run_model(kv_order order, uint64_t seed, int ops)
 {
     static model M;
     model *m = &M;
     memset(m, 0, sizeof *m);
-    m->lfu = lfu;
+    m->order = order;
     m->rng = seed;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(kv_init(&m->kv, NP, 16, lfu, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(kv_init(&m->kv, NP, 16, order, &e), 0);
     for (uint32_t p = 0; p < NP; p++) m->n[p].parent = KV_NONE;
     int failed = 0;
     for (int op = 0; op < ops && !failed; op++) {
@@ -221,7 +224,7 @@ static void run_model(bool lfu, uint64_t seed, int ops)
         if (m->req[slot].live) release(m, slot);
         else if (admit(m, slot) < 0) failed = 1;
         if (!failed && check(m) < 0) failed = 1;
-        if (failed) printf("  (op %d, %s)\n", op, lfu ? "lfu" : "lru");
+        if (failed) printf("  (op %d, order %d)\n", op, (int)order);
     }
     CU_ASSERT_FALSE(failed);
     CU_ASSERT(m->evictions > 100);   /* the pool really was under pressure */
@@ -230,17 +233,20 @@ static void run_model(bool lfu, uint64_t seed, int ops)
 
 static void test_matches_model(void)
 {
-    run_model(false, 1, 20000);
-    run_model(true, 2, 20000);
+    run_model(KV_LRU, 1, 20000);
+    run_model(KV_LFU, 2, 20000);
+    run_model(KV_SLRU, 3, 20000);
 }
 
-/* Two chains A and B of two pages. B is matched twice more, then released
- * first. LRU evicts B's leaf (released earlier); LFU evicts A's (fewer hits). */
-static void lru_lfu_case(bool lfu, bool expect_b_first)
+/* Two chains A and B of two pages. B is matched `reuses` times more, then
+ * released first. LRU evicts B's leaf (released earlier); LFU evicts A's
+ * (fewer hits); SLRU evicts A's when B was reused twice (protected), else
+ * B's (both probationary: the older release). */
+static void lru_lfu_case(kv_order order, int reuses, bool expect_b_first)
 {
     kv_pool kv;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 4, 16, lfu, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 4, 16, order, &e), 0);
     uint32_t a[2], b[2];
     CU_ASSERT_EQUAL(kv_alloc(&kv, 2, a), 0);
     CU_ASSERT_EQUAL(kv_alloc(&kv, 2, b), 0);
@@ -248,7 +254,7 @@ static void lru_lfu_case(bool lfu, bool expect_b_first)
     kv_insert(&kv, a[1], 101, a[0]);
     kv_insert(&kv, b[0], 200, KV_NONE);
     kv_insert(&kv, b[1], 201, b[0]);
-    for (int k = 0; k < 2; k++) {   /* two more requests match B and leave */
+    for (int k = 0; k < reuses; k++) {   /* more requests match B and leave */
         kv_hold(&kv, b[0]);
         kv_hold(&kv, b[1]);
         kv_release(&kv, b[1]);
@@ -277,8 +283,11 @@ static void lru_lfu_case(bool lfu, bool expect_b_first)
 
 static void test_lru_lfu(void)
 {
-    lru_lfu_case(false, true);
-    lru_lfu_case(true, false);
+    lru_lfu_case(KV_LRU, 2, true);
+    lru_lfu_case(KV_LFU, 2, false);
+    lru_lfu_case(KV_SLRU, 2, false);
+    lru_lfu_case(KV_LFU, 1, false);
+    lru_lfu_case(KV_SLRU, 1, true);
 }
 
 /* A key already in the tree under another parent is a collision, not a match;
@@ -287,7 +296,7 @@ static void test_parent_checked(void)
 {
     kv_pool kv;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 8, 4, false, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 8, 4, KV_LRU, &e), 0);
     uint32_t p[5];
     kv_alloc(&kv, 5, p);
     CU_ASSERT_EQUAL(kv_insert(&kv, p[0], 1, KV_NONE), 0);
@@ -309,7 +318,7 @@ static void test_parent_checked(void)
     CU_ASSERT_EQUAL(kv.node[p[3]].next, p[4]);
     CU_ASSERT_EQUAL(kv_check(&kv, &e), 0);
     kv_destroy(&kv);
-    CU_ASSERT_EQUAL(kv_init(&kv, 0, 4, false, &e), -1);
+    CU_ASSERT_EQUAL(kv_init(&kv, 0, 4, KV_LRU, &e), -1);
     CU_ASSERT(strstr(e.msg, "KV pool") != NULL);
 }
 
@@ -320,7 +329,7 @@ static void test_parent_waits_its_turn(void)
 {
     kv_pool kv;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 3, 16, false, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 3, 16, KV_LRU, &e), 0);
     uint32_t a[2], b;
     CU_ASSERT_EQUAL(kv_alloc(&kv, 2, a), 0);
     kv_insert(&kv, a[0], 10, KV_NONE);
@@ -348,7 +357,7 @@ static void test_hand_out_order(void)
 {
     kv_pool kv;
     rh_err e;
-    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 6, 16, false, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(kv_init(&kv, 6, 16, KV_LRU, &e), 0);
     uint32_t a[3], b[2];
     CU_ASSERT_EQUAL(kv_alloc(&kv, 3, a), 0);
     CU_ASSERT(a[0] == 0 && a[1] == 1 && a[2] == 2);
@@ -369,7 +378,7 @@ void register_test_core_kv(void)
 {
     CU_pSuite s = CU_add_suite("core_kv", NULL, NULL);
     CU_add_test(s, "pool and radix agree with a brute-force model", test_matches_model);
-    CU_add_test(s, "lru and lfu evict the expected leaf", test_lru_lfu);
+    CU_add_test(s, "lru, lfu and slru evict the expected leaf", test_lru_lfu);
     CU_add_test(s, "a child is found only under its parent", test_parent_checked);
     CU_add_test(s, "a parent that becomes a leaf waits its turn", test_parent_waits_its_turn);
     CU_add_test(s, "pages go out in order, returned ones first", test_hand_out_order);

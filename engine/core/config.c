@@ -38,7 +38,7 @@ static const knob knobs[] = {
      "run decodes and a prefill chunk in one batch (sglang scheduler)"},
     {"scheduler", NULL, K_PRESET, OFF(preset), "S",
      "batch formation: sglang (prefill first) or vllm (one token budget, running first) (sglang)"},
-    {"radix-eviction", "radix-eviction-policy", K_EVICT, OFF(evict), "E", "prefix-cache eviction: lru or lfu (lru)"},
+    {"radix-eviction", "radix-eviction-policy", K_EVICT, OFF(evict), "E", "prefix-cache eviction: lru, lfu or slru (lru)"},
     {"seed", NULL, K_U64, OFF(seed), "N", "seed of the random policy and of Lua's math.random (0)"},
     {"speculative-num-steps", NULL, K_U32, OFF(spec_steps), "N", "draft forward passes per step; 0: off (0)"},
     {"speculative-num-draft-tokens", NULL, K_U32, OFF(spec_draft_tokens), "N",
@@ -75,7 +75,7 @@ static const struct {
 
 static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua"};
 static const char *preset_names[] = {"sglang", "vllm"};
-static const char *evict_names[] = {"lru", "lfu"};
+static const char *evict_names[] = {"lru", "lfu", "slru"};
 
 void core_config_default(core_config *cfg)
 {
@@ -209,7 +209,7 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
         cfg->preset = (core_preset)en;
         break;
     case K_EVICT:
-        if (parse_enum(value, evict_names, 2, k, &en, e) < 0) return -1;
+        if (parse_enum(value, evict_names, 3, k, &en, e) < 0) return -1;
         cfg->evict = (core_evict)en;
         break;
     case K_STR:
@@ -272,7 +272,7 @@ int core_config_validate(const core_config *cfg, rh_err *e)
         return rh_fail(e, "--schedule-conservativeness %g: must be a finite number >= 0", cfg->schedule_conservativeness);
     if ((unsigned)cfg->policy > CORE_POLICY_LUA) return rh_fail(e, "--schedule-policy: unknown policy %d", (int)cfg->policy);
     if ((unsigned)cfg->preset > CORE_PRESET_VLLM) return rh_fail(e, "--scheduler: unknown preset %d", (int)cfg->preset);
-    if ((unsigned)cfg->evict > CORE_EVICT_LFU) return rh_fail(e, "--radix-eviction: unknown policy %d", (int)cfg->evict);
+    if ((unsigned)cfg->evict > CORE_EVICT_SLRU) return rh_fail(e, "--radix-eviction: unknown policy %d", (int)cfg->evict);
     if (cfg->policy == CORE_POLICY_LUA && !cfg->lua_policy_path && !(cfg->lua_state && cfg->lua_policy_ref > 0))
         return rh_fail(e, "--schedule-policy lua needs --policy-script FILE (or a Lua function from the caller)");
     if (cfg->policy != CORE_POLICY_LUA && cfg->lua_policy_path)
@@ -316,7 +316,7 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         case K_BOOL: s = *(const bool *)field ? "true" : "false"; break;
         case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_LUA ? cfg->policy : 0]; break;
         case K_PRESET: s = preset_names[cfg->preset <= CORE_PRESET_VLLM ? cfg->preset : 0]; break;
-        case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_LFU ? cfg->evict : 0]; break;
+        case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_SLRU ? cfg->evict : 0]; break;
         case K_STR:
             s = *(const char *const *)field;
             if (!s) continue;

@@ -9,6 +9,10 @@
 #include "engine/core/internal.h"
 #include "util/hash.h"
 
+/* --radix-eviction names the pool's order by value. */
+_Static_assert((int)CORE_EVICT_LRU == KV_LRU && (int)CORE_EVICT_LFU == KV_LFU && (int)CORE_EVICT_SLRU == KV_SLRU,
+               "core_evict and kv_order agree");
+
 /* ---- id map: u64 id -> request, open addressing ---- */
 #define MAP_EMPTY NULL
 
@@ -326,7 +330,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     if (cfg->lua_policy_path && !(c->policy_path = strdup(cfg->lua_policy_path))) goto oom;
     c->cfg.lua_policy_path = c->policy_path;
 
-    if (kv_init(&c->kv, (uint32_t)c->cfg.total_pages, c->ps, cfg->evict == CORE_EVICT_LFU, e) < 0) goto fail;
+    if (kv_init(&c->kv, (uint32_t)c->cfg.total_pages, c->ps, (kv_order)cfg->evict, e) < 0) goto fail;
     c->map_mask = 1023;
     c->map_ids = malloc((c->map_mask + 1) * sizeof *c->map_ids);
     c->map_reqs = calloc(c->map_mask + 1, sizeof *c->map_reqs);

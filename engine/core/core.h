@@ -47,6 +47,7 @@ typedef enum core_preset {
 typedef enum core_evict {
     CORE_EVICT_LRU = 0,
     CORE_EVICT_LFU,
+    CORE_EVICT_SLRU,        /* segmented LRU: pages reused twice outlive the rest (SGLang's slru) */
 } core_evict;
 
 typedef struct core_config {
@@ -64,7 +65,7 @@ typedef struct core_config {
     bool disable_radix_cache;        /* --disable-radix-cache */
     bool enable_mixed_chunk;         /* --enable-mixed-chunk */
     core_preset preset;              /* --scheduler */
-    core_evict evict;                /* --radix-eviction lru|lfu */
+    core_evict evict;                /* --radix-eviction lru|lfu|slru */
     uint64_t seed;                   /* --seed: random policy, Lua math.random */
     uint32_t spec_steps;             /* --speculative-num-steps: draft forward passes per step (0: off) */
     uint32_t spec_draft_tokens;      /* --speculative-num-draft-tokens: tokens verified per decode,

@@ -145,8 +145,11 @@ static inline kv_heap_entry entry_of(const kv_pool *kv, uint32_t page)
 {
     const kv_node *n = &kv->node[page];
     kv_heap_entry e = {.page = page, .stamp = n->stamp};
-    if (kv->lfu) {
+    if (kv->order == KV_LFU) {
         e.k1 = n->hits;
+        e.k2 = n->tick;
+    } else if (kv->order == KV_SLRU) {
+        e.k1 = n->hits >= 1 + KV_SLRU_REUSES;
         e.k2 = n->tick;
     } else {
         e.k1 = n->tick;
@@ -246,14 +249,14 @@ uint64_t kv_evict_all(kv_pool *kv)
 }
 
 /* ---- pool ---- */
-int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err *e)
+int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, kv_order order, rh_err *e)
 {
     memset(kv, 0, sizeof *kv);
     if (n_pages == 0 || n_pages == KV_NONE || page_size == 0)
         return rh_fail(e, "KV pool: %u pages of %u tokens is not a pool", n_pages, page_size);
     kv->n_pages = n_pages;
     kv->page_size = page_size;
-    kv->lfu = lfu;
+    kv->order = order;
     uint64_t cap = 16;
     while (cap < 2 * (uint64_t)n_pages) cap *= 2;
     kv->slot_mask = cap - 1;

@@ -21,8 +21,9 @@
  * behaves page by page exactly as a tree of single pages would.
  * Because a request holds its whole prefix path, a held page's ancestors are
  * held too, so every cached page can be evicted by removing leaves: eviction
- * pops the least recently released (LRU) or least often matched (LFU)
- * unlocked leaf from a heap, and its parent may become the next leaf (taken
+ * pops the least recently released (LRU), least often matched (LFU), or
+ * (SLRU) least recently released of the pages not yet reused twice, then of
+ * the rest, unlocked leaf from a heap, and its parent may become the next leaf (taken
  * at once, without a trip through the heap, when it is the next in order).
  *
  * No function here allocates per call except heap growth (amortized), so the
@@ -58,13 +59,22 @@ typedef struct kv_slot {
 } kv_slot;
 
 typedef struct kv_heap_entry {
-    uint64_t k1, k2;   /* LRU: (tick, 0); LFU: (hits, tick) */
+    uint64_t k1, k2;   /* LRU: (tick, 0); LFU: (hits, tick); SLRU: (protected, tick) */
     uint32_t page, stamp;
 } kv_heap_entry;
 
+/* Eviction orders; the values are core_evict's. */
+typedef enum kv_order { KV_LRU = 0, KV_LFU = 1, KV_SLRU = 2 } kv_order;
+
+/* SLRU's protected segment: pages reused by this many admissions after the
+ * one that inserted them (hits counts that one too). SGLang's SLRUStrategy
+ * protects a node once its hit_count, which its inserts through an existing
+ * node raise and its creation does not, reaches 2. */
+#define KV_SLRU_REUSES 2
+
 typedef struct kv_pool {
     uint32_t n_pages, page_size;
-    bool lfu;
+    kv_order order;
     kv_node *node;             /* a page's fields are set when it is first handed out */
     uint32_t *free_stack;      /* pages returned, taken before fresh ones (LIFO) */
     uint32_t n_stacked;
@@ -79,7 +89,7 @@ typedef struct kv_pool {
     uint64_t evicted;          /* pages evicted so far */
 } kv_pool;
 
-int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, bool lfu, rh_err *e);
+int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, kv_order order, rh_err *e);
 void kv_destroy(kv_pool *kv);
 
 static inline uint64_t kv_free_pages(const kv_pool *kv) { return kv->n_free; }

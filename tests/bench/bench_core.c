@@ -164,7 +164,7 @@ static double bench_radix(uint64_t requests, uint64_t *keys_out, rh_progress *pg
 {
     kv_pool kv;
     rh_err e;
-    if (kv_init(&kv, POOL_PAGES, 16, false, &e) < 0) {
+    if (kv_init(&kv, POOL_PAGES, 16, KV_LRU, &e) < 0) {
         fprintf(stderr, "bench_core: %s\n", e.msg);
         exit(1);
     }
