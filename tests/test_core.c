@@ -7,6 +7,7 @@
 
 #include "test_core_harness.h"
 #include "engine/core/core.h"
+#include "engine/core/internal.h"
 
 static harness H;
 
@@ -148,6 +149,55 @@ static void run_lpm_case(core_policy policy, uint64_t expect[3])
     CU_ASSERT_EQUAL(H.req[2].cached, 0);
     CU_ASSERT_EQUAL(h_check(&H), 0);
     core_free(H.c);
+}
+
+/* dfs-weight against SGLang's walk, worked by hand. Cached: prompts A and B
+ * (4 pages each; a match leaves the last to compute, so at most 3). Queued:
+ *   1 x1 [B0]   2 y1 [A0 A1 A2]   3 y2 [A0 A1]   4 z []
+ *   5 x2 [B0]   6 y3 [A0 A1 A2]   7 x3 [B0]      8 x4 [B0 B1]
+ * B0 weighs 4 (x1 x2 x3 x4), A0 3: B's subtree first; in it B1's x4, then
+ * B0's own x1 x2 x3; then A2's y1 y3, A1's own y2; z, matching nothing,
+ * last. lpm takes the longest matches first instead. */
+static void run_dfs_case(core_policy policy, const uint64_t expect[8])
+{
+    core_config cfg = base_cfg();
+    cfg.policy = policy;
+    h_new(&H, &cfg);
+    int32_t a[64], b[64], t[8][64];
+    fill_tokens(a, 64, 1000);
+    fill_tokens(b, 64, 5000);
+    add_tokens(&H, 100, a, 64, 1);
+    add_tokens(&H, 101, b, 64, 1);
+    double now = 0;
+    h_drain(&H, &now, 10);   /* A's and B's pages are cached */
+    static const struct {
+        int from_a, diverge;   /* the token that differs: the match ends at its page */
+    } q[8] = {{0, 20}, {1, 50}, {1, 40}, {-1, 0}, {0, 20}, {1, 50}, {0, 20}, {0, 40}};
+    for (int i = 0; i < 8; i++) {
+        if (q[i].from_a < 0) fill_tokens(t[i], 64, 9000);
+        else memcpy(t[i], q[i].from_a ? a : b, sizeof a);
+        if (q[i].from_a >= 0) t[i][q[i].diverge] = -1 - i;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(add_tokens(&H, (uint64_t)i + 1, t[i], 64, 2));
+    }
+    cand_list cl;
+    policy_order(H.c, now, &cl);
+    CU_ASSERT_EQUAL_FATAL(cl.n, 8);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cl.v);
+    for (int i = 0; i < 8; i++) {
+        if (cl.v[i]->id != expect[i]) printf("\n  %s: position %d is %llu, want %llu", cfg.policy == CORE_POLICY_LPM ?
+                                             "lpm" : "dfs-weight", i, (unsigned long long)cl.v[i]->id,
+                                             (unsigned long long)expect[i]);
+        CU_ASSERT_EQUAL(cl.v[i]->id, expect[i]);
+    }
+    CU_ASSERT_EQUAL(h_check(&H), 0);
+    core_free(H.c);
+}
+
+static void test_dfs_weight(void)
+{
+    static const uint64_t dfs[8] = {8, 1, 5, 7, 2, 6, 3, 4}, lpm[8] = {2, 6, 3, 8, 1, 5, 7, 4};
+    run_dfs_case(CORE_POLICY_DFS_WEIGHT, dfs);
+    run_dfs_case(CORE_POLICY_LPM, lpm);
 }
 
 static void test_lpm(void)
@@ -861,6 +911,7 @@ void register_test_core(void)
     CU_add_test(s, "20000-token prompt chunks as 8192, 8192, 3616", test_chunked_prefill);
     CU_add_test(s, "max-running-requests caps the running set", test_max_running);
     CU_add_test(s, "lpm picks the longest cached prefix", test_lpm);
+    CU_add_test(s, "dfs-weight walks the matched prefixes heaviest subtree first, as SGLang", test_dfs_weight);
     CU_add_test(s, "small pool retracts exactly when expected", test_retraction_known_answer);
     CU_add_test(s, "sglang retracts the fewest outputs first, then the longest prompt", test_retraction_order);
     CU_add_test(s, "content-less pages: re-matched after retraction, dropped at finish", test_unique_pages);

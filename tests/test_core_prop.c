@@ -362,6 +362,8 @@ static const variant variants[] = {
     {CORE_PRESET_VLLM, CORE_POLICY_LPM, 8, 300, 12, 0, 0, -1, false, false, true, 1.0},
     {CORE_PRESET_VLLM, CORE_POLICY_RANDOM, 1, 1500, 64, 1, 0, 96, false, true, false, 1.0},
     {CORE_PRESET_SGLANG, CORE_POLICY_FCFS, 8, 128, 256, 5, 0, 64, true, false, false, 1.0},
+    {CORE_PRESET_SGLANG, CORE_POLICY_DFS_WEIGHT, 4, 500, 16, 0, 0, 128, false, false, true, 0.5},
+    {CORE_PRESET_VLLM, CORE_POLICY_DFS_WEIGHT, 16, 300, 24, 2, 0, 256, true, false, false, 1.0},
 };
 
 static core_config variant_cfg(const variant *v)

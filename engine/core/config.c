@@ -30,7 +30,7 @@ static const knob knobs[] = {
      "vllm scheduler: at most N prompt tokens of one request per step, so others share the budget; 0: off (0)"},
     {"max-running-requests", "max-num-seqs", K_U32, OFF(max_running_requests), "N", "requests prefilling or decoding at once (256)"},
     {"context-length", "max-model-len", K_U32, OFF(context_length), "N", "longest prompt + output accepted; 0: no limit (0)"},
-    {"schedule-policy", NULL, K_POLICY, OFF(policy), "P", "waiting order: fcfs, lpm, lof, random or lua (fcfs)"},
+    {"schedule-policy", NULL, K_POLICY, OFF(policy), "P", "waiting order: fcfs, lpm, lof, random, dfs-weight or lua (fcfs)"},
     {"schedule-conservativeness", NULL, K_DOUBLE, OFF(schedule_conservativeness), "X",
      "scales the new-token ratio reserved for running requests (1.0)"},
     {"disable-radix-cache", NULL, K_BOOL, OFF(disable_radix_cache), NULL, "no prefix cache: nothing is shared"},
@@ -73,7 +73,7 @@ static const struct {
 };
 #define N_SWITCHES (sizeof switches / sizeof switches[0])
 
-static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua"};
+static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua", "dfs-weight"};
 static const char *preset_names[] = {"sglang", "vllm"};
 static const char *evict_names[] = {"lru", "lfu", "slru"};
 
@@ -201,7 +201,7 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
             return rh_fail(e, "%s: '%s' is not a boolean (true or false)", what, value);
         break;
     case K_POLICY:
-        if (parse_enum(value, policy_names, 5, k, &en, e) < 0) return -1;
+        if (parse_enum(value, policy_names, 6, k, &en, e) < 0) return -1;
         cfg->policy = (core_policy)en;
         break;
     case K_PRESET:
@@ -270,7 +270,7 @@ int core_config_validate(const core_config *cfg, rh_err *e)
         return rh_fail(e, "--max-running-requests %u: must be 1..16777216", cfg->max_running_requests);
     if (!(cfg->schedule_conservativeness >= 0) || !isfinite(cfg->schedule_conservativeness))
         return rh_fail(e, "--schedule-conservativeness %g: must be a finite number >= 0", cfg->schedule_conservativeness);
-    if ((unsigned)cfg->policy > CORE_POLICY_LUA) return rh_fail(e, "--schedule-policy: unknown policy %d", (int)cfg->policy);
+    if ((unsigned)cfg->policy > CORE_POLICY_DFS_WEIGHT) return rh_fail(e, "--schedule-policy: unknown policy %d", (int)cfg->policy);
     if ((unsigned)cfg->preset > CORE_PRESET_VLLM) return rh_fail(e, "--scheduler: unknown preset %d", (int)cfg->preset);
     if ((unsigned)cfg->evict > CORE_EVICT_SLRU) return rh_fail(e, "--radix-eviction: unknown policy %d", (int)cfg->evict);
     if (cfg->policy == CORE_POLICY_LUA && !cfg->lua_policy_path && !(cfg->lua_state && cfg->lua_policy_ref > 0))
@@ -314,7 +314,7 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         case K_CHUNK: snprintf(v, sizeof v, "%d", *(const int32_t *)field); break;
         case K_DOUBLE: snprintf(v, sizeof v, "%.17g", *(const double *)field); break;
         case K_BOOL: s = *(const bool *)field ? "true" : "false"; break;
-        case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_LUA ? cfg->policy : 0]; break;
+        case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_DFS_WEIGHT ? cfg->policy : 0]; break;
         case K_PRESET: s = preset_names[cfg->preset <= CORE_PRESET_VLLM ? cfg->preset : 0]; break;
         case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_SLRU ? cfg->evict : 0]; break;
         case K_STR:

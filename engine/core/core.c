@@ -380,6 +380,10 @@ void core_free(core *c)
     free(c->run);
     free(c->seqs);
     free(c->order);
+    free(c->dfs_pages);
+    free(c->dfs_off);
+    free(c->dfs_weight);
+    free(c->dfs_first);
     free(c->lof_v);
     free(c->lof_tmp);
     free(c->match_pages);

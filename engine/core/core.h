@@ -37,6 +37,8 @@ typedef enum core_policy {
     CORE_POLICY_LOF,        /* longest output first */
     CORE_POLICY_RANDOM,     /* seeded shuffle */
     CORE_POLICY_LUA,        /* a Lua function orders (and may filter) the queue */
+    CORE_POLICY_DFS_WEIGHT, /* SGLang's dfs-weight: the waiting requests' matched prefixes as a tree,
+                               walked depth first, heavier subtrees first */
 } core_policy;
 
 typedef enum core_preset {

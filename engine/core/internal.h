@@ -119,6 +119,13 @@ struct core {
     uint32_t cap_order;
     uint32_t *match_pages;      /* one page table's worth, for admission */
     uint32_t cap_match;
+    /* dfs-weight (policy.c): each waiting request's matched pages, back to
+     * back (dfs_off by sort_pos), and per page the requests whose match
+     * passes through it and the first queue position among them */
+    uint32_t *dfs_pages;
+    uint64_t *dfs_off, cap_dfs_pages;
+    uint32_t cap_dfs_off;
+    uint32_t *dfs_weight, *dfs_first;   /* by page; zero outside a call */
 
     double ratio, ratio_init, ratio_min, ratio_decay;
     uint64_t rng;

@@ -10,6 +10,8 @@
  *   lof     largest max_new_tokens first (queue order on ties); the order
  *           is kept across steps and merged with new arrivals
  *   random  a fresh seeded shuffle every step
+ *   dfs-weight  the matched prefixes as a tree, depth first, heavier
+ *           subtrees first (SGLang's); fcfs when the prefix cache is off
  *   lua     the script's order over the first policy_window requests; the
  *           rest are not offered this step */
 #include <stdio.h>
@@ -57,6 +59,75 @@ static int by_key_desc(const void *a, const void *b)
     return x->sort_pos < y->sort_pos ? -1 : (x->sort_pos > y->sort_pos);
 }
 
+/* dfs-weight, as SGLang's schedule_policy orders it (_calc_weight,
+ * _get_dfs_priority): the waiting requests' matched prefixes are paths in
+ * the tree of cached pages; a page weighs as many waiting requests as pass
+ * through it. The walk goes depth first from the root, children heaviest
+ * first, and gives each node's own requests (those whose match ends there)
+ * after its children, as SGLang extends the queue after recursing; requests
+ * that match nothing end at the root and come last. SGLang's children of
+ * equal weight keep dict order; here the subtree holding the earlier queued
+ * request goes first, and requests ending at one node keep queue order.
+ * The walk is done as a sort: two requests compare where their paths part. */
+static int by_dfs(const void *a, const void *b, void *ctx)
+{
+    const core *c = ctx;
+    const core_req *x = *(core_req *const *)a, *y = *(core_req *const *)b;
+    const uint32_t *px = c->dfs_pages + c->dfs_off[x->sort_pos], *py = c->dfs_pages + c->dfs_off[y->sort_pos];
+    uint32_t lx = x->lpm_pages, ly = y->lpm_pages, i = 0;
+    while (i < lx && i < ly && px[i] == py[i]) i++;
+    if (i == lx && i == ly) return x->sort_pos < y->sort_pos ? -1 : (x->sort_pos > y->sort_pos);
+    if (i == lx) return 1;    /* x ends here, y goes deeper: children first */
+    if (i == ly) return -1;
+    uint32_t wx = c->dfs_weight[px[i]], wy = c->dfs_weight[py[i]];
+    if (wx != wy) return wx > wy ? -1 : 1;
+    return c->dfs_first[px[i]] < c->dfs_first[py[i]] ? -1 : 1;
+}
+
+/* Orders c->order[0..n) by dfs-weight. 0, or -1 out of memory (fcfs). */
+static int dfs_weight_order(core *c, uint32_t n)
+{
+    if (!c->dfs_weight) {
+        c->dfs_weight = calloc(c->kv.n_pages, sizeof *c->dfs_weight);
+        c->dfs_first = malloc(c->kv.n_pages * sizeof *c->dfs_first);
+        if (!c->dfs_weight || !c->dfs_first) {
+            free(c->dfs_weight), free(c->dfs_first);
+            c->dfs_weight = c->dfs_first = NULL;
+            return -1;
+        }
+    }
+    if (n > c->cap_dfs_off) {
+        uint64_t *o = realloc(c->dfs_off, n * sizeof *o);
+        if (!o) return -1;
+        c->dfs_off = o;
+        c->cap_dfs_off = n;
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        core_req *r = c->order[i];
+        uint64_t most = req_fill(r) ? (req_fill(r) - 1) / c->ps : 0;   /* keys_match's limit */
+        if (total + most > c->cap_dfs_pages) {
+            uint64_t cap = c->cap_dfs_pages ? c->cap_dfs_pages : 4096;
+            while (cap < total + most) cap *= 2;
+            uint32_t *p = realloc(c->dfs_pages, cap * sizeof *p);
+            if (!p) return -1;
+            c->dfs_pages = p;
+            c->cap_dfs_pages = cap;
+        }
+        uint32_t dummy;
+        c->dfs_off[i] = total;
+        r->lpm_pages = keys_match(c, r, c->dfs_pages + total, &dummy);
+        for (uint32_t k = 0; k < r->lpm_pages; k++) {
+            uint32_t p = c->dfs_pages[total + k];
+            if (c->dfs_weight[p]++ == 0) c->dfs_first[p] = i;
+        }
+        total += r->lpm_pages;
+    }
+    qsort_r(c->order, n, sizeof *c->order, by_dfs, c);
+    for (uint64_t k = 0; k < total; k++) c->dfs_weight[c->dfs_pages[k]] = 0;
+    return 0;
+}
+
 static uint64_t next_rand(core *c)
 {
     return rh_splitmix_next(&c->rng);
@@ -80,6 +151,7 @@ void policy_order(core *c, double now, cand_list *out)
     out->n = c->n_waiting;
     core_policy p = c->cfg.policy;
     if (p == CORE_POLICY_LPM && (c->n_waiting > CORE_LPM_FCFS_THRESHOLD || !c->radix)) p = CORE_POLICY_FCFS;
+    if (p == CORE_POLICY_DFS_WEIGHT && !c->radix) p = CORE_POLICY_FCFS;
     if (p == CORE_POLICY_LOF && c->lof_failed) p = CORE_POLICY_FCFS;
     if (p == CORE_POLICY_FCFS || c->n_waiting == 0) return;
     if (p == CORE_POLICY_LOF) {
@@ -111,6 +183,9 @@ void policy_order(core *c, double now, cand_list *out)
         qsort(c->order, n, sizeof *c->order, by_key_desc);
         break;
     }
+    case CORE_POLICY_DFS_WEIGHT:
+        if (dfs_weight_order(c, n) < 0) return;   /* out of memory: fcfs */
+        break;
     case CORE_POLICY_RANDOM:
         for (i = n; i > 1; i--) {
             uint32_t j = (uint32_t)(((next_rand(c) >> 32) * (uint64_t)i) >> 32);
