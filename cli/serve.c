@@ -263,7 +263,7 @@ int serve_main(int argc, char **argv)
         snprintf(e.msg, sizeof e.msg, "serve takes no positional arguments (got '%s'); see rehearse serve --help", a.pos[0]);
         return bad(e.msg);
     }
-    if (!cfg.engine.model) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
+    if (!cfg.engine.model && !sim.on) return bad("serve needs --model MODEL (a preset name, config.json or directory)");
     if ((sim.cost || sim.noise > 0) && !sim.on) return bad("--cost and --noise go with --backend sim");
     if (sim.serving_given && !sim.on)   /* a deployment's flags, accepted, and never silently */
         fprintf(stderr, "rehearse serve: %s: no effect on this engine (tensor-parallel attention, no CUDA graphs); "

@@ -27,6 +27,7 @@ struct serve_sim {
     double prev_end;         /* when that step ends on the monotonic clock */
     engine_pricer pricer;
     char hardware[4200];
+    char model[64];          /* the cost file's model, when --model was not given */
 };
 
 /* A standard normal draw (Box-Muller on the seeded stream). */
@@ -85,6 +86,18 @@ serve_sim *serve_sim_new(const char *cost_path, double noise, uint64_t seed, sim
     snprintf(s->hardware, sizeof s->hardware, "sim: %s%s", cost_path, noise > 0 ? " with noise" : "");
     s->pricer = (engine_pricer){.ctx = s, .price = price, .hardware = s->hardware};
     ec->pricer = &s->pricer;
+    /* Without --model, the model the cost file prices (a roofline names
+     * one): the server answers with its name, vocabulary and context. */
+    if (!ec->model) {
+        cost_memory named;
+        if (!cost_memory_of(s->cost, 0, &named) || !named.model_name[0]) {
+            serve_sim_free(s);
+            return rh_fail(e, "serve needs --model MODEL: %s names no model", cost_path), NULL;
+        }
+        snprintf(s->model, sizeof s->model, "%s", named.model_name);
+        ec->model = s->model;
+        fprintf(stderr, "rehearse serve: --model %s, the model %s prices\n", s->model, cost_path);
+    }
     /* The pool the deployment the cost model prices would hold. */
     cost_memory mem;
     core_config *k = &ec->core;

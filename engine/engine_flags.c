@@ -23,7 +23,7 @@ typedef struct flag {
 
 #define OFF(f) offsetof(engine_config, f)
 static const flag flags[] = {
-    {"model", NULL, NULL, F_STR, OFF(model), 0, 0, "MODEL", "preset name, config.json or Hugging Face directory (required)"},
+    {"model", NULL, NULL, F_STR, OFF(model), 0, 0, "MODEL", "preset name, config.json or Hugging Face directory (required; under --backend sim, the model the cost file names when it names one)"},
     {"weights", NULL, NULL, F_STR, OFF(weights), 0, 0, "PATH", "safetensors weights (default: MODEL's own, else dummy)"},
     {"weight-seed", NULL, NULL, F_U64, OFF(weight_seed), 0, 0, "S", "seed of dummy weights (0)"},
     {"backend", NULL, NULL, F_BACKEND, OFF(kernels), 0, 0, "cpu|cuda",

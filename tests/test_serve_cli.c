@@ -69,6 +69,27 @@ static void test_flags(void)
         CU_ASSERT_EQUAL(rc, 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].says));
     }
+    /* --backend sim without --model: the model the cost file names, said at
+     * start (the run stops at the recording it cannot open); a cost file
+     * naming none is refused by its name */
+    char roof[256], lin[256];
+    tu_tmp_path("roof.json", roof, sizeof roof);
+    tu_tmp_path("lin.json", lin, sizeof lin);
+    const char *r = "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}";
+    const char *l = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.01, \"per_prefill_token_s\": 1e-5,"
+                    " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 0, \"per_attention_s\": 0}";
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(roof, r, strlen(r)), 0);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(lin, l, strlen(l)), 0);
+    snprintf(cmd, sizeof cmd, "REHEARSE_PRESETS=sim/cost/presets %s serve --backend sim --cost %s --port 0 "
+             "--record-trace /no/such/dir/t.rhtr", tu_bin(), roof);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--model llama-3-8b, the model"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/no/such/dir"));
+    snprintf(cmd, sizeof cmd, "%s serve --backend sim --cost %s --port 0", tu_bin(), lin);
+    CU_ASSERT_EQUAL(tu_run(cmd, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "names no model"));
+    unlink(roof);
+    unlink(lin);
 }
 
 /* A server process; its URL read from the line it prints. */
