@@ -76,6 +76,9 @@ static int report(int rc, validate_report *r, const char *dir, int json, const r
     } else {
         print_report(r, dir);
     }
+    char warn[800];
+    if (rc >= 0) validate_cache_warning(r, warn, sizeof warn);
+    if (rc >= 0 && warn[0]) fprintf(stderr, "rehearse validate: warning: %s\n", warn);
     validate_report_free(r);
     return rc < 0;
 }

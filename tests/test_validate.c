@@ -159,10 +159,35 @@ static void test_error_column(void)
     tr_trace_free(&t);
 }
 
+/* A warm server re-benched: 0.996 of the prompt tokens hit its cache, none
+ * in the simulation; the latencies compare different work and validate says
+ * so. Rates within 0.1 of each other say nothing. */
+static void test_cache_warning(void)
+{
+    validate_report r;
+    memset(&r, 0, sizeof r);
+    int at = -1;
+    for (int i = 0; i < VALIDATE_N_METRICS; i++)
+        if (!strcmp(validate_metrics[i], "cache_hit_rate")) at = i;
+    CU_ASSERT_FATAL(at >= 0);
+    r.rows[at] = (validate_row){"cache_hit_rate", 0.996, 0, NAN};
+    char w[800];
+    validate_cache_warning(&r, w, sizeof w);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w, "0.996"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(w, "/flush_cache"));
+    r.rows[at] = (validate_row){"cache_hit_rate", 0.2, 0.6, 200};
+    validate_cache_warning(&r, w, sizeof w);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w, "the server did work"));
+    r.rows[at] = (validate_row){"cache_hit_rate", 0.5, 0.45, -10};
+    validate_cache_warning(&r, w, sizeof w);
+    CU_ASSERT_STRING_EQUAL(w, "");
+}
+
 void register_test_validate(void)
 {
     CU_pSuite s = CU_add_suite("validate", NULL, NULL);
     CU_add_test(s, "requests the engine refuses are left out of the simulation; --tp-size 2",
                 test_refused_requests_left_out_of_the_simulation);
     CU_add_test(s, "the error column: twice the recorded step time is +100%", test_error_column);
+    CU_add_test(s, "measured and simulated cache hit rates far apart: a warning that says why", test_cache_warning);
 }

@@ -433,6 +433,25 @@ int validate_measured(const validate_config *c, const sim_config *knobs, const c
     return write_summary(c, out, e);
 }
 
+void validate_cache_warning(const validate_report *r, char *out, size_t n)
+{
+    out[0] = '\0';
+    for (int i = 0; i < VALIDATE_N_METRICS; i++) {
+        if (strcmp(validate_metrics[i], "cache_hit_rate")) continue;   /* rows are in this order */
+        double m = r->rows[i].measured, s = r->rows[i].simulated;
+        if (fabs(m - s) <= 0.1) return;
+        snprintf(out, n,
+                 "the prefix cache hit %.3f of prompt tokens in the measured run and %.3f in the simulation: "
+                 "the %s did work the other did not, so TTFT and throughput compare different work. %s",
+                 m, s, m > s ? "simulation" : "server",
+                 m > s ? "A server measured warm (restart it or POST /flush_cache before the run), or prompts "
+                         "sharing prefixes the trace's block hashes do not show, explain a higher measured rate."
+                       : "A server with its prefix cache off, or a smaller pool than the simulation's, explains a "
+                         "lower measured rate: give the simulation the server's knobs.");
+        return;
+    }
+}
+
 void validate_report_free(validate_report *r)
 {
     json_decref(r->summary);

@@ -75,5 +75,9 @@ int validate_run(const validate_config *c, const tr_trace *t, const cost_model *
 int validate_measured(const validate_config *c, const sim_config *knobs, const cost_model *cost,
                       validate_report *out, rh_err *e);
 void validate_report_free(validate_report *r);
+/* A warning when the measured and simulated prefix-cache hit rates are
+ * more than 0.1 apart (a warm server measured, prefixes the trace cannot
+ * show): the latencies then compare different work. "" otherwise. */
+void validate_cache_warning(const validate_report *r, char *out, size_t n);
 
 #endif
