@@ -11,6 +11,9 @@ set -u
 before=$(realpath "$1"); after=$(realpath "$2")
 shared=${3:-${REHEARSE_SHARED_TRACES:-$(dirname "$0")/../../shared/traces}}
 export REHEARSE_PRESETS=${REHEARSE_PRESETS:-$(realpath "$(dirname "$0")/../sim/cost/presets")}
+# No progress lines: a run slower than 30 s (a busy machine) prints a
+# heartbeat on stderr, and stderr is compared byte for byte.
+export REHEARSE_PROGRESS=0
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 echo '{"version":1,"kind":"roofline","model":"llama-3-70b","gpu":"h200","tp":8}' > l70b.json
