@@ -40,6 +40,8 @@ static const char *help =
     "  --plot-dir DIR     where the plots go (reports/fit)\n"
     "  --no-plot          no plots\n"
     "  --json             print the result as JSON\n"
+    "  --allow-failed     fit a trace that holds failed requests (refused otherwise: a fit of the\n"
+    "                     rest fits what the server chose to serve)\n"
     "the server's knobs: --scheduler sglang|vllm, --chunked-prefill-size, --max-running-requests,\n"
     "--page-size, --mem-fraction-static, ... as for rehearse sim (a rehearse serve recording's\n"
     "header gives its own; flags win).\n"
@@ -187,7 +189,7 @@ int fit_live_main(int argc, char **argv)
     const char *model = NULL, *gpu = NULL, *kind = "roofline", *dtype = NULL, *kv_dtype = NULL, *out = NULL,
                *plot_dir = "reports/fit", *host = NULL;
     unsigned long long tp = 1;
-    int json = 0, no_plot = 0;
+    int json = 0, no_plot = 0, allow_failed = 0;
     /* Flags are applied after the trace's header: kept as name, value. */
     sim_knobs knobs = {.n = 0};
     rh_args a;
@@ -196,10 +198,11 @@ int fit_live_main(int argc, char **argv)
     rh_err e = {{0}};
     const char *name, *v;
     while ((name = rh_args_next(&a))) {
-        if (!strcmp(name, "json") || !strcmp(name, "no-plot")) {
+        if (!strcmp(name, "json") || !strcmp(name, "no-plot") || !strcmp(name, "allow-failed")) {
             if (rh_args_no_value(&a, &e) < 0) return fail(e.msg);
             if (name[0] == 'j') json = 1;
-            else no_plot = 1;
+            else if (name[0] == 'n') no_plot = 1;
+            else allow_failed = 1;
             continue;
         }
         const char **dst = !strcmp(name, "model") ? &model : !strcmp(name, "gpu") ? &gpu
@@ -235,6 +238,17 @@ int fit_live_main(int argc, char **argv)
     if (!out) return fail("fit needs -o COST, the cost file to write");
     tr_trace t;
     if (tr_trace_load(a.pos[0], &t, &e) < 0) return fail(e.msg);
+    size_t failed = 0;
+    for (size_t i = 0; i < t.n_requests; i++)
+        failed += t.requests[i].finish == TR_FINISH_ERROR;   /* aborts: cut by the client (a probe's budget) */
+    if (failed && !allow_failed) {
+        snprintf(e.msg, sizeof e.msg,
+                 "%s holds %zu failed requests of %zu: a fit of the rest fits what the server chose to serve "
+                 "(requests longer than its pool or context are refused, not measured). Probe again inside what "
+                 "the server holds, or pass --allow-failed", a.pos[0], failed, t.n_requests);
+        tr_trace_free(&t);
+        return fail(e.msg);
+    }
 
     /* The server's knobs: a rehearse serve recording names them; flags win. */
     sim_config_from_header_and_flags(&o.sim, &t.header, &knobs);

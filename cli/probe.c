@@ -2,6 +2,7 @@
  * campaign of client/probe.h against any OpenAI-compatible server, every
  * token's time recorded client-side, for `rehearse fit`. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,13 +94,18 @@ int probe_main(int argc, char **argv)
     if (bench_server_info(&c, model ? NULL : &found, &served, &e) < 0) return fail(e.msg);
     if (found) c.model = found;
     o.max_context = max_context ? max_context : served.max_model_len ? served.max_model_len : 8192;
+    /* One request must fit the server's pool, or the server refuses it:
+     * the plan stays inside what the server says it holds. */
+    bool by_pool = !max_context && served.pool_tokens && served.pool_tokens < o.max_context;
+    if (by_pool) o.max_context = (uint32_t)served.pool_tokens;
     probe_plan p;
     if (probe_plan_make(&o, &p, &e) < 0) {
         free(found);
         return fail(e.msg);
     }
     printf("probing %s (model %s, context %u%s) for at most %g s\n", base, c.model ? c.model : "?", o.max_context,
-           max_context || !served.max_model_len ? "" : ": the server's max_model_len", o.budget_s);
+           by_pool ? ": the KV pool the server reports" : max_context || !served.max_model_len ? ""
+                                                        : ": the server's max_model_len", o.budget_s);
     probe_plan_print(stdout, &p);
     fflush(stdout);
     bench_result *r = calloc(p.d.n, sizeof *r);
@@ -117,11 +123,14 @@ int probe_main(int argc, char **argv)
     int rc = probe_execute(&c, &p, o.budget_s, r, &skipped, &e);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    size_t ok = 0, failed = 0;
+    /* failed: by the server or the connection; cut: stopped by the budget
+     * (or a signal) in flight, an abort that says nothing of the server */
+    size_t ok = 0, failed = 0, cut = 0;
     for (size_t i = 0; i < p.d.n; i++)
         if (r[i].sent) {
-            if (r[i].error) failed++;
-            else ok++;
+            if (!r[i].error) ok++;
+            else if (r[i].finish == TR_FINISH_ERROR) failed++;
+            else cut++;
         }
     if (rc == 0) {
         tr_header h;
@@ -131,6 +140,10 @@ int probe_main(int argc, char **argv)
                   tr_header_set(&h, "base_url", base) < 0;
         snprintf(buf, sizeof buf, "%u", o.max_context);
         bad |= tr_header_set(&h, "probe.max_context", buf) < 0;
+        if (served.pool_tokens) {   /* the server's pool, the knob rehearse fit and sim read from a header */
+            snprintf(buf, sizeof buf, "%llu", (unsigned long long)served.pool_tokens);
+            bad |= tr_header_set(&h, "max-total-tokens", buf) < 0;
+        }
         for (size_t k = 0; k < p.n_runs; k++) {
             char key_[32], val[64];
             snprintf(key_, sizeof key_, "probe.run.%zu", k + 1);
@@ -142,9 +155,18 @@ int probe_main(int argc, char **argv)
         tr_header_free(&h);
     }
     if (rc == 0)
-        printf("probe: %zu requests measured, %zu failed, %zu runs skipped for the budget; wrote %s\n", ok, failed,
-               skipped, out);
+        printf("probe: %zu requests measured, %zu failed, %zu cut by the budget, %zu runs skipped for it; wrote %s\n",
+               ok, failed, cut, skipped, out);
     if (rc == 0 && ok == 0) rc = rh_fail(&e, "no request completed against %s", base);
+    /* A failed request measured nothing, and a fit of the rest is fitted to
+     * what the server chose to serve: said, with the first reason, and the
+     * exit status says it too. */
+    const char *why = NULL;
+    for (size_t i = 0; i < p.d.n && !why; i++)
+        if (r[i].sent && r[i].error && r[i].finish == TR_FINISH_ERROR) why = r[i].error;
+    if (rc == 0 && failed)
+        rc = rh_fail(&e, "%zu of %zu requests failed (the first: %.300s); %s holds them as failed, and rehearse fit "
+                         "refuses it unless --allow-failed", failed, ok + failed + cut, why ? why : "?", out);
     bench_results_free(r, p.d.n);
     probe_plan_free(&p);
     free(found);

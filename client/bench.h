@@ -200,8 +200,11 @@ int bench_probe(const bench_config *c, char **model, rh_err *e);
 typedef struct bench_server_facts {
     uint32_t max_model_len;     /* vLLM's, SGLang's and ours */
     uint32_t vocab_size;        /* ours */
+    uint64_t pool_tokens;       /* the KV pool: /get_server_info's max_total_num_tokens (SGLang's and ours); 0
+                                   when the server does not say (vLLM) */
 } bench_server_facts;
-/* The same, with the facts /v1/models gives (facts may be NULL). */
+/* The same, with the facts /v1/models and /get_server_info give (facts may
+ * be NULL). */
 int bench_server_info(const bench_config *c, char **model, bench_server_facts *facts, rh_err *e);
 /* The server's own counters (its Prometheus /metrics, vLLM's names, which
  * rehearse serve and vLLM export), read before and after a run so the

@@ -146,6 +146,22 @@ int bench_scrape_metrics(const bench_config *c, bench_scrape *s)
     return found ? 0 : -1;
 }
 
+/* The pool a server reports, when it does: SGLang's /get_server_info (and
+ * ours) carries max_total_num_tokens; vLLM has no such endpoint (0). */
+static void pool_of(const bench_config *c, bench_server_facts *f)
+{
+    answer a = {NULL, 0};
+    long status = 0;
+    char curl_err[CURL_ERROR_SIZE] = "";
+    if (http_get(c, "/get_server_info", 10000, &a, &status, curl_err) == CURLE_OK && status < 300 && a.p) {
+        json_t *root = json_loadb(a.p, a.n, 0, NULL);
+        json_t *v = json_object_get(root, "max_total_num_tokens");
+        if (json_is_integer(v) && json_integer_value(v) > 0) f->pool_tokens = (uint64_t)json_integer_value(v);
+        json_decref(root);
+    }
+    free(a.p);
+}
+
 int bench_probe(const bench_config *c, char **model, rh_err *e)
 {
     return bench_server_info(c, model, NULL, e);
@@ -181,5 +197,6 @@ int bench_server_info(const bench_config *c, char **model, bench_server_facts *f
         free(first_model(a.p ? a.p : "", a.n, facts));
     }
     free(a.p);
+    if (ret == 0 && facts) pool_of(c, facts);
     return ret;
 }

@@ -536,12 +536,51 @@ static void test_probe_budget(void)
     if (rc != 0) printf("\n    probe: exit %d\n%s\n", rc, out);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "probe plan:"));   /* the plan is printed before it starts */
-    const char *sk = strstr(out, " runs skipped for the budget");
+    const char *sk = strstr(out, " runs skipped for it");
     CU_ASSERT_PTR_NOT_NULL_FATAL(sk);
     while (sk > out && sk[-1] >= '0' && sk[-1] <= '9') sk--;
     CU_ASSERT(atoi(sk) > 0);
     CU_ASSERT(took < 12);   /* 2 s of budget, the in-flight run stopped; generous for a loaded machine */
     CU_ASSERT(tu_file_exists(probe));
+}
+
+/* The probe plans inside the pool the server reports (its context is the
+ * pool when that is smaller than max_model_len), and a probe told a longer
+ * context than the pool holds gets refusals: it says how many and the first
+ * reason, exits 1, and fit refuses the trace unless --allow-failed. */
+static void test_probe_inside_the_pool(void)
+{
+    char dir[256], cost[300], probe[300], wide[300], cmd[2048], out[16384];
+    tu_tmp_path("probe-pool", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    snprintf(cost, sizeof cost, "%s/cost.json", dir);
+    snprintf(probe, sizeof probe, "%s/probe.rhtr", dir);
+    snprintf(wide, sizeof wide, "%s/wide.rhtr", dir);
+    const char *text = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.002, \"per_prefill_token_s\": 1e-6,"
+                       " \"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 0, \"per_attention_s\": 0}\n";
+    CU_ASSERT_FATAL(tu_write_file(cost, text, strlen(text)) == 0);
+    tu_server srv;
+    char *args[] = {"--backend", "sim", "--model", "llama-3-8b", "--cost", cost, "--max-total-tokens", "3072",
+                    "--port", "0", NULL};
+    CU_ASSERT_FATAL(tu_server_start(&srv, "probe-pool", args) == 0);
+    snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --budget-s 3 2>&1", tu_bin(), srv.url, probe);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc != 0) printf("\n    probe: exit %d\n%s\n", rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "context 3072: the KV pool the server reports"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, " 0 failed"));
+    snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --budget-s 3 --max-context 8192 2>&1", tu_bin(), srv.url,
+             wide);
+    rc = tu_run(cmd, out, sizeof out);
+    CU_ASSERT_EQUAL(tu_server_stop(&srv), 0);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "requests failed (the first: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--allow-failed"));
+    snprintf(cmd, sizeof cmd, "%s fit %s --kind linear -o %s/fit.json --no-plot 2>&1", tu_bin(), wide, dir);
+    rc = tu_run(cmd, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "failed requests of"));
 }
 
 /* The presets from the source tree, wherever the binary under test sits
@@ -560,4 +599,6 @@ void register_test_calibrate_live(void)
     CU_add_test(s, "secret physics, live: probe, fit and held-out validate --measured over HTTP", test_secret_physics);
     CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
+    CU_add_test(s, "probe plans inside the pool the server reports; refusals said, exit 1, fit refuses them",
+                test_probe_inside_the_pool);
 }
