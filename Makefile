@@ -184,6 +184,7 @@ EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
 test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu | node-deps
 	$(if $(SUITE),,scripts/check_layers.sh)
 	REHEARSE_BIN=$(abspath $(BIN)) REHEARSE_NODE_MODULES=$(abspath $(NODE_DIR))/node_modules \
+	  REHEARSE_PRESETS=$(abspath sim/cost/presets) \
 	  $(if $(SUITE),$(TEST_BIN) $(SUITE),scripts/test_suites.sh $(TEST_BIN))
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
