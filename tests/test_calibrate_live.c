@@ -352,7 +352,8 @@ static void test_fit_simulated_probe(void)
 #define LIVE_MEDIAN_PCT 25   /* held-out medians */
 #define LIVE_P99_PCT 50      /* held-out p99s */
 
-static void test_secret_physics(void)
+void test_calibrate_secret_physics_live(void);   /* test_calibrate_live_http.c registers it */
+void test_calibrate_secret_physics_live(void)
 {
     char azure[512], dir[256], cmd[4096];
     if (!tu_shared_file("AzureLLMInferenceTrace_conv.csv", azure, sizeof azure)) return;
@@ -591,12 +592,14 @@ static int init_presets(void)
     return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
 }
 
+/* The live campaign over HTTP is registered by test_calibrate_live_http.c:
+ * a suite of its own runs in its own process, beside this one (under the
+ * sanitizers each takes minutes). */
 void register_test_calibrate_live(void)
 {
     CU_pSuite s = CU_add_suite("calibrate against a live server", init_presets, NULL);
     CU_add_test(s, "secret physics, simulated probe: fit within 5%, held-out validate --measured within 3% and 8%",
                 test_fit_simulated_probe);
-    CU_add_test(s, "secret physics, live: probe, fit and held-out validate --measured over HTTP", test_secret_physics);
     CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
     CU_add_test(s, "probe plans inside the pool the server reports; refusals said, exit 1, fit refuses them",
