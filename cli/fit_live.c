@@ -53,11 +53,16 @@ static int fail(const char *msg)
     return 1;
 }
 
-static void on_progress(void *ctx, int evals, double loss)
+/* The evaluations are counted against a bound the search rarely reaches
+ * (it stops when the simplex converges): the bar stays under 100% until
+ * the end, and its time estimate errs long. */
+static void on_progress(void *ctx, int evals, double loss, double stage_loss)
 {
+    (void)stage_loss;
     rh_progress *p = ctx;
     snprintf(p->extra, sizeof p->extra, "loss %.4g", loss);
-    rh_progress_update(p, (uint64_t)evals);
+    uint64_t done = (uint64_t)evals;
+    rh_progress_update(p, done < p->total ? done : p->total - 1);
 }
 
 /* Requests decoding at a time: the decode intervals' starts and ends,
@@ -269,7 +274,7 @@ int fit_live_main(int argc, char **argv)
         cost_free(m);
     }
     rh_progress bar;
-    rh_progress_begin(&bar, "fitting", (uint64_t)(o.iters * (o.restarts + 1)) * 2);
+    rh_progress_begin(&bar, "fitting", (uint64_t)(o.iters * (o.restarts + 1)) * 3);   /* three stages */
     o.progress = on_progress;
     o.ctx = &bar;
     live_fit_result r;

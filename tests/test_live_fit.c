@@ -28,14 +28,18 @@ static const char *const BASE = "{\"kind\": \"roofline\", \"version\": 1, \"mode
 
 typedef struct losses {
     int n;
-    double first, least;
+    double first, least;   /* the stage's losses */
+    double shown;          /* the progress line's, the last */
+    int shown_rose;        /* it rose once: two quantities shown as one */
 } losses;
 
-static void on_progress(void *ctx, int evals, double loss)
+static void on_progress(void *ctx, int evals, double loss, double stage_loss)
 {
     losses *l = ctx;
-    if (evals == 1) l->first = loss;
-    if (l->n == 0 || loss < l->least) l->least = loss;
+    if (evals == 1) l->first = stage_loss;
+    if (l->n == 0 || stage_loss < l->least) l->least = stage_loss;
+    if (l->n > 0 && loss > l->shown) l->shown_rose = 1;   /* the line's loss never rises */
+    l->shown = loss;
     l->n++;
 }
 
@@ -98,6 +102,7 @@ static void test_first_stage_scores_itl_alone(void)
     /* Stage 1, at the start: the step's terms are the secret's and every
      * ITL matches (the arrival does not move them), so its loss is 0 */
     CU_ASSERT(l.first < 1e-12);
+    CU_ASSERT_FALSE(l.shown_rose);   /* the progress line's loss is one quantity across the stages */
     /* and the fit ends where the secret is: the step's terms kept, the
      * arrival found (with the tokenizer's, which lone requests cannot
      * tell apart from it) */

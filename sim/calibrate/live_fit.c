@@ -137,6 +137,7 @@ typedef struct fit_ctx {
      * 4-token one's. */
     double *gaps, gaps_sum;
     int evals;
+    double best_whole;          /* the least TTFT + ITL loss seen so far (the progress line's) */
     int failed;
     rh_err err;
 } fit_ctx;
@@ -253,7 +254,10 @@ static void sim_grouped(fit_ctx *c, const sim_result *sr)
     grouped(c, a, b, c->sim_ttft, c->sim_tpot);
 }
 
-static double loss_of(fit_ctx *c, const sim_result *sr)
+/* The stage's loss (its weights on the TTFT and ITL parts); *whole: both
+ * parts, the one quantity the progress line shows at every stage (each
+ * stage's own would jump when the weights change). */
+static double loss_of(fit_ctx *c, const sim_result *sr, double *whole)
 {
     sim_grouped(c, sr);
     double s_ttft = 0, s_tpot = 0;
@@ -261,7 +265,9 @@ static double loss_of(fit_ctx *c, const sim_result *sr)
         s_ttft += sq_log(c->sim_ttft[k], c->ttft[k]);
         if (c->tpot[k] > 0) s_tpot += c->gaps[k] * sq_log(c->sim_tpot[k], c->tpot[k]);
     }
-    return c->w_ttft * s_ttft / (double)c->t->n_requests + c->w_itl * (c->gaps_sum > 0 ? s_tpot / c->gaps_sum : 0);
+    double ttft = s_ttft / (double)c->t->n_requests, itl = c->gaps_sum > 0 ? s_tpot / c->gaps_sum : 0;
+    *whole = ttft + itl;
+    return c->w_ttft * ttft + c->w_itl * itl;
 }
 
 static double objective(const double *xs, void *ctx)
@@ -281,10 +287,12 @@ static double objective(const double *xs, void *ctx)
         c->failed = 1;
         return INFINITY;
     }
-    double l = loss_of(c, &sr) + pen;
+    double whole;
+    double l = loss_of(c, &sr, &whole) + pen;
     sim_result_free(&sr);
     c->evals++;
-    if (c->o->progress) c->o->progress(c->o->ctx, c->evals, l);
+    if (whole < c->best_whole || c->evals == 1) c->best_whole = whole;
+    if (c->o->progress) c->o->progress(c->o->ctx, c->evals, c->best_whole, l);
     return l;
 }
 

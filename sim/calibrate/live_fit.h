@@ -61,8 +61,11 @@ typedef struct live_fit_opts {
     sim_config sim;             /* the server's scheduler knobs (open loop is forced) */
     int iters;                  /* Nelder–Mead iterations per restart (300) */
     int restarts;               /* (3) */
-    /* Progress: called after each simulation with the evaluations so far. */
-    void (*progress)(void *ctx, int evals, double loss);
+    /* Progress: called after each simulation with the evaluations so far,
+     * the least loss seen (TTFT and ITL together, whatever the stage
+     * weighs: one quantity that only falls) and this simulation's loss as
+     * its stage weighs it. */
+    void (*progress)(void *ctx, int evals, double loss, double stage_loss);
     void *ctx;
 } live_fit_opts;
 
