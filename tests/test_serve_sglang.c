@@ -374,6 +374,68 @@ static void test_tool_endpoints(void)
     ts_resp_free(&h);
 }
 
+/* Every series a panel of one of the two projects' Grafana dashboards reads
+ * (tests/fixtures/dashboards: the metric names each panel's PromQL names,
+ * taken from the dashboards' JSON) has a sample with the model_name label
+ * the dashboards filter on; under load, the counters, sums of counts and
+ * +Inf buckets a rate() or histogram_quantile() reads have moved. */
+static int dashboard_gaps(const char *file, const char *body, int *panels)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        printf("\n    %s: cannot open", file);
+        return 1;
+    }
+    char line[2048];
+    int gaps = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *tab = strchr(line, '\t');
+        if (line[0] == '#' || !tab) continue;
+        *tab = '\0';
+        (*panels)++;
+        for (char *name = strtok(tab + 1, " \n"); name; name = strtok(NULL, " \n")) {
+            char key[256];
+            size_t n = strlen(name);
+            bool moves = (n > 6 && !strcmp(name + n - 6, "_total")) || (n > 6 && !strcmp(name + n - 6, "_count")) ||
+                         (n > 7 && !strcmp(name + n - 7, "_bucket"));
+            bool bucket = n > 7 && !strcmp(name + n - 7, "_bucket");
+            snprintf(key, sizeof key, "\n%s{%s", name, bucket ? "le=\"+Inf\"," : "");
+            const char *at = strstr(body, key);
+            const char *eol = at ? strchr(at + 1, '\n') : NULL;
+            const char *close = at ? strchr(at + 1, '}') : NULL;
+            bool labelled = at && close && (!eol || close < eol) &&
+                            memmem(at, (size_t)(close - at), "model_name=\"tiny-llama\"", 23) != NULL;
+            double v = close ? strtod(close + 1, NULL) : -1;
+            if (!at || !labelled || (moves && !(v > 0))) {
+                printf("\n    %s, panel \"%s\": %s %s", file, line, name,
+                       !at ? "has no sample" : !labelled ? "lacks model_name" : "did not move under load");
+                gaps++;
+            }
+        }
+    }
+    fclose(f);
+    return gaps;
+}
+
+static void test_dashboards_find_their_series(void)
+{
+    /* load: requests of n = 2 and one longer prompt, streamed and not */
+    ts_resp r = post("/v1/completions", json_pack("{s:s,s:i,s:i}", "prompt", "dashboards under load", "max_tokens", 6,
+                                                  "n", 2), 200);
+    ts_resp_free(&r);
+    r = post("/v1/completions", json_pack("{s:s,s:i,s:b}", "prompt", "a second prompt, a little longer than the first",
+                                          "max_tokens", 9, "stream", 1), 200);
+    ts_resp_free(&r);
+    ts_resp m = ts_request(the_server(), "GET", "/metrics", NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(m.status, 200);
+    int sg = 0, vl = 0;
+    CU_ASSERT_EQUAL(dashboard_gaps("tests/fixtures/dashboards/sglang.txt", m.body, &sg), 0);
+    CU_ASSERT_EQUAL(dashboard_gaps("tests/fixtures/dashboards/vllm.txt", m.body, &vl), 0);
+    CU_ASSERT_EQUAL(sg, 8);    /* every panel of each dashboard was read */
+    CU_ASSERT_EQUAL(vl, 12);
+    ts_resp_free(&m);
+}
+
 /* Keys every file must hold, by the client that writes them. */
 static int missing_keys(json_t *o, const char *const *keys, const char *what)
 {
@@ -514,4 +576,6 @@ void register_test_serve_sglang(void)
     CU_add_test(s, "rehearse bench --dataset sharegpt through both clients", test_bench_sharegpt);
     CU_add_test(s, "/version, /tokenize as completions count, /detokenize back, /abort_request by rid, "
                    "/health_generate", test_tool_endpoints);
+    CU_add_test(s, "every panel of SGLang's and vLLM's Grafana dashboards finds its series under load",
+                test_dashboards_find_their_series);
 }
