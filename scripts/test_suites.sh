@@ -6,8 +6,9 @@
 #
 # Why processes: the suites are independent (free ports, per-pid temp paths),
 # and on CI's two cores one process left a core idle for most of the run.
-# The slowest suites of the last run start first (build/test-times), so one
-# long suite does not start last and hold the run alone.
+# The slowest suites of the last run start first (build/test-times, else the
+# committed tests/suite_times for a fresh clone), so one long suite does not
+# start last and hold the run alone.
 set -uo pipefail
 bin="$1"
 jobs="${2:-}"
@@ -17,12 +18,14 @@ if [ -z "$jobs" ]; then
 fi
 dir="$(dirname "$bin")/test-logs"
 times="$(dirname "$bin")/test-times"
+known="$times"
+[ -s "$known" ] || known="$(dirname "$0")/../tests/suite_times"
 rm -rf "$dir" && mkdir -p "$dir" || exit 2
 
 suites=$("$bin" --list) || { echo "test_suites.sh: $bin --list failed" >&2; exit 2; }
 # slowest first by the last recorded times; suites never timed go first too
 order=$(for s in $suites; do
-            t=$(awk -v s="$s" '$1 == s { print $2 }' "$times" 2>/dev/null)
+            t=$(awk -v s="$s" '$1 == s { print $2 }' "$known" 2>/dev/null)
             printf '%s %s\n' "${t:-1e9}" "$s"
         done | sort -g -r | awk '{ print $2 }')
 
