@@ -27,8 +27,10 @@ static const char *help =
     "the terms are searched (Nelder-Mead) until each request's simulated TTFT and median\n"
     "inter-token latency are closest to the measured ones: a roofline's\n"
     "compute_efficiency, memory_efficiency and overheads.step_s, or the linear kind's\n"
-    "five coefficients; with either, overheads.arrival_s and request_s. Prints the terms\n"
-    "and the per-request error of TTFT, ITL, TPOT and E2E, writes COST and plots.\n"
+    "five coefficients; with either, overheads.arrival_s and request_s. Prints the terms,\n"
+    "each with its 95% interval and whether the trace determines it (not identified: its\n"
+    "interval reaches 0, no measured time depends on it, or it moves only with others),\n"
+    "the per-request error of TTFT, ITL, TPOT and E2E, writes COST and plots.\n"
     "  --model PRESET     the served model (sim/cost/presets/models)\n"
     "  --gpu PRESET       its GPU (sim/cost/presets/gpus)\n"
     "  --tp N             tensor-parallel size (1)\n"
@@ -299,6 +301,7 @@ int fit_live_main(int argc, char **argv)
         json_object_set_new(res, "evaluations", json_integer(r.evals));
         json_object_set_new(res, "loss", json_real(r.loss));
         json_object_set_new(res, "terms", terms);
+        json_object_set_new(res, "intervals", live_fit_intervals_json(o.kind, &r));
         json_object_set_new(res, "relative_error", errs);
         json_dumpf(res, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         printf("\n");
@@ -309,7 +312,14 @@ int fit_live_main(int argc, char **argv)
                    a.pos[0], r.evals, model, gpu, tp);
         else
             printf("fit: %zu requests of %s, %d simulations (linear)\n", r.requests, a.pos[0], r.evals);
-        for (int k = 0; k < r.n_terms; k++) printf("  %-22s %.6g\n", o.kind->term[k], r.terms[k]);
+        printf("  %-22s %-11s %s\n", "term", "fitted", "95% interval");
+        for (int k = 0; k < r.n_terms; k++) {
+            printf("  %-22s %-11.4g ", o.kind->term[k], r.terms[k]);
+            if (isfinite(r.hi[k])) printf("%.4g .. %.4g", r.lo[k], r.hi[k]);
+            else printf("unbounded");
+            printf("%s%s\n", r.ident[k] == LIVE_IDENTIFIED ? "" : "  ",
+                   r.ident[k] == LIVE_IDENTIFIED ? "" : live_ident_why[r.ident[k]]);
+        }
         printf("per-request relative error |simulated - measured| / measured:\n");
         printf("  %-6s %8s %8s %8s\n", "metric", "requests", "median", "p90");
         for (int k = 0; k < LIVE_N_ERRS; k++)

@@ -68,6 +68,7 @@ typedef struct noisy_cost {
     const cost_model *secret;
     double noise;
     rh_rng *rng;                /* advanced by each step priced */
+    uint64_t pool_tokens;       /* the server's KV pool; 0: the secret's GPU sizes it */
 } noisy_cost;
 
 static double noisy_step(const cost_model *m, const cost_batch *b)
@@ -128,6 +129,7 @@ static int simulate_into(const tr_trace *in, const noisy_cost *cost, double rate
     c.max_concurrency = concurrency;
     c.out_path = tmp;
     c.token_times = 1;
+    c.core.max_total_tokens = cost->pool_tokens;
     sim_result r;
     if (sim_run(&c, in, &cost->base, &r, e) < 0) return -1;
     sim_result_free(&r);
@@ -482,6 +484,82 @@ void test_calibrate_secret_physics_live(void)
     json_decref(sv);
 }
 
+/* The linear kind's coefficients are the server's: a secret linear cost
+ * (12 ms a step, 40 us a prefill token, 0.6 ms a decode sequence, 2%
+ * lognormal noise on each step, 1 ms on each request's way in) measured
+ * by the probe's plan on the virtual clock, fitted by `fit --kind linear`.
+ * Each term the secret sets must come back within 10%, the two it leaves
+ * at 0 must be fitted negligible, and fit must say how sure it is of each. */
+static void test_fit_linear_identified(void)
+{
+    char dir[256], cmd[4096];
+    tu_tmp_path("calibrate-linear", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    char secret[300], probe[300], fitted[300], res[300];
+    snprintf(secret, sizeof secret, "%s/secret.json", dir);
+    snprintf(probe, sizeof probe, "%s/probe.rhtr", dir);
+    snprintf(fitted, sizeof fitted, "%s/fitted.json", dir);
+    snprintf(res, sizeof res, "%s/fit.json", dir);
+    const double base = 0.012, per_token = 40e-6, per_seq = 0.6e-3;
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"kind\": \"linear\", \"version\": 1, \"base_s\": %g, \"per_prefill_token_s\": %g, "
+             "\"per_decode_seq_s\": %g, \"per_context_token_s\": 0, \"per_attention_s\": 0, "
+             "\"overheads\": {\"arrival_s\": %g}}\n", base, per_token, per_seq, secret_arrival_s);
+    CU_ASSERT_FATAL(tu_write_file(secret, text, strlen(text)) == 0);
+    rh_err e = {{0}};
+    cost_model *sm = cost_load(secret, &e);
+    if (!sm) printf("\n    %s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sm);
+    rh_rng rng;
+    rh_rng_seed(&rng, 11);
+    noisy_cost noisy;
+    noisy_init(&noisy, sm, 0.02, &rng);
+    noisy.pool_tokens = 1 << 18;   /* a linear cost knows no GPU */
+    size_t planned = 0;
+    int rc = simulate_probe(&noisy, 8192, 16, dir, probe, &planned, &e);
+    if (rc < 0) printf("\n    simulated probe: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    cost_free(sm);
+
+    snprintf(cmd, sizeof cmd, "%s fit %s --kind linear -o %s --no-plot --json > %s 2>/dev/null", tu_bin(), probe,
+             fitted, res);
+    json_t *fit = run_json(cmd, res);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fit);
+    json_t *terms = json_object_get(fit, "terms"), *iv = json_object_get(fit, "intervals");
+    struct { const char *name; double secret; } want[] = {
+        {"base_s", base}, {"per_prefill_token_s", per_token}, {"per_decode_seq_s", per_seq}};
+    printf("\n    linear fit of %lld simulated probe requests:",
+           (long long)json_integer_value(json_object_get(fit, "requests")));
+    for (size_t i = 0; i < 3; i++) {
+        double got = json_number_value(json_object_get(terms, want[i].name)), err = got / want[i].secret - 1;
+        json_t *t = json_object_get(iv, want[i].name);
+        double lo = json_number_value(json_object_get(t, "lo")), hi = json_number_value(json_object_get(t, "hi"));
+        printf("\n      %-20s %.4g (secret %.4g, %+.1f%%), 95%% interval %.4g .. %.4g", want[i].name, got,
+               want[i].secret, 100 * err, lo, hi);
+        CU_ASSERT(fabs(err) <= 0.10);
+        /* a term the plan varies is pinned: a finite interval clear of 0, around the value */
+        CU_ASSERT(json_is_true(json_object_get(t, "identified")));
+        CU_ASSERT(lo > 0 && lo <= got && got <= hi && hi < 2 * got);
+    }
+    /* The terms the secret leaves at 0 are fitted negligible and said to be
+     * indistinguishable from 0: each within 1% of a step at the probe's
+     * longest context, and its interval reaching 0. */
+    const char *zero[] = {"per_context_token_s", "per_attention_s"};
+    const double reach[] = {16 * 8192.0, 8192.0 * 8192.0};
+    for (size_t i = 0; i < 2; i++) {
+        double got = json_number_value(json_object_get(terms, zero[i]));
+        json_t *t = json_object_get(iv, zero[i]);
+        printf("\n      %-20s %.3g: %s", zero[i], got, json_string_value(json_object_get(t, "why")));
+        CU_ASSERT(got * reach[i] <= 0.01 * base);
+        CU_ASSERT(json_is_false(json_object_get(t, "identified")));
+        CU_ASSERT(json_number_value(json_object_get(t, "lo")) == 0);
+    }
+    printf("\n");
+    json_decref(fit);
+}
+
 static void test_refusals(void)
 {
     char out[4096], cmd[1024], probe[256];
@@ -600,6 +678,8 @@ void register_test_calibrate_live(void)
     CU_pSuite s = CU_add_suite("calibrate against a live server", init_presets, NULL);
     CU_add_test(s, "secret physics, simulated probe: fit within 5%, held-out validate --measured within 3% and 8%",
                 test_fit_simulated_probe);
+    CU_add_test(s, "secret linear cost, simulated probe: each coefficient within 10%, each with its interval",
+                test_fit_linear_identified);
     CU_add_test(s, "probe: the plan first, inside its budget", test_probe_budget);
     CU_add_test(s, "refusals name the flag or the file", test_refusals);
     CU_add_test(s, "probe plans inside the pool the server reports; refusals said, exit 1, fit refuses them",

@@ -20,7 +20,43 @@
 #include "util/iheap.h"
 #include "util/progress.h"
 #include "util/rng.h"
+#include "util/spd.h"
 #include "util/stats.h"
+
+/* The Cholesky inverse against the definition (A · A⁻¹ = I) on a random
+ * well-conditioned matrix, and a column that earlier ones explain named. */
+static void test_spd_inverse(void)
+{
+    enum { N = 6 };
+    double M[N * N], A[N * N], inv[N * N];
+    rh_rng rng;
+    rh_rng_seed(&rng, 3);
+    for (int i = 0; i < N * N; i++) M[i] = rh_rng_normal(&rng);
+    for (int i = 0; i < N; i++)   /* A = M Mᵀ + I */
+        for (int j = 0; j < N; j++) {
+            double s = i == j;
+            for (int k = 0; k < N; k++) s += M[i * N + k] * M[j * N + k];
+            A[i * N + j] = s;
+        }
+    CU_ASSERT_EQUAL_FATAL(rh_spd_inverse(A, inv, N), 0);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += A[i * N + k] * inv[k * N + j];
+            CU_ASSERT_DOUBLE_EQUAL(s, i == j, 1e-9);
+        }
+    /* column 3 = column 1 + column 2 (a term confounded with two others) */
+    double B[4 * 4], v[4][8];
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < 8; k++) v[c][k] = c == 3 ? v[1][k] + v[2][k] : rh_rng_normal(&rng);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double s = 0;
+            for (int k = 0; k < 8; k++) s += v[i][k] * v[j][k];
+            B[i * 4 + j] = s;
+        }
+    CU_ASSERT_EQUAL(rh_spd_inverse(B, inv, 4), 1 + 3);
+}
 
 static void test_percentiles_match_numpy(void)
 {
@@ -365,4 +401,5 @@ void register_test_util(void)
     CU_add_test(s, "atomic files: whole or not at all, devices in place", test_atomic_file);
     CU_add_test(s, "connection guard: a late header's socket shut down, counts per client", test_conn_guard);
     CU_add_test(s, "indexed heap: the least key, ties to the least id, as a scan finds", test_iheap_against_scan);
+    CU_add_test(s, "spd inverse: A times its inverse is I; a dependent column named", test_spd_inverse);
 }

@@ -7,10 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/cost/cost_fit.h"
 #include "util/minimize.h"
+#include "util/spd.h"
 #include "util/stats.h"
 
 const char *const live_err_names[LIVE_N_ERRS] = {"ttft", "itl", "tpot", "e2e"};
+const char *const live_ident_why[4] = {"identified", "not identified: the data cannot tell it from 0",
+                                       "not identified: no measured time depends on it",
+                                       "not identified: confounded with other terms"};
 
 /* The ranges: efficiencies up to 1 (a share of the GPU preset's kernels,
  * which are themselves fitted to measured kernel times: a server does not
@@ -296,6 +301,128 @@ static double objective(const double *xs, void *ctx)
     return l;
 }
 
+/* ---- the intervals ----
+ * The loss is a sum of squares of per-request residuals, so at the fit's
+ * end the Jacobian of the residuals against the terms (finite differences:
+ * the simulator is deterministic, so a 2% step in a term's log is a clean
+ * derivative) gives each term's spread the residuals allow (Gauss–Newton).
+ * It is the spread of the measurement's noise, given the model: it says
+ * which terms the trace pins and which it cannot, not how far a model
+ * unlike the server is from it. */
+
+/* The residual whose square is the request's share of the whole loss. */
+static double resid(double sim, double meas, double weight)
+{
+    double l = sim > 0 && meas > 0 ? log(sim / meas) : 1;
+    return copysign(sqrt(weight * sq_log(sim, meas)), l);
+}
+
+/* The residuals of the terms exp(x) (clipped to their range), in r (count
+ * *m); their sum of squares, or INFINITY when the simulation failed. */
+static double residuals(fit_ctx *c, const double *x, double *r, size_t *m)
+{
+    double terms[LIVE_MAX_TERMS];
+    terms_of(c->k, x, terms);
+    sim_result sr;
+    if (c->failed || simulate(c, terms, &sr, &c->err) < 0) {
+        c->failed = 1;
+        return INFINITY;
+    }
+    sim_grouped(c, &sr);
+    sim_result_free(&sr);
+    size_t n = c->t->n_requests, j = 0;
+    double sum = 0;
+    for (size_t k = 0; k < n; k++) r[j++] = resid(c->sim_ttft[k], c->ttft[k], 1.0 / (double)n);
+    for (size_t k = 0; k < n; k++)
+        if (c->tpot[k] > 0 && c->gaps_sum > 0) r[j++] = resid(c->sim_tpot[k], c->tpot[k], c->gaps[k] / c->gaps_sum);
+    for (size_t k = 0; k < j; k++) sum += r[k] * r[k];
+    *m = j;
+    c->evals++;
+    if (sum < c->best_whole) c->best_whole = sum;
+    if (c->o->progress) c->o->progress(c->o->ctx, c->evals, c->best_whole, sum);
+    return sum;
+}
+
+#define LIVE_FD_STEP 0.02   /* in a term's log */
+
+/* J (m × n, row-major) of the residuals r0 at x against the logs of the
+ * terms; -1 when a simulation failed. */
+static int jacobian(fit_ctx *c, const double *x, const double *r0, size_t m, double *J, double *scratch)
+{
+    int p = c->k->n;
+    for (int i = 0; i < p; i++) {
+        double xi[LIVE_MAX_TERMS];
+        memcpy(xi, x, sizeof xi);
+        xi[i] += LIVE_FD_STEP;
+        size_t mi;
+        if (!isfinite(residuals(c, xi, scratch, &mi)) || mi != m) return -1;
+        for (size_t k = 0; k < m; k++) J[k * p + i] = (scratch[k] - r0[k]) / LIVE_FD_STEP;
+    }
+    return 0;
+}
+
+/* A = JᵀJ (p × p). */
+static void normal_eq(const double *J, size_t m, int p, double *A)
+{
+    memset(A, 0, (size_t)p * p * sizeof *A);
+    for (size_t k = 0; k < m; k++)
+        for (int i = 0; i < p; i++)
+            for (int j = 0; j < p; j++) A[i * p + j] += J[k * p + i] * J[k * p + j];
+}
+
+/* Each term's 95% interval from the Jacobian at the fit's end: the
+ * covariance of the terms themselves (not their logs, so a term near 0
+ * gets an interval that reaches 0 rather than one a factor wide of a
+ * negligible value) is s² (JᵀJ)⁻¹, s² the residuals' mean square over
+ * their degrees of freedom. A term no residual moves with is named and
+ * left out; the rest are inverted as a correlation matrix (scale-free:
+ * the terms' units differ by twelve orders), and a term whose column the
+ * earlier ones already explain is named confounded and left out too (the
+ * others' intervals are then those with it held). */
+static int intervals(fit_ctx *c, live_fit_result *res, double *J, double *r, double *scratch)
+{
+    const live_kind *k = c->k;
+    int p = k->n;
+    size_t m;
+    double f = residuals(c, c->x, r, &m);
+    if (!isfinite(f) || jacobian(c, c->x, r, m, J, scratch) < 0) return -1;
+    res->loss = f;
+    int keep[LIVE_MAX_TERMS], q = 0;
+    for (int i = 0; i < p; i++) {
+        double moved = 0;
+        for (size_t row = 0; row < m; row++) moved = fmax(moved, fabs(J[row * p + i]));
+        res->lo[i] = 0;
+        res->hi[i] = INFINITY;
+        res->ident[i] = LIVE_NO_EFFECT;
+        if (moved > 0) keep[q++] = i;
+        for (size_t row = 0; row < m; row++) J[row * p + i] /= res->terms[i];   /* d r / d term */
+    }
+    double A[LIVE_MAX_TERMS * LIVE_MAX_TERMS];
+    normal_eq(J, m, p, A);
+    for (;;) {
+        double B[LIVE_MAX_TERMS * LIVE_MAX_TERMS], inv[LIVE_MAX_TERMS * LIVE_MAX_TERMS], d[LIVE_MAX_TERMS];
+        for (int a = 0; a < q; a++) d[a] = sqrt(A[keep[a] * p + keep[a]]);
+        for (int a = 0; a < q; a++)
+            for (int b = 0; b < q; b++) B[a * q + b] = A[keep[a] * p + keep[b]] / (d[a] * d[b]);
+        int bad = q ? rh_spd_inverse(B, inv, q) : 0;
+        if (bad > 0) {   /* column bad - 1 is explained by those before it */
+            res->ident[keep[bad - 1]] = LIVE_CONFOUNDED;
+            memmove(keep + bad - 1, keep + bad, (size_t)(q - bad) * sizeof *keep);
+            q--;
+            continue;
+        }
+        double s2 = m > (size_t)q ? f / (double)(m - (size_t)q) : f;
+        for (int a = 0; a < q; a++) {
+            int i = keep[a];
+            double half = 1.96 * sqrt(fmax(0, s2 * inv[a * q + a])) / d[a];
+            res->lo[i] = fmax(0, res->terms[i] - half);
+            res->hi[i] = res->terms[i] + half;
+            res->ident[i] = res->lo[i] > 0 ? LIVE_IDENTIFIED : LIVE_NOT_FROM_ZERO;
+        }
+        return 0;
+    }
+}
+
 static void error_of(rh_dvec *v, live_fit_error *out)
 {
     rh_summary s;
@@ -348,16 +475,91 @@ static int score(fit_ctx *c, live_fit_result *r, rh_err *e)
     return rc;
 }
 
-/* Where the search starts: the kind's own point, or for a kind no preset
- * scales (linear), one read off the trace: the step from the shortest
- * median ITL, a prompt token from the longest lone prompt's TTFT, the
- * other terms small fractions of those (the search moves them in factors
- * of e). */
-static void start_point(const fit_ctx *c, double *start)
+/* How many tokens request q had at time t (its token times are relative to
+ * its arrival). */
+static uint32_t tokens_by(const tr_request *q, double t)
+{
+    uint32_t lo = 0, hi = q->n_times;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (q->arrival + q->token_times[mid] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The linear kind's start, read off the trace as steps the client can see
+ * whole: each request's median inter-token gap is one decode step of the
+ * requests decoding beside it at its middle (their count and contexts),
+ * and a prompt no shorter than a chunk sent when nothing else was in
+ * flight is one prefill step (TTFT: its network time folds into the
+ * base). Those pseudo-steps fitted by cost_fit_steps (non-negative least
+ * squares on relative error) give every coefficient at once, each from
+ * the runs that vary it: a start near the answer, where a start far off
+ * left the search in a valley that trades a step's base against its per
+ * sequence price (base +19%, per sequence −23% on a secret it then could
+ * not leave). -1 when the trace has too little for it (no token times). */
+static int linear_start(const fit_ctx *c, double *start)
+{
+    const tr_trace *t = c->t;
+    size_t n = t->n_requests;
+    int32_t chunk = c->o->sim.core.chunked_prefill_size;
+    tr_step *st = calloc(2 * n, sizeof *st);
+    if (!st || !c->itl) {
+        free(st);
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tr_request *q = &t->requests[i];
+        double from = q->arrival, to = q->arrival + q->ttft;
+        bool alone = true;
+        for (size_t j = 0; j < n && alone; j++)
+            alone = j == i || t->requests[j].arrival >= to || t->requests[j].arrival + t->requests[j].e2e <= from;
+        if (alone && (chunk < 0 || q->input_len <= (uint32_t)chunk))
+            st[m++] = (tr_step){.duration = q->ttft, .prefill_tokens = q->input_len, .prefill_seqs = 1,
+                                .prefill_attn = (uint64_t)q->input_len * q->input_len};
+        double itl = median_itl(q);
+        if (!(itl > 0)) continue;
+        double mid = q->arrival + (q->token_times[0] + q->token_times[q->n_times - 1]) / 2;
+        tr_step d = {.duration = itl};
+        for (size_t j = 0; j < n; j++) {
+            const tr_request *o = &t->requests[j];
+            if (o->n_times < 2 || o->arrival + o->token_times[0] > mid || o->arrival + o->e2e <= mid) continue;
+            d.decode_seqs++;
+            d.decode_context += o->input_len + tokens_by(o, mid);
+        }
+        d.decode_tokens = d.decode_seqs;
+        if (d.decode_seqs) st[m++] = d;
+    }
+    cost_fit_opts fo;
+    cost_fit_opts_default(&fo);
+    cost_fit_result fr;
+    rh_err e;
+    int rc = cost_fit_steps(st, m, &fo, &fr, &e);
+    free(st);
+    if (rc < 0) return -1;
+    const double coef[5] = {fr.coef.base_s, fr.coef.per_prefill_token_s, fr.coef.per_decode_seq_s,
+                            fr.coef.per_context_token_s, fr.coef.per_attention_s};
+    for (int i = 0; i < 5; i++)   /* a coefficient fitted 0 starts at its floor's thousandfold: logs move from there */
+        start[i] = fmin(c->k->hi[i], fmax(1e3 * c->k->lo[i], coef[i]));
+    return 0;
+}
+
+/* Where the searches start: the kind's own point; for a kind no preset
+ * scales (linear), two read off the trace: linear_start's, and one from
+ * the step of the shortest median ITL and a prompt token's time from the
+ * longest lone prompt's TTFT, the other terms small fractions of those
+ * (the search moves them in factors of e). Neither start wins on every
+ * server: on a linear secret the second leaves the search in the valley
+ * linear_start's comment names, on a roofline secret the first leaves it
+ * with a 10 ms arrival (TTFT median error 28% against 3.9%); both are
+ * searched and the lower loss kept. The count of starts. */
+static int start_points(const fit_ctx *c, double start[2][LIVE_MAX_TERMS])
 {
     const live_kind *k = c->k;
-    memcpy(start, k->start, sizeof k->start);
-    if (!k->start_from_data) return;
+    memcpy(start[0], k->start, sizeof k->start);
+    if (!k->start_from_data) return 1;
     double step = INFINITY, per_token = 0;
     uint32_t longest = 0;
     for (size_t g = 0; g < c->n_groups; g++) {
@@ -374,7 +576,47 @@ static void start_point(const fit_ctx *c, double *start)
     if (!(per_token > 0)) per_token = k->start[1];
     double s[] = {step / 2, per_token, step / 100, step / 1e5, per_token / 1e4, 1e-3, 1e-4};
     for (int i = 0; i < k->n && i < (int)(sizeof s / sizeof s[0]); i++)
-        start[i] = fmin(k->hi[i], fmax(k->lo[i], s[i]));
+        start[0][i] = fmin(k->hi[i], fmax(k->lo[i], s[i]));
+    memcpy(start[1], start[0], sizeof start[1]);
+    return linear_start(c, start[1]) == 0 ? 2 : 1;
+}
+
+/* The three stages from `start`: stage 1 the terms a decode's step
+ * depends on, from the ITLs alone (they measure the step itself, free of
+ * where arrivals fell); stage 2 the others (prefill, arrival) from the
+ * TTFTs, those held; stage 3 all on both, from there. c->x holds the end;
+ * returns its loss (TTFT and ITL together). */
+static double search(fit_ctx *c, const double *start)
+{
+    const live_kind *k = c->k;
+    double loss = INFINITY;
+    for (int i = 0; i < k->n; i++) c->x[i] = log(start[i]);
+    for (int st = 0; st < 3 && !c->failed; st++) {
+        for (int i = 0; i < k->n; i++) c->free[i] = st == 2 || (st == 0) == k->itl_stage[i];
+        c->w_ttft = st == 0 ? 0 : 1;
+        c->w_itl = st == 1 ? 0 : 1;
+        double xs[LIVE_MAX_TERMS];
+        int m = 0;
+        for (int i = 0; i < k->n; i++)
+            if (c->free[i]) xs[m++] = c->x[i];
+        loss = rh_nelder_mead(objective, c, xs, m, 0.5, c->o->iters, c->o->restarts);
+        for (int i = 0, j = 0; i < k->n; i++)
+            if (c->free[i]) c->x[i] = xs[j++];
+    }
+    return loss;
+}
+
+void *live_fit_intervals_json(const live_kind *k, const live_fit_result *r)
+{
+    json_t *all = json_object();
+    for (int i = 0; i < k->n; i++) {
+        json_t *t = json_pack("{s:f, s:b, s:s}", "lo", r->lo[i], "identified", r->ident[i] == LIVE_IDENTIFIED, "why",
+                              live_ident_why[r->ident[i]]);
+        /* JSON has no infinity: an unbounded interval has no "hi" */
+        if (isfinite(r->hi[i])) json_object_set_new(t, "hi", json_real(r->hi[i]));
+        json_object_set_new(all, k->term[i], t);
+    }
+    return all;
 }
 
 int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e)
@@ -420,31 +662,29 @@ int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *
         }
     }
     if (rc == 0) {
-        /* Stage 1: the terms a decode's step depends on, from the ITLs
-         * alone: they measure the step itself, free of where arrivals
-         * fell. Stage 2: the others (prefill, arrival) from the TTFTs,
-         * those held. Stage 3: all on both, from there. */
-        const live_kind *k = c.k;
-        double start[LIVE_MAX_TERMS];
-        start_point(&c, start);
-        for (int i = 0; i < k->n; i++) c.x[i] = log(start[i]);
-        for (int st = 0; st < 3 && !c.failed; st++) {
-            for (int i = 0; i < k->n; i++) c.free[i] = st == 2 || (st == 0) == k->itl_stage[i];
-            c.w_ttft = st == 0 ? 0 : 1;
-            c.w_itl = st == 1 ? 0 : 1;
-            double xs[LIVE_MAX_TERMS];
-            int m = 0;
-            for (int i = 0; i < k->n; i++)
-                if (c.free[i]) xs[m++] = c.x[i];
-            r->loss = rh_nelder_mead(objective, &c, xs, m, 0.5, o->iters, o->restarts);
-            for (int i = 0, j = 0; i < k->n; i++)
-                if (c.free[i]) c.x[i] = xs[j++];
+        double starts[2][LIVE_MAX_TERMS], best = INFINITY, best_x[LIVE_MAX_TERMS] = {0};
+        int n_starts = start_points(&c, starts);
+        for (int s = 0; s < n_starts && !c.failed; s++) {
+            double loss = search(&c, starts[s]);
+            if (loss < best) {
+                best = loss;
+                memcpy(best_x, c.x, sizeof best_x);
+            }
         }
-        if (c.failed) {
+        memcpy(c.x, best_x, sizeof best_x);
+        r->loss = best;
+        /* Then each term's interval, at the end. */
+        size_t m = 2 * n;
+        double *J = malloc(m * LIVE_MAX_TERMS * sizeof *J), *res = malloc(2 * m * sizeof *res);
+        terms_of(c.k, c.x, r->terms);
+        if (!J || !res) rc = rh_fail(e, "out of memory");
+        else if (!c.failed) intervals(&c, r, J, res, res + m);
+        free(J);
+        free(res);
+        if (rc == 0 && c.failed) {
             memcpy(e, &c.err, sizeof *e);
             rc = -1;
-        } else {
-            terms_of(c.k, c.x, r->terms);
+        } else if (rc == 0) {
             r->n_terms = c.k->n;
             r->evals = c.evals;
             r->requests = t.n_requests;
@@ -467,6 +707,7 @@ int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *
                 json_object_set_new(errs, live_err_names[k], x);
             }
             json_object_set_new(fit, "relative_error", errs);
+            json_object_set_new(fit, "intervals", live_fit_intervals_json(c.k, r));
             json_object_set_new(root, "fit", fit);
             r->cost_json = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
             json_decref(root);

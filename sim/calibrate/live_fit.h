@@ -10,8 +10,9 @@
  * every request weighing the same. The median ITL is a request's decode
  * step, free of the stalls other requests' prefills put into its TPOT. Matching request by request matches the
  * distributions too; a mean alone could be met by errors that cancel.
- * Nelder–Mead over the logs of the terms (all stay positive); the same
- * trace and knobs give the same fit.
+ * Nelder–Mead over the logs of the terms (all stay positive), from one
+ * start or (linear) two, the lower loss kept; the same trace and knobs give
+ * the same fit. At the end each term's interval (live_fit_result).
  *
  * The terms: compute_efficiency and memory_efficiency (the deployment's
  * share of its GPU preset's kernels: prefill is compute-bound, decode
@@ -81,9 +82,25 @@ typedef struct live_fit_error {
 enum { LIVE_ERR_TTFT, LIVE_ERR_ITL, LIVE_ERR_TPOT, LIVE_ERR_E2E, LIVE_N_ERRS };
 extern const char *const live_err_names[LIVE_N_ERRS];
 
+/* Whether the trace determines a term: its 95% interval is finite and
+ * clear of 0 — or why not. */
+enum live_ident {
+    LIVE_IDENTIFIED = 0,
+    LIVE_NOT_FROM_ZERO,     /* its interval reaches 0: the data cannot tell it from nothing */
+    LIVE_NO_EFFECT,         /* no measured time moves with it */
+    LIVE_CONFOUNDED,        /* only a mix of it and other terms moves the times */
+};
+extern const char *const live_ident_why[4];
+
 typedef struct live_fit_result {
     double terms[LIVE_MAX_TERMS];   /* in the kind's order */
     int n_terms;
+    /* Each term's 95% interval: the Gauss–Newton covariance of the fit
+     * (the residuals' spread carried through the Jacobian of the simulated
+     * times against the terms), lo clipped at 0; and what the trace says
+     * of it. Infinite where ident is LIVE_NO_EFFECT or LIVE_CONFOUNDED. */
+    double lo[LIVE_MAX_TERMS], hi[LIVE_MAX_TERMS];
+    enum live_ident ident[LIVE_MAX_TERMS];
     double loss;                /* mean loss of the log ratios, TTFT and ITL together */
     int evals;
     size_t requests;            /* the measured requests the fit scored */
@@ -99,6 +116,9 @@ int live_fit_requests(const tr_trace *measured, tr_trace *out, rh_err *e);
 int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e);
 /* The base cost file with the given terms set, as text (malloc'd). */
 char *live_fit_cost_text(const live_kind *k, const char *base_json, const double *terms, rh_err *e);
+/* The intervals as a JSON object by term (jansson json_t*, new reference):
+ * lo, hi (absent when unbounded), identified, why. */
+void *live_fit_intervals_json(const live_kind *k, const live_fit_result *r);
 void live_fit_result_free(live_fit_result *r);
 
 #endif
