@@ -276,7 +276,8 @@ int fit_live_main(int argc, char **argv)
         cost_free(m);
     }
     rh_progress bar;
-    rh_progress_begin(&bar, "fitting", (uint64_t)(o.iters * (o.restarts + 1)) * 3);   /* three stages */
+    /* three stages from each start (two for a kind with no preset to start from) */
+    rh_progress_begin(&bar, "fitting", (uint64_t)(o.iters * (o.restarts + 1)) * 3 * (o.kind->start_from_data ? 2 : 1));
     o.progress = on_progress;
     o.ctx = &bar;
     live_fit_result r;

@@ -202,6 +202,11 @@ typedef struct bench_server_facts {
     uint32_t vocab_size;        /* ours */
     uint64_t pool_tokens;       /* the KV pool: /get_server_info's max_total_num_tokens (SGLang's and ours); 0
                                    when the server does not say (vLLM) */
+    /* The scheduler knobs /get_server_info reports (SGLang's and ours), by
+     * rehearse's flag names ({"chunked-prefill-size", "8192"}): what a
+     * simulation of this server must schedule with. */
+    int n_knobs;
+    char knob[10][2][40];
 } bench_server_facts;
 /* The same, with the facts /v1/models and /get_server_info give (facts may
  * be NULL). */

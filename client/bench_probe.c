@@ -146,8 +146,36 @@ int bench_scrape_metrics(const bench_config *c, bench_scrape *s)
     return found ? 0 : -1;
 }
 
+/* SGLang's server_args names (which ours repeats) and rehearse's for the
+ * knobs that decide how a server schedules. */
+static const char *const knob_names[][2] = {
+    {"chunked_prefill_size", "chunked-prefill-size"}, {"max_prefill_tokens", "max-prefill-tokens"},
+    {"max_running_requests", "max-running-requests"}, {"page_size", "page-size"},
+    {"schedule_policy", "schedule-policy"},           {"schedule_conservativeness", "schedule-conservativeness"},
+    {"enable_mixed_chunk", "enable-mixed-chunk"},     {"disable_radix_cache", "disable-radix-cache"},
+    {"scheduler", "scheduler"},
+};
+
+/* f's knobs from /get_server_info's object: those it sets (null: SGLang's
+ * "chosen at start", which the server does not say). */
+static void knobs_of(json_t *root, bench_server_facts *f)
+{
+    for (size_t i = 0; i < sizeof knob_names / sizeof knob_names[0] && f->n_knobs < 10; i++) {
+        json_t *v = json_object_get(root, knob_names[i][0]);
+        char *val = f->knob[f->n_knobs][1];
+        size_t n = sizeof f->knob[0][1];
+        if (json_is_integer(v)) snprintf(val, n, "%lld", (long long)json_integer_value(v));
+        else if (json_is_real(v)) snprintf(val, n, "%.17g", json_real_value(v));
+        else if (json_is_boolean(v)) snprintf(val, n, "%s", json_is_true(v) ? "true" : "false");
+        else if (json_is_string(v) && strlen(json_string_value(v)) < n) snprintf(val, n, "%s", json_string_value(v));
+        else continue;
+        snprintf(f->knob[f->n_knobs++][0], sizeof f->knob[0][0], "%s", knob_names[i][1]);
+    }
+}
+
 /* The pool a server reports, when it does: SGLang's /get_server_info (and
- * ours) carries max_total_num_tokens; vLLM has no such endpoint (0). */
+ * ours) carries max_total_num_tokens, and its scheduler knobs; vLLM has no
+ * such endpoint (0, none). */
 static void pool_of(const bench_config *c, bench_server_facts *f)
 {
     answer a = {NULL, 0};
@@ -157,6 +185,7 @@ static void pool_of(const bench_config *c, bench_server_facts *f)
         json_t *root = json_loadb(a.p, a.n, 0, NULL);
         json_t *v = json_object_get(root, "max_total_num_tokens");
         if (json_is_integer(v) && json_integer_value(v) > 0) f->pool_tokens = (uint64_t)json_integer_value(v);
+        if (json_is_object(root)) knobs_of(root, f);
         json_decref(root);
     }
     free(a.p);

@@ -641,7 +641,7 @@ static void test_probe_inside_the_pool(void)
     CU_ASSERT_FATAL(tu_write_file(cost, text, strlen(text)) == 0);
     tu_server srv;
     char *args[] = {"--backend", "sim", "--model", "llama-3-8b", "--cost", cost, "--max-total-tokens", "3072",
-                    "--port", "0", NULL};
+                    "--chunked-prefill-size", "1024", "--schedule-policy", "lpm", "--port", "0", NULL};
     CU_ASSERT_FATAL(tu_server_start(&srv, "probe-pool", args) == 0);
     snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --budget-s 3 2>&1", tu_bin(), srv.url, probe);
     int rc = tu_run(cmd, out, sizeof out);
@@ -649,6 +649,16 @@ static void test_probe_inside_the_pool(void)
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "context 3072: the KV pool the server reports"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, " 0 failed"));
+    /* The knobs the server schedules with are in the trace, where fit and
+     * validate read them: a simulation of it chunks as it does. */
+    rh_err e = {{0}};
+    tr_trace pt;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(probe, &pt, &e), 0);
+    const char *chunk = tr_header_get(&pt.header, "chunked-prefill-size"),
+               *policy = tr_header_get(&pt.header, "schedule-policy");
+    CU_ASSERT_STRING_EQUAL(chunk ? chunk : "(none)", "1024");
+    CU_ASSERT_STRING_EQUAL(policy ? policy : "(none)", "lpm");
+    tr_trace_free(&pt);
     snprintf(cmd, sizeof cmd, "%s probe --base-url %s -o %s --budget-s 3 --max-context 8192 2>&1", tu_bin(), srv.url,
              wide);
     rc = tu_run(cmd, out, sizeof out);
