@@ -51,6 +51,7 @@ typedef struct bench_item {
     uint64_t session_id;        /* 0: none */
     uint32_t turn;
     int64_t after;              /* index of the item that must finish first (same session), or -1 */
+    int32_t priority;           /* the trace's; sent as the request's "priority" when nonzero */
     const char *text;           /* a text prompt (ShareGPT) sent as text, or NULL: token ids;
                                    in the dataset's text_pool */
 } bench_item;

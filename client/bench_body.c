@@ -186,6 +186,10 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
         if (o->stream) puts_(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
         else puts_(&b, ",\"stream\":false");
     }
+    if (o->priority) {
+        snprintf(num, sizeof num, ",\"priority\":%d", (int)o->priority);
+        puts_(&b, num);
+    }
     if (o->extra && o->extra[0]) {
         puts_(&b, ",");
         puts_(&b, o->extra);

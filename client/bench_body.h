@@ -25,6 +25,7 @@ typedef struct bench_body_opts {
     const char *sampling;       /* JSON members ("top_p":0.9,...), or NULL; with "temperature"
                                    in them, the default temperature 0 is not sent */
     const char *extra;          /* JSON object members appended at the top level, or NULL */
+    int32_t priority;           /* sent as "priority" (SGLang's and vLLM's) when nonzero */
 } bench_body_opts;
 
 /* malloc'd NUL-terminated body (length in *len), or NULL when out of memory.

@@ -91,6 +91,7 @@ int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_op
         it->output_len = r->output_len ? r->output_len : 1;
         it->session_id = r->session_id;
         it->turn = r->turn;
+        it->priority = r->priority;
         it->after = -1;
         it->n_hashes = r->n_hashes;
         it->hashes = d->hash_pool + pool;

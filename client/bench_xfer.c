@@ -281,7 +281,7 @@ bench_xfer *bench_xfer_new(const bench_config *c, const bench_dataset *d, size_t
     if (!it->text) bench_item_tokens(d, i, scratch);
     bench_body_opts bo = {.model_json = model_json, .chat = c->api == BENCH_API_CHAT, .stream = c->stream,
                           .generate = c->api == BENCH_API_GENERATE, .keep_eos = c->keep_eos, .sampling = c->sampling,
-                          .extra = c->extra_body};
+                          .extra = c->extra_body, .priority = it->priority};
     size_t len = 0;
     x->body = bench_request_body(&bo, scratch, it->input_len, it->text, it->output_len, &len);
     x->headers = bench_headers(c);

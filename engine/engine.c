@@ -421,6 +421,7 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
         .prompt_len = r->prompt_len,
         .max_new_tokens = r->max_tokens,
         .prompt_tokens = r->prompt_logprobs ? NULL : q->toks,   /* NULL: shares no cached prefix */
+        .priority = r->priority,
         .user = q,
     };
     if (!core_add(g->c, &d, now, e)) {

@@ -154,6 +154,7 @@ typedef struct engine_request {
     uint32_t top_logprobs;      /*   and its this many most likely alternatives (<= LOGPROB_MAX_TOP) */
     bool prompt_logprobs;       /* also each prompt id's (echo): every prompt position is computed, so
                                    the request neither reads nor fills the prefix cache */
+    int32_t priority;           /* its place in the queue under --enable-priority-scheduling */
     void *user;                 /* handed back in events */
 } engine_request;
 

@@ -153,6 +153,7 @@ static void send(replay *r, uint32_t i, double t)
         .sampling = r->cfg->sampling,
         .seed = rh_hash64(r->cfg->engine.core.seed ^ rh_hash64(i)),
         .ignore_eos = true,
+        .priority = q->priority,
         .user = s,
     };
     if (engine_add(r->g, &req, t, &e) == 0) return;

@@ -181,6 +181,15 @@ static void test_sampling_in_every_body(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(j);
         p = generate ? json_object_get(j, "sampling_params") : j;
         CU_ASSERT_EQUAL(json_number_value(json_object_get(p, "temperature")), 0);
+        CU_ASSERT_PTR_NULL(json_object_get(j, "priority"));   /* none: not sent */
+        json_decref(j);
+        free(body);
+        /* a trace request's priority, top level in both APIs (SGLang's and vLLM's place) */
+        o.priority = -7;
+        body = bench_request_body(&o, ids, 3, NULL, 16, &len);
+        j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "priority")), -7);
         json_decref(j);
         free(body);
     }

@@ -445,6 +445,93 @@ static void test_multi_turn_tokens(void)
     core_free(H.c);
 }
 
+/* Priority scheduling: one request runs at a time, five wait with
+ * priorities; the order they are admitted in is the order a stable sort of
+ * the queue by priority gives (higher first, SGLang's; lower first with
+ * low_priority_values_first, vLLM's), fcfs within a priority, and plain
+ * queue order when it is off. Under lof, priority first, then the longest
+ * output. */
+static const int32_t prio_of[6] = {0, 0, 5, 5, -1, 9};      /* requests 2..6: index id - 1 */
+static const uint32_t prio_out[6] = {4, 4, 3, 8, 4, 4};
+
+static void admitted_order(const core_config *cfg, uint64_t *order)
+{
+    h_new(&H, cfg);
+    h_add(&H, 1, 32, 4, 0);
+    double now = 0;
+    h_step(&H, now);   /* request 1 runs */
+    for (uint64_t id = 2; id <= 6; id++) {
+        core_req_desc d = {.id = id, .prompt_len = 32, .max_new_tokens = prio_out[id - 1], .priority = prio_of[id - 1]};
+        rh_err e = {{0}};
+        CU_ASSERT_PTR_NOT_NULL(core_add(H.c, &d, 0, &e));
+    }
+    h_drain(&H, &now, 200);
+    for (uint64_t k = 0; k < 5; k++) order[k] = 2 + k;
+    for (uint64_t a = 0; a < 5; a++)   /* by admission step */
+        for (uint64_t b = a + 1; b < 5; b++)
+            if (H.req[order[b]].admit_step < H.req[order[a]].admit_step) {
+                uint64_t t = order[a];
+                order[a] = order[b];
+                order[b] = t;
+            }
+    CU_ASSERT_EQUAL(h_check(&H), 0);
+    core_free(H.c);
+}
+
+/* The reference: insertion sort (stable) of 2..6 by the key. */
+static void expected_order(int sign, bool lof, uint64_t *order)
+{
+    for (uint64_t k = 0; k < 5; k++) order[k] = 2 + k;
+    for (int a = 1; a < 5; a++)
+        for (int b = a; b > 0; b--) {
+            int64_t x = (int64_t)sign * prio_of[order[b] - 1], y = (int64_t)sign * prio_of[order[b - 1] - 1];
+            bool before = x > y || (x == y && lof && prio_out[order[b] - 1] > prio_out[order[b - 1] - 1]);
+            if (!before) break;
+            uint64_t t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+}
+
+static void test_priority_scheduling(void)
+{
+    struct { bool on, low, lof; core_preset preset; int sign; } cases[] = {
+        {false, false, false, CORE_PRESET_SGLANG, 0}, {true, false, false, CORE_PRESET_SGLANG, 1},
+        {true, true, false, CORE_PRESET_SGLANG, -1},  {true, false, true, CORE_PRESET_SGLANG, 1},
+        {true, true, false, CORE_PRESET_VLLM, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        core_config cfg = base_cfg();
+        cfg.max_running_requests = 1;
+        cfg.preset = cases[i].preset;
+        cfg.enable_priority_scheduling = cases[i].on;
+        cfg.low_priority_values_first = cases[i].low;
+        if (cases[i].lof) cfg.policy = CORE_POLICY_LOF;
+        uint64_t got[5], want[5];
+        admitted_order(&cfg, got);
+        expected_order(cases[i].sign, cases[i].lof, want);
+        for (int k = 0; k < 5; k++) CU_ASSERT_EQUAL(got[k], want[k]);
+        if (memcmp(got, want, sizeof got))
+            printf("\n    case %zu: admitted %llu %llu %llu %llu %llu, expected %llu %llu %llu %llu %llu\n", i,
+                   (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                   (unsigned long long)got[3], (unsigned long long)got[4], (unsigned long long)want[0],
+                   (unsigned long long)want[1], (unsigned long long)want[2], (unsigned long long)want[3],
+                   (unsigned long long)want[4]);
+    }
+    /* The knobs by name: SGLang's two, vLLM's one. */
+    core_config cfg = base_cfg();
+    rh_err e;
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "scheduling-policy", "priority", &e), 1);
+    CU_ASSERT(cfg.enable_priority_scheduling && cfg.low_priority_values_first);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "scheduling-policy", "fcfs", &e), 1);
+    CU_ASSERT(!cfg.enable_priority_scheduling);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "scheduling-policy", "lifo", &e), -1);
+    CU_ASSERT_EQUAL(core_config_set(&cfg, "schedule-policy", "priority", &e), 1);
+    CU_ASSERT(cfg.policy == CORE_POLICY_FCFS && cfg.enable_priority_scheduling && !cfg.low_priority_values_first);
+    CU_ASSERT_EQUAL(core_config_takes_value("enable-priority-scheduling"), 0);
+    CU_ASSERT_EQUAL(core_config_takes_value("schedule-low-priority-values-first"), 0);
+}
+
 /* Mooncake-style block hashes (512 tokens each) map onto 32 pages of 16. */
 static void test_block_hashes(void)
 {
@@ -918,6 +1005,7 @@ void register_test_core(void)
     CU_add_test(s, "shared system prompt hits the cache", test_shared_system_prompt);
     CU_add_test(s, "output tokens extend the prefix chain", test_multi_turn_tokens);
     CU_add_test(s, "trace block hashes map onto pages", test_block_hashes);
+    CU_add_test(s, "priority scheduling: admitted as a stable sort by priority (either sign), fcfs or lof within", test_priority_scheduling);
     CU_add_test(s, "mixed chunk batches decodes with a prefill", test_mixed_chunk);
     CU_add_test(s, "speculative slots, caps and rollback", test_speculative_slots);
     CU_add_test(s, "vllm: one budget, running first", test_vllm_budget);

@@ -225,6 +225,36 @@ static void test_synth_and_slice_match_cli(void)
     CU_ASSERT(strstr(out, "same") != NULL);
 }
 
+/* Priorities from Lua: t:add takes one, t:request gives it back, and
+ * rehearse.sim.run's enable_priority_scheduling serves the favoured
+ * requests first (SGLang's knob name, with _ for -). */
+static void test_priority_from_lua(void)
+{
+    char out[8192];
+    const char *body =
+        "local t = rehearse.trace.new{block_size=16}\n"
+        "for i = 1, 200 do t:add{arrival=i * 0.005, input_len=800, output_len=50, priority=(i % 4 == 0) and 9 or 0} end\n"
+        "assert(t:request(4).priority == 9 and t:request(5).priority == 0)\n"
+        "local function medians(r)\n"
+        "  local hi, lo = {}, {}\n"
+        "  for i = 1, #r.requests.ttft do\n"
+        "    local v = r.requests.ttft[i]\n"
+        "    if i % 4 == 0 then hi[#hi + 1] = v else lo[#lo + 1] = v end\n"
+        "  end\n"
+        "  table.sort(hi) table.sort(lo)\n"
+        "  return hi[#hi // 2 + 1], lo[#lo // 2 + 1]\n"
+        "end\n"
+        "local h0, l0 = medians(rehearse.sim.run{trace=t, cost=C, max_running_requests=4, per_request=true})\n"
+        "local h1, l1 = medians(rehearse.sim.run{trace=t, cost=C, max_running_requests=4, per_request=true,\n"
+        "                                        enable_priority_scheduling=true})\n"
+        "assert(h1 < l1 / 3 and h1 < h0, string.format('%g %g %g %g', h0, l0, h1, l1))\n"
+        "print('favoured', h0, h1)\n";
+    int rc = run_script("priority.lua", body, NULL, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, "favoured") != NULL);
+}
+
 void register_test_lua(void)
 {
     CU_pSuite s = CU_add_suite("lua", setup, NULL);
@@ -233,4 +263,5 @@ void register_test_lua(void)
     CU_add_test(s, "emitted jobs collect into the same results", test_emit_and_collect);
     CU_add_test(s, "errors name file and line", test_errors_name_the_line);
     CU_add_test(s, "trace.synth and t:slice match the CLI", test_synth_and_slice_match_cli);
+    CU_add_test(s, "priorities from Lua: t:add, t:request, enable_priority_scheduling", test_priority_from_lua);
 }

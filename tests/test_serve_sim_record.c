@@ -15,6 +15,7 @@
 #include "test_hardening_util.h"
 #include "test_serve_util.h"
 #include "testutil.h"
+#include "traces/import/import.h"
 #include "traces/trace.h"
 
 #define BASE 0.011
@@ -115,9 +116,86 @@ static void test_steps_recorded_as_priced(void)
     hu_watchdog(0);
 }
 
+/* Priority over HTTP: with one request running at a time (20 ms a step),
+ * a long request holds the server for a second while three more arrive
+ * 0.1 s in, with priorities 1, 5 and 3 (/generate's field and the
+ * completions one); the record holds each priority, and they are served
+ * 5, 3, 1 (SGLang's order: higher first). A priority that is not a
+ * whole number is refused, naming it. */
+typedef struct pr_client {
+    const char *url, *path, *body;
+    double delay;
+    int status;
+} pr_client;
+
+static void *pr_run(void *arg)
+{
+    pr_client *c = arg;
+    if (c->delay > 0) usleep((useconds_t)(c->delay * 1e6));
+    ts_resp r = ts_request_at(c->url, "POST", c->path, c->body, NULL);
+    c->status = r.status;
+    ts_resp_free(&r);
+    return NULL;
+}
+
+static void test_priority_over_http(void)
+{
+    hu_watchdog(120);
+    char cost[256], rec[256];
+    tu_tmp_path("pr-linear.json", cost, sizeof cost);
+    tu_tmp_path("pr-rec.rhtr", rec, sizeof rec);
+    const char *text = "{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.02, \"per_prefill_token_s\": 0, "
+                       "\"per_decode_seq_s\": 0, \"per_context_token_s\": 0, \"per_attention_s\": 0}";
+    CU_ASSERT_FATAL(tu_write_file(cost, text, strlen(text)) == 0);
+    const char *args[] = {"--backend", "sim", "--cost", cost, "--record-trace", rec, "--max-running-requests", "1",
+                          "--enable-priority-scheduling", NULL};
+    hu_proc p;
+    CU_ASSERT_FATAL(hu_spawn(&p, "serve-priority", args + 0, 0) == 0);
+    ts_resp bad = ts_request_at(p.url, "POST", "/v1/completions",
+                                "{\"prompt\":[1,2],\"max_tokens\":1,\"priority\":\"high\"}", NULL);
+    CU_ASSERT_EQUAL(bad.status, 400);
+    CU_ASSERT_PTR_NOT_NULL(bad.body ? strstr(bad.body, "priority") : NULL);
+    ts_resp_free(&bad);
+    pr_client c[4] = {
+        {p.url, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":50,\"ignore_eos\":true}", 0, 0},
+        {p.url, "/v1/completions", "{\"prompt\":[4,5,6],\"max_tokens\":2,\"ignore_eos\":true,\"priority\":1}", 0.1, 0},
+        {p.url, "/generate",
+         "{\"input_ids\":[7,8,9],\"sampling_params\":{\"max_new_tokens\":2,\"ignore_eos\":true},\"priority\":5}", 0.1, 0},
+        {p.url, "/v1/completions", "{\"prompt\":[10,11,12],\"max_tokens\":2,\"ignore_eos\":true,\"priority\":3}", 0.1, 0},
+    };
+    pthread_t t[4];
+    for (int k = 0; k < 4; k++) pthread_create(&t[k], NULL, pr_run, &c[k]);
+    for (int k = 0; k < 4; k++) {
+        pthread_join(t[k], NULL);
+        CU_ASSERT_EQUAL(c[k].status, 200);
+    }
+    kill(p.pid, SIGTERM);
+    CU_ASSERT_EQUAL(hu_exit_status(p.pid), 0);
+
+    rh_err e = {{0}};
+    tr_trace tr;
+    CU_ASSERT_EQUAL_FATAL(tr_trace_load(rec, &tr, &e), 0);
+    double first[6] = {0};   /* by priority 1, 3, 5: when its first token came */
+    int seen = 0;
+    for (size_t i = 0; i < tr.n_requests; i++) {
+        const tr_request *q = &tr.requests[i];
+        if (q->priority == 1 || q->priority == 3 || q->priority == 5) {
+            first[q->priority] = q->arrival + q->ttft;
+            seen++;
+        }
+    }
+    CU_ASSERT_EQUAL(seen, 3);
+    printf("\n    first tokens at %.3f (priority 5), %.3f (3), %.3f (1) s", first[5], first[3], first[1]);
+    CU_ASSERT(first[5] < first[3] && first[3] < first[1]);
+    tr_trace_free(&tr);
+    hu_watchdog(0);
+}
+
 void register_test_serve_sim_record(void)
 {
     CU_pSuite s = CU_add_suite("serve_sim_record", NULL, NULL);
     CU_add_test(s, "serve --backend sim: every step recorded at its price; fit gives the cost file back",
                 test_steps_recorded_as_priced);
+    CU_add_test(s, "priority over HTTP: recorded, and served higher first under --enable-priority-scheduling",
+                test_priority_over_http);
 }

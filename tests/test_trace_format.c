@@ -344,7 +344,7 @@ static tr_reader *open_items(const uint8_t *items, size_t n, uint8_t *file, size
 
 static void test_format_md_example(void)
 {
-    uint8_t items[] = {0xc0, 0x01, 0x80, 0x04, 0x00, 0x00, 0x00,                  /* header */
+    uint8_t items[] = {0xc0, 0x02, 0x80, 0x04, 0x00, 0x00, 0x00,                  /* header */
                        0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,            /* block header */
                        0x08, 0x88, 0x0a, 0x04, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, /* streams */
                        0xc1, 0x01, 0x00};                                          /* end */
@@ -366,6 +366,23 @@ static void test_format_md_example(void)
     CU_ASSERT_EQUAL(tr_reader_truncated(r), 0);
     tr_reader_close(r);
 
+    /* Version 2's request with a priority (tag 80 | HASHES; zz(5) = 0a in
+     * VARS before the runs); the same bytes in a version 1 file are corrupt. */
+    uint8_t pitems[] = {0xc0, 0x02, 0x80, 0x04, 0x00, 0x00, 0x00, 0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x04, 0x03,
+                        0x88, 0x88, 0x0a, 0x04, 0x0a, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, 0xc1, 0x01, 0x00};
+    r = open_items(pitems, sizeof pitems, file, sizeof file, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL_FATAL(tr_reader_next(r, &rec, &e), 1);
+    CU_ASSERT_EQUAL(rec.req.priority, 5);
+    CU_ASSERT_EQUAL(rec.req.n_hashes, 2);
+    tr_reader_close(r);
+    pitems[1] = 0x01;
+    r = open_items(pitems, sizeof pitems, file, sizeof file, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "record tag 0x88"));
+    tr_reader_close(r);
+
     /* The same with block_size 0: hashes are refused, naming the field. */
     items[2] = 0x00;
     memmove(items + 3, items + 4, sizeof items - 4);
@@ -376,7 +393,7 @@ static void test_format_md_example(void)
     tr_reader_close(r);
 
     /* A wrong count in the end marker, and a record that overruns its block. */
-    uint8_t items2[] = {0xc0, 0x01, 0x80, 0x04, 0x00, 0x00, 0x00, 0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,
+    uint8_t items2[] = {0xc0, 0x02, 0x80, 0x04, 0x00, 0x00, 0x00, 0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,
                         0x08, 0x88, 0x0a, 0x04, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, 0xc1, 0x02, 0x00};
     r = open_items(items2, sizeof items2, file, sizeof file, &e);
     CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), 1);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
 #include "util/rng.h"
 #include "traces/trace.h"
 
@@ -32,7 +33,7 @@ static inline int th_req_equal(const tr_request *a, const tr_request *b)
                b->f);                                                                                  \
         return 0;                                                                                      \
     }
-    TH_F(id) TH_D(arrival) TH_F(input_len) TH_F(output_len) TH_F(session_id) TH_F(turn) TH_F(flags) TH_F(n_hashes)
+    TH_F(id) TH_D(arrival) TH_F(input_len) TH_F(output_len) TH_F(session_id) TH_F(turn) TH_F(flags) TH_F(priority) TH_F(n_hashes)
     TH_D(ttft) TH_D(e2e) TH_F(cached_tokens) TH_F(spec_proposed) TH_F(spec_accepted) TH_F(retractions) TH_F(finish)
     TH_F(n_times)
     for (uint32_t i = 0; i < a->n_hashes; i++) TH_F(hashes[i])
@@ -84,6 +85,9 @@ static inline void th_random_request(rh_rng *r, uint64_t id, double t, uint32_t 
         q->turn = (uint32_t)rh_rng_below(r, 10);
     }
     if (rh_rng_below(r, 4) == 0) q->flags = (uint32_t)rh_rng_u64(r);
+    /* a priority for one request in four, either sign, from the id (no draw:
+     * the records the generator gave before priorities existed stay as they were) */
+    if (rh_hash64(q->id) % 4 == 0) q->priority = (int32_t)(uint32_t)(rh_hash64(q->id) >> 16);
     uint32_t max = tr_blocks(q->input_len, block_size);
     if (max && rh_rng_below(r, 4)) {
         uint32_t n = (uint32_t)rh_rng_below(r, max < 64 ? max : 64) + 1;

@@ -265,6 +265,13 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
         r->turn = get_u32(d, "turn");
     }
     r->flags = (tag & TR_RQ_FLAGS) ? get_u32(d, "flags") : 0;
+    r->priority = 0;
+    if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST_X) {
+        int64_t p = unzz(get_uv(d, "priority"));
+        if (p == 0 || p < INT32_MIN || p > INT32_MAX)
+            return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "priority");
+        r->priority = (int32_t)p;
+    }
     r->n_hashes = 0;
     r->hashes = NULL;
     if (tag & TR_RQ_HASHES) {
@@ -384,7 +391,8 @@ int tr_block_dec_next(tr_block_dec *d, tr_codec *c, tr_record *rec, tr_dec_array
     if (e) e->msg[0] = '\0';
     unsigned tag = get_byte(d, TR_S_TAGS, "tag");
     int st;
-    if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST) {
+    if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST ||
+        ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST_X && c->version >= 2)) {
         rec->kind = TR_REQUEST;
         st = decode_request(d, c, tag, &rec->req, a, e);
     } else if ((tag & TR_TAG_KIND_MASK) == TR_TAG_STEP) {

@@ -11,6 +11,7 @@ void tr_codec_init(tr_codec *c, uint32_t block_size)
 {
     memset(c, 0, sizeof *c);
     c->block_size = block_size;
+    c->version = TR_FORMAT_VERSION;
 }
 
 int tr_bytes_reserve(tr_bytes *b, size_t more)
@@ -153,7 +154,7 @@ static int measured_present(const tr_request *r)
 int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 {
     if (reserve_record(b, r->n_hashes, r->n_times) < 0) return -1;
-    unsigned tag = TR_TAG_REQUEST;
+    unsigned tag = r->priority ? TR_TAG_REQUEST_X : TR_TAG_REQUEST;
     if (r->id != c->next_id) tag |= TR_RQ_ID;
     if (r->session_id || r->turn) tag |= TR_RQ_SESSION;
     if (r->flags) tag |= TR_RQ_FLAGS;
@@ -173,6 +174,7 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
         put_uv(v, r->turn);
     }
     if (tag & TR_RQ_FLAGS) put_uv(v, r->flags);
+    if (r->priority) put_uv(v, zz(r->priority));
     if (tag & TR_RQ_HASHES) {
         /* Runs of consecutive ids: fresh blocks get consecutive ids in
          * Mooncake-style traces, so a prompt is a few runs. A run's start is

@@ -166,6 +166,7 @@ static int read_header(tr_reader *r, rh_err *e)
         if (st == TR_DEC_OK) {
             r->pos = (size_t)(d.p - r->buf);
             tr_codec_init(&r->codec, r->header.block_size);
+            r->codec.version = r->header.version;
             return 0;
         }
         if (st == TR_DEC_BAD) return rh_fail(e, "%s: %s", r->name, r->err.msg);

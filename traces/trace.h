@@ -26,7 +26,7 @@
 
 #include "util/err.h"
 
-#define TR_FORMAT_VERSION 1
+#define TR_FORMAT_VERSION 2   /* 2: a request may carry a priority (1 is read too) */
 #define TR_MAGIC "RHTRACE1"            /* 8 bytes at offset 0 */
 #define TR_MAGIC_LEN 8
 
@@ -57,6 +57,7 @@ typedef struct tr_request {
     uint64_t session_id;        /* 0: not part of a session */
     uint32_t turn;              /* 0-based turn within the session */
     uint32_t flags;             /* TR_REQ_* */
+    int32_t priority;           /* the request's scheduling priority (SGLang's and vLLM's "priority"); 0: none */
     uint32_t n_hashes;          /* prefix block hashes, one per block_size prompt tokens */
     const uint64_t *hashes;
     /* measured (flags & TR_REQ_MEASURED) */

@@ -9,7 +9,7 @@
 #include "engine/core/core.h"
 #include "util/args.h"
 
-enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR };
+enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR, K_VLLM_POLICY };
 
 typedef struct knob {
     const char *name, *alias;
@@ -30,7 +30,16 @@ static const knob knobs[] = {
      "vllm scheduler: at most N prompt tokens of one request per step, so others share the budget; 0: off (0)"},
     {"max-running-requests", "max-num-seqs", K_U32, OFF(max_running_requests), "N", "requests prefilling or decoding at once (256)"},
     {"context-length", "max-model-len", K_U32, OFF(context_length), "N", "longest prompt + output accepted; 0: no limit (0)"},
-    {"schedule-policy", NULL, K_POLICY, OFF(policy), "P", "waiting order: fcfs, lpm, lof, random, dfs-weight or lua (fcfs)"},
+    {"schedule-policy", NULL, K_POLICY, OFF(policy), "P",
+     "waiting order: fcfs, lpm, lof, random, dfs-weight or lua; priority: fcfs with --enable-priority-scheduling "
+     "(fcfs)"},
+    {"enable-priority-scheduling", NULL, K_BOOL, OFF(enable_priority_scheduling), NULL,
+     "fcfs and lof order the waiting queue by each request's priority first (higher values first), "
+     "their own order within a priority"},
+    {"schedule-low-priority-values-first", NULL, K_BOOL, OFF(low_priority_values_first), NULL,
+     "with --enable-priority-scheduling: lower values first (vLLM's order)"},
+    {"scheduling-policy", NULL, K_VLLM_POLICY, OFF(enable_priority_scheduling), "P",
+     "vLLM's name: fcfs, or priority (lower values first, then arrival) (fcfs)"},
     {"schedule-conservativeness", NULL, K_DOUBLE, OFF(schedule_conservativeness), "X",
      "scales the new-token ratio reserved for running requests (1.0)"},
     {"disable-radix-cache", NULL, K_BOOL, OFF(disable_radix_cache), NULL, "no prefix cache: nothing is shared"},
@@ -201,6 +210,11 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
             return rh_fail(e, "%s: '%s' is not a boolean (true or false)", what, value);
         break;
     case K_POLICY:
+        if (value && !strcmp(value, "priority")) {   /* as SGLang's fcfs under --enable-priority-scheduling */
+            cfg->policy = CORE_POLICY_FCFS;
+            cfg->enable_priority_scheduling = true;
+            break;
+        }
         if (parse_enum(value, policy_names, 6, k, &en, e) < 0) return -1;
         cfg->policy = (core_policy)en;
         break;
@@ -212,6 +226,12 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
         if (parse_enum(value, evict_names, 3, k, &en, e) < 0) return -1;
         cfg->evict = (core_evict)en;
         break;
+    case K_VLLM_POLICY: {
+        static const char *names[] = {"fcfs", "priority"};
+        if (parse_enum(value, names, 2, k, &en, e) < 0) return -1;
+        cfg->enable_priority_scheduling = cfg->low_priority_values_first = en == 1;
+        break;
+    }
     case K_STR:
         if (!*value) return rh_fail(e, "%s: empty path", what);
         *(const char **)field = value;
@@ -313,7 +333,15 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
             break;
         case K_CHUNK: snprintf(v, sizeof v, "%d", *(const int32_t *)field); break;
         case K_DOUBLE: snprintf(v, sizeof v, "%.17g", *(const double *)field); break;
-        case K_BOOL: s = *(const bool *)field ? "true" : "false"; break;
+        case K_BOOL:
+            /* the priority knobs only when on: a header of a run without them
+             * reads as it always has */
+            if (!cfg->enable_priority_scheduling && (field == (const char *)&cfg->enable_priority_scheduling ||
+                                                     field == (const char *)&cfg->low_priority_values_first))
+                continue;
+            s = *(const bool *)field ? "true" : "false";
+            break;
+        case K_VLLM_POLICY: continue;   /* the two knobs above say it */
         case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_DFS_WEIGHT ? cfg->policy : 0]; break;
         case K_PRESET: s = preset_names[cfg->preset <= CORE_PRESET_VLLM ? cfg->preset : 0]; break;
         case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_SLRU ? cfg->evict : 0]; break;

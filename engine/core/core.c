@@ -439,6 +439,7 @@ core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e)
     r->arrival = now;
     r->prompt_len = d->prompt_len;
     r->max_new = d->max_new_tokens;
+    r->priority = d->priority;
     r->kv_ready = d->kv_ready && c->cfg.preset == CORE_PRESET_SGLANG;
     if (keys_init_req(c, r, d, e) < 0 || map_put(c, r) < 0) {
         if (!e || !e->msg[0]) rh_fail(e, "request %llu: out of memory", id);

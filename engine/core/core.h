@@ -66,6 +66,10 @@ typedef struct core_config {
     double schedule_conservativeness;/* --schedule-conservativeness */
     bool disable_radix_cache;        /* --disable-radix-cache */
     bool enable_mixed_chunk;         /* --enable-mixed-chunk */
+    bool enable_priority_scheduling; /* --enable-priority-scheduling: fcfs and lof put each request's
+                                        priority first (SGLang's; vLLM's --scheduling-policy priority) */
+    bool low_priority_values_first;  /* --schedule-low-priority-values-first (vLLM's order); else
+                                        higher values first (SGLang's default) */
     core_preset preset;              /* --scheduler */
     core_evict evict;                /* --radix-eviction lru|lfu|slru */
     uint64_t seed;                   /* --seed: random policy, Lua math.random */
@@ -129,6 +133,7 @@ typedef struct core_req_desc {
     const uint64_t *block_hashes;     /* may be NULL */
     uint32_t n_block_hashes;
     uint32_t block_size;
+    int32_t priority;                 /* with enable_priority_scheduling: its place in the queue (0: none) */
     void *user;                       /* the caller's per-request data, handed back in batches and events */
     /* The K and V of the prompt arrive with the request (the decode server
      * of a prefill-decode pair; SGLang scheduler only). prompt_len then

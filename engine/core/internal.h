@@ -66,6 +66,7 @@ struct core_req {
 
     core_req *prev, *next;     /* waiting list */
     int64_t qseq;              /* queue position key: the list is in ascending qseq */
+    int32_t priority;          /* core_req_desc.priority */
     uint32_t lof_idx;          /* slot in c->lof_v, or KV_NONE */
     core_req *zombie_next;
     /* Each field below means one thing, for the one sort or check that

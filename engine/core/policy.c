@@ -13,9 +13,16 @@
  *   dfs-weight  the matched prefixes as a tree, depth first, heavier
  *           subtrees first (SGLang's); fcfs when the prefix cache is off
  *   lua     the script's order over the first policy_window requests; the
- *           rest are not offered this step */
+ *           rest are not offered this step
+ * With enable_priority_scheduling, fcfs and lof order by each request's
+ * priority first and their own order within one priority (SGLang's sort:
+ * higher values first unless low_priority_values_first, vLLM's order); the
+ * cache-aware policies, random and lua do not look at it, as SGLang's
+ * cache-aware sorts do not. Running requests are not preempted for a
+ * higher priority (SGLang's --priority-scheduling-preemption-threshold). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/core/internal.h"
 #include "util/rng.h"
@@ -145,6 +152,23 @@ static int ensure_order(core *c, uint64_t need)
     return 0;
 }
 
+/* (priority as configured, then the order the policy gave: sort_pos) */
+static int by_priority(const void *a, const void *b, void *low_first)
+{
+    const core_req *x = *(core_req *const *)a, *y = *(core_req *const *)b;
+    if (x->priority != y->priority) return (x->priority < y->priority) == *(const bool *)low_first ? -1 : 1;
+    return x->sort_pos < y->sort_pos ? -1 : (x->sort_pos > y->sort_pos);
+}
+
+/* c->order[0..n) holds the policy's order: sorted by priority, ties kept. */
+static void priority_first(core *c, uint32_t n, cand_list *out)
+{
+    for (uint32_t i = 0; i < n; i++) c->order[i]->sort_pos = i;
+    qsort_r(c->order, n, sizeof *c->order, by_priority, &c->cfg.low_priority_values_first);
+    out->v = c->order;
+    out->n = n;
+}
+
 void policy_order(core *c, double now, cand_list *out)
 {
     out->v = NULL;
@@ -153,11 +177,23 @@ void policy_order(core *c, double now, cand_list *out)
     if (p == CORE_POLICY_LPM && (c->n_waiting > CORE_LPM_FCFS_THRESHOLD || !c->radix)) p = CORE_POLICY_FCFS;
     if (p == CORE_POLICY_DFS_WEIGHT && !c->radix) p = CORE_POLICY_FCFS;
     if (p == CORE_POLICY_LOF && c->lof_failed) p = CORE_POLICY_FCFS;
-    if (p == CORE_POLICY_FCFS || c->n_waiting == 0) return;
+    bool prio = c->cfg.enable_priority_scheduling && (p == CORE_POLICY_FCFS || p == CORE_POLICY_LOF);
+    if ((p == CORE_POLICY_FCFS && !prio) || c->n_waiting == 0) return;
     if (p == CORE_POLICY_LOF) {
         lof_refresh(c);
         out->v = c->lof_v;
         out->n = c->lof_n;
+        if (prio && ensure_order(c, c->lof_n) == 0) {   /* out of memory: lof alone */
+            memcpy(c->order, c->lof_v, c->lof_n * sizeof *c->order);
+            priority_first(c, c->lof_n, out);
+        }
+        return;
+    }
+    if (p == CORE_POLICY_FCFS) {   /* with priorities */
+        if (ensure_order(c, c->n_waiting) < 0) return;   /* out of memory: fcfs */
+        uint32_t i = 0;
+        for (core_req *r = c->wait_head; r; r = r->next) c->order[i++] = r;
+        priority_first(c, i, out);
         return;
     }
 

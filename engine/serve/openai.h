@@ -87,6 +87,8 @@ typedef struct oa_request {
     int32_t *stop_ids;          /* from stop and stop_token_ids */
     uint32_t n_stop_ids;
     bool ignore_eos, stream, include_usage, return_token_ids;
+    int32_t priority;           /* "priority" (vLLM's and SGLang's): its place in the queue under
+                                   --enable-priority-scheduling; 0 when not given */
     logit_rules rules;          /* logit_bias (ids and biases owned), min_tokens, min_p, penalties */
     bool logprobs;              /* completions: logprobs >= 0; chat: logprobs true */
     uint32_t top_logprobs;      /* completions: logprobs N; chat: top_logprobs */

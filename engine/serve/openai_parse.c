@@ -468,6 +468,14 @@ int oa_parse(oa_kind kind, const char *body, size_t n, const oa_limits *lim, oa_
     if (oa_get_bool(root, "stream", &out->stream, e) < 0 || oa_get_bool(root, "ignore_eos", &out->ignore_eos, e) < 0 ||
         oa_get_bool(root, "return_token_ids", &out->return_token_ids, e) < 0)
         goto done;
+    long long prio;
+    int prio_given;
+    if (oa_get_int(root, "priority", &prio, &prio_given, e) < 0) goto done;
+    if (prio_given && (prio < INT32_MIN || prio > INT32_MAX)) {
+        oa_fail(e, 400, "priority", "invalid_value", "'priority' must fit in 32 bits (got %lld)", prio);
+        goto done;
+    }
+    out->priority = prio_given ? (int32_t)prio : 0;
     json_t *so = oa_field(root, "stream_options");
     if (so) {
         if (!json_is_object(so)) {

@@ -212,6 +212,7 @@ static void meter_and_record(server *s, sv_choice *c)
         .input_len = p->n,
         .output_len = n,
         .flags = TR_REQ_MEASURED,
+        .priority = j->req.priority,
         .n_hashes = tr_prompt_block_hashes(p->ids, p->n, s->block_size, 0, s->hashes),
         .hashes = s->hashes,
         .ttft = n ? c->times[0] : 0,

@@ -89,6 +89,7 @@ static void admit(server *s, sv_job *j, bool refuse_all)
             .logprobs = j->req.logprobs,
             .top_logprobs = j->req.top_logprobs,
             .prompt_logprobs = j->req.echo && j->req.logprobs,
+            .priority = j->req.priority,
             .user = c,
         };
         /* The n choices of one prompt draw from streams of their own. */

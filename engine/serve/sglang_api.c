@@ -95,8 +95,9 @@ static json_t *as_completions(json_t *root, oa_error *e)
     json_t *out = json_object();
     if (!out) return oa_fail(e, 500, NULL, NULL, "out of memory"), NULL;
     json_object_set(out, "prompt", prompt);
-    json_t *stream = json_object_get(root, "stream");
+    json_t *stream = json_object_get(root, "stream"), *priority = json_object_get(root, "priority");
     if (stream) json_object_set(out, "stream", stream);
+    if (priority) json_object_set(out, "priority", priority);
     json_t *max_new = json_is_object(sp) ? json_object_get(sp, "max_new_tokens") : NULL;
     json_object_set_new(out, "max_tokens", max_new && !json_is_null(max_new) ? json_incref(max_new)
                                                                                 : json_integer(SG_DEFAULT_MAX_NEW_TOKENS));

@@ -1,7 +1,7 @@
 /* lua_trace.c — rehearse.trace: Trace objects in Lua.
  *   trace.load(path)              a trace file: binary, or any importable format
  *   trace.new{block_size=, model=}  an empty trace, filled with t:add
- *   t:add{arrival=, input_len=, output_len=, id=, session_id=, hashes={...}}
+ *   t:add{arrival=, input_len=, output_len=, id=, session_id=, priority=, hashes={...}}
  *   t:slice{from=, to=, first=, sample=, seed=, rate_scale=, input_scale=,
  *           output_scale=, length_scale=}   a new trace, cut as `trace slice` cuts
  *   trace.import(path, {format=, model=, block_size=})   with explicit import options
@@ -95,6 +95,11 @@ static int l_trace_add(lua_State *L)
     lua_getfield(L, 2, "session_id");
     r.session_id = lua_isnil(L, -1) ? 0 : (uint64_t)luaL_checkinteger(L, -1);
     lua_pop(L, 1);
+    lua_getfield(L, 2, "priority");
+    lua_Integer prio = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    if (prio < INT32_MIN || prio > INT32_MAX) return luaL_error(L, "trace:add: priority must fit in 32 bits");
+    r.priority = (int32_t)prio;
     uint64_t hashes[4096];
     lua_getfield(L, 2, "hashes");
     if (lua_istable(L, -1)) {
@@ -285,6 +290,8 @@ static int l_trace_request(lua_State *L)
     lua_setfield(L, -2, "output_len");
     lua_pushinteger(L, (lua_Integer)r->session_id);
     lua_setfield(L, -2, "session_id");
+    lua_pushinteger(L, (lua_Integer)r->priority);
+    lua_setfield(L, -2, "priority");
     lua_pushinteger(L, r->n_hashes);
     lua_setfield(L, -2, "n_hashes");
     if (r->flags & TR_REQ_MEASURED) {

@@ -42,6 +42,19 @@ static int get_u32(jctx *c, const jl_field *f, uint32_t *v, rh_err *e)
     return 0;
 }
 
+/* A whole number in [-2^31, 2^31) (a request's priority). */
+static int get_i32(jctx *c, const jl_field *f, int32_t *v, rh_err *e)
+{
+    if (f->type != JL_NUM) return field_fail(c, f, "is not a number", e);
+    const char *s = jl_text(&c->j, f->text);
+    bool neg = f->text.len > 1 && s[0] == '-';
+    uint64_t x;
+    if (tr_parse_u64(s + neg, f->text.len - neg, &x) < 0) return field_fail(c, f, "is not a whole number", e);
+    if (x > (neg ? 2147483648ull : 2147483647ull)) return field_fail(c, f, "is outside 32 bits", e);
+    *v = neg ? (int32_t)(-(int64_t)x) : (int32_t)x;
+    return 0;
+}
+
 static int get_len(jctx *c, const jl_field *f, uint32_t *v, rh_err *e)
 {
     if (f->type != JL_NUM) return field_fail(c, f, "is not a number", e);
@@ -143,6 +156,7 @@ static int parse_request(jctx *c, tr_request *r, uint64_t next_id, uint32_t bloc
         else if (jl_key_is(j, f, "session_id")) rc = get_u64(c, f, &r->session_id, e);
         else if (jl_key_is(j, f, "turn")) rc = get_u32(c, f, &r->turn, e);
         else if (jl_key_is(j, f, "flags")) rc = get_u32(c, f, &r->flags, e);
+        else if (jl_key_is(j, f, "priority")) rc = get_i32(c, f, &r->priority, e);
         else if (jl_key_is(j, f, "ttft")) rc = get_f64(c, f, &r->ttft, e);
         else if (jl_key_is(j, f, "e2e")) rc = get_f64(c, f, &r->e2e, e);
         else if (jl_key_is(j, f, "cached_tokens")) rc = get_u32(c, f, &r->cached_tokens, e);
