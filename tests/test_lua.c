@@ -46,9 +46,18 @@ static int run_script(const char *name, const char *body, const char *extra, cha
     return tu_run(cmd, out, n);
 }
 
-static void test_lua_policy_equals_fcfs(void)
+/* Runs a script that must succeed and print `says`. */
+static void expect_script(const char *name, const char *body, const char *says)
 {
     char out[8192];
+    int rc = run_script(name, body, NULL, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, says) != NULL);
+}
+
+static void test_lua_policy_equals_fcfs(void)
+{
     const char *body =
         "local a = rehearse.sim.run{trace=T, cost=C, max_running_requests=16, per_request=true}\n"
         "local b = rehearse.sim.run{trace=T, cost=C, max_running_requests=16, per_request=true,\n"
@@ -65,10 +74,7 @@ static void test_lua_policy_equals_fcfs(void)
         "assert(c.metrics.max_waiting > 2, 'no queue formed')\n"
         "assert(rehearse.json.encode(c.metrics) ~= rehearse.json.encode(d.metrics))\n"
         "print('ok', a.metrics.p99_ttft_ms)\n";
-    int rc = run_script("policy.lua", body, NULL, out, sizeof out);
-    if (rc) printf("\n%s\n", out);
-    CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT(strstr(out, "ok") != NULL);
+    expect_script("policy.lua", body, "ok");
 }
 
 static const char *SWEEP_BODY =
@@ -91,7 +97,7 @@ static const char *SWEEP_BODY =
 
 static void test_sweep_equals_runs(void)
 {
-    char out[8192], base[256];
+    char base[256];
     tu_tmp_path("sweep", base, sizeof base);
     char body[4096];
     snprintf(body, sizeof body,
@@ -103,10 +109,7 @@ static void test_sweep_equals_runs(void)
              "assert(res[1].metrics.p99_ttft_ms ~= res[5].metrics.p99_ttft_ms)\n"
              "print('swept', #res)\n",
              base, SWEEP_BODY);
-    int rc = run_script("sweep.lua", body, NULL, out, sizeof out);
-    if (rc) printf("\n%s\n", out);
-    CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT(strstr(out, "swept\t6") != NULL);
+    expect_script("sweep.lua", body, "swept\t6");
     /* The CSV has a header and six rows in input order. */
     char csv[300], buf[4096];
     snprintf(csv, sizeof csv, "%s.csv", base);
@@ -219,10 +222,7 @@ static void test_synth_and_slice_match_cli(void)
              "assert(not ok and err:find(\"unknown option 'rat'\"), err)\n"
              "print('same')\n",
              cli_path, cli_slice);
-    int rc = run_script("synth.lua", body, NULL, out, sizeof out);
-    if (rc) printf("\n%s\n", out);
-    CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT(strstr(out, "same") != NULL);
+    expect_script("synth.lua", body, "same");
 }
 
 /* Priorities from Lua: t:add takes one, t:request gives it back, and
@@ -230,7 +230,6 @@ static void test_synth_and_slice_match_cli(void)
  * requests first (SGLang's knob name, with _ for -). */
 static void test_priority_from_lua(void)
 {
-    char out[8192];
     const char *body =
         "local t = rehearse.trace.new{block_size=16}\n"
         "for i = 1, 200 do t:add{arrival=i * 0.005, input_len=800, output_len=50, priority=(i % 4 == 0) and 9 or 0} end\n"
@@ -249,10 +248,7 @@ static void test_priority_from_lua(void)
         "                                        enable_priority_scheduling=true})\n"
         "assert(h1 < l1 / 3 and h1 < h0, string.format('%g %g %g %g', h0, l0, h1, l1))\n"
         "print('favoured', h0, h1)\n";
-    int rc = run_script("priority.lua", body, NULL, out, sizeof out);
-    if (rc) printf("\n%s\n", out);
-    CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT(strstr(out, "favoured") != NULL);
+    expect_script("priority.lua", body, "favoured");
 }
 
 void register_test_lua(void)
