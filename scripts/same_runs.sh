@@ -19,10 +19,12 @@ cd "$work" || exit 1
 echo '{"version":1,"kind":"roofline","model":"llama-3-70b","gpu":"h200","tp":8}' > l70b.json
 echo '{"version":1,"kind":"roofline","model":"llama-3.1-70b","gpu":"h200","tp":8}' > l31.json
 echo '{"router":"cache-aware","cost":"l31.json","groups":[{"name":"p","count":2,"role":"prefill"},{"name":"d","count":2,"role":"decode"}]}' > pd.json
-"$after" trace synth -o pre.rhtr --seed 3 --requests 20000 --rate 50 --prefix-groups 20 --prompts-per-group 100 \
+# The synthetic traces are written by BEFORE: a newer binary reads an older
+# one's format, not the other way round.
+"$before" trace synth -o pre.rhtr --seed 3 --requests 20000 --rate 50 --prefix-groups 20 --prompts-per-group 100 \
   --system-prompt-len 2000 >/dev/null
-"$after" trace synth -o turns.rhtr --seed 4 --requests 20000 --rate 30 --turns 6 --sessions 64 >/dev/null
-"$after" trace synth -o over.rhtr --seed 1 --requests 100000 --rate 2000 --input-dist fixed --input-len 1024 \
+"$before" trace synth -o turns.rhtr --seed 4 --requests 20000 --rate 30 --turns 6 --sessions 64 >/dev/null
+"$before" trace synth -o over.rhtr --seed 1 --requests 100000 --rate 2000 --input-dist fixed --input-len 1024 \
   --output-dist fixed --output-len 128 >/dev/null
 moon=$shared/mooncake_conversation_trace.jsonl code=$shared/AzureLLMInferenceTrace_code.csv
 conv=$shared/AzureLLMInferenceTrace_conv.csv
