@@ -1,12 +1,12 @@
 /* jsonl.h — our JSON Lines form of a trace: lossless, one object per line.
  *
  * Line 1 is the header:
- *   {"rehearse_trace":1,"block_size":512,"model":"","hardware":"","config":{"k":"v",...}}
+ *   {"rehearse_trace":2,"block_size":512,"model":"","hardware":"","config":{"k":"v",...}}
  * then one line per record, in file order, keys named after the tr_request
  * and tr_step fields:
  *   {"type":"request","id":0,"arrival":0.25,"input_len":6758,"output_len":500,"hashes":[0,1,2]}
  *   {"type":"step","index":0,"start":1.5,"duration":0.031,...every tr_step field...}
- * A request line omits fields that are zero (session_id/turn, flags,
+ * A request line omits fields that are zero (session_id/turn, flags, priority,
  * hashes, token_times) and the measured group (ttft, e2e, cached_tokens,
  * spec_proposed, spec_accepted, retractions, finish) when all of it is zero.
  * Times are printed in the shortest form that reads back bit-exact; finish
