@@ -37,6 +37,9 @@ static uint64_t rnd(uint64_t *s)
     return x ^ (x >> 31);
 }
 
+/* With priority_levels > 0, each request gets a priority in [0, levels). */
+static uint32_t priority_levels;
+
 /* 300 requests of random sizes arriving over time, run to the end; returns
  * the digest of every batch. */
 static uint64_t workload(const core_config *cfg, uint64_t seed)
@@ -47,7 +50,13 @@ static uint64_t workload(const core_config *cfg, uint64_t seed)
     for (int step = 0; step < 20000 && (id <= N_REQ || !core_idle(H.c)); step++) {
         if (id <= N_REQ && rnd(&seed) % 3 == 0)
             for (uint64_t k = 1 + rnd(&seed) % 2; k > 0 && id <= N_REQ; k--, id++)
-                h_add(&H, id, 1 + (uint32_t)(rnd(&seed) % 600), 1 + (uint32_t)(rnd(&seed) % 80), now);
+            {
+                core_req_desc d = {.id = id, .prompt_len = 1 + (uint32_t)(rnd(&seed) % 600),
+                                   .max_new_tokens = 1 + (uint32_t)(rnd(&seed) % 80)};
+                if (priority_levels) d.priority = (int32_t)(rnd(&seed) % priority_levels);
+                rh_err e;
+                CU_ASSERT_PTR_NOT_NULL(core_add(H.c, &d, now, &e));
+            }
         h_step(&H, now);
         now += 0.01;
         if (step % 50 == 0) CU_ASSERT_EQUAL(h_check(&H), 0);
@@ -109,6 +118,36 @@ static void test_sort_equals_lof(void)
     cfg.lua_policy_path = NULL;
     CU_ASSERT_NOT_EQUAL(workload(&cfg, 4), lof);   /* the comparison can tell */
     core_free(H.c);
+}
+
+/* A Lua sort by priority (higher first, queue order within) schedules as
+ * the built-in --enable-priority-scheduling does, batch for batch. */
+static void test_sort_equals_priority(void)
+{
+    priority_levels = 3;
+    core_config cfg = lua_cfg();
+    cfg.enable_priority_scheduling = true;
+    uint64_t builtin = workload(&cfg, 6);
+    core_free(H.c);
+    cfg.enable_priority_scheduling = false;
+    cfg.policy = CORE_POLICY_LUA;
+    cfg.lua_policy_path = h_script("priority.lua",
+                                   "function policy(waiting, state)\n"
+                                   "  table.sort(waiting, function(a, b)\n"
+                                   "    if a.priority ~= b.priority then return a.priority > b.priority end\n"
+                                   "    return a.index < b.index\n"
+                                   "  end)\n"
+                                   "  return waiting\n"
+                                   "end\n");
+    uint64_t lua = workload(&cfg, 6);
+    CU_ASSERT_EQUAL(H.n_msgs, 0);
+    core_free(H.c);
+    CU_ASSERT_EQUAL(builtin, lua);
+    cfg.policy = CORE_POLICY_FCFS;
+    cfg.lua_policy_path = NULL;
+    CU_ASSERT_NOT_EQUAL(workload(&cfg, 6), builtin);   /* the comparison can tell */
+    core_free(H.c);
+    priority_levels = 0;
 }
 
 /* Every failing call falls back to fcfs; the first error is reported once. */
@@ -278,6 +317,7 @@ void register_test_core_lua(void)
     CU_pSuite s = CU_add_suite("core_lua", NULL, NULL);
     CU_add_test(s, "identity Lua policy gives the fcfs batches", test_identity_equals_fcfs);
     CU_add_test(s, "sorting Lua policy gives the lof batches", test_sort_equals_lof);
+    CU_add_test(s, "a Lua sort by priority gives the --enable-priority-scheduling batches", test_sort_equals_priority);
     CU_add_test(s, "errors, bad answers and endless loops fall back", test_errors_fall_back);
     CU_add_test(s, "a policy may hold requests back", test_hold_back);
     CU_add_test(s, "caller-owned state and registry reference", test_caller_state);

@@ -117,7 +117,7 @@ static int protected_call(lua_State *L)
         core_req *r = x->reqs[i];
         uint32_t dummy, m = keys_match(c, r, NULL, &dummy);
         uint64_t cached = (uint64_t)m * c->ps;
-        lua_createtable(L, 0, 10);
+        lua_createtable(L, 0, 11);
         lbox_set_int(L, "index", i + 1);
         lbox_set_int(L, "id", (long long)r->id);
         lbox_set_int(L, "prompt_len", r->prompt_len);
@@ -127,6 +127,7 @@ static int protected_call(lua_State *L)
         lbox_set_num(L, "arrival", r->arrival);
         lbox_set_num(L, "wait", x->now - r->arrival);
         lbox_set_int(L, "retractions", r->retractions);
+        lbox_set_int(L, "priority", r->priority);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
 
