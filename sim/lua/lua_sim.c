@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sim/lua/lua_api.h"
@@ -29,6 +28,7 @@
 #include "util/args.h"
 #include "util/progress.h"
 #include "util/atomic_file.h"
+#include "util/fork_pool.h"
 
 static rlua_options g_opt;
 static int g_sweep_ordinal;
@@ -532,97 +532,49 @@ static int l_sim_run(lua_State *L)
 
 static int default_workers(void)
 {
-    if (g_opt.workers > 0) return g_opt.workers;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return g_opt.workers > 0 ? g_opt.workers : rh_fork_pool_default_workers();
 }
 
-static json_t *read_json_file(FILE *f, rh_err *e)
+typedef struct sweep_ctx {
+    rlua_job *jobs;
+    json_t **out;
+} sweep_ctx;
+
+/* In a worker: the job's result, or {"error": message}, as JSON. */
+static int sweep_job(void *ctx, int i, FILE *f)
 {
-    rewind(f);
+    sweep_ctx *c = ctx;
+    rh_err ce = {{0}};
+    c->jobs[i].cfg.progress = 0;
+    json_t *o = run_job(&c->jobs[i], &ce);
+    if (!o) {
+        o = json_object();
+        json_object_set_new(o, "error", json_string(ce.msg));
+    }
+    return json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0 ? 0 : -1;
+}
+
+static int sweep_done(void *ctx, int i, FILE *f, int ok, const char *why, rh_err *e)
+{
+    sweep_ctx *c = ctx;
+    if (!ok || !f) return rh_fail(e, "config %d: worker died (%s)", i + 1, why);
     json_error_t je;
-    json_t *j = json_loadf(f, 0, &je);
-    if (!j) rh_fail(e, "worker result unreadable: %s", je.text);
-    return j;
+    json_t *o = json_loadf(f, 0, &je);
+    if (!o) return rh_fail(e, "config %d: worker result unreadable: %s", i + 1, je.text);
+    if (json_object_get(o, "error")) {
+        rh_fail(e, "config %d: %s", i + 1, json_string_value(json_object_get(o, "error")));
+        json_decref(o);
+        return -1;
+    }
+    c->out[i] = o;
+    return 0;
 }
 
 /* Runs every job in up to `workers` child processes; fills out[i]. */
 static int run_parallel(rlua_job *jobs, int n, int workers, json_t **out, rh_err *e)
 {
-    typedef struct { pid_t pid; FILE *f; int job; } slot;
-    slot *slots = calloc((size_t)workers, sizeof *slots);
-    if (!slots) return rh_fail(e, "out of memory");
-    rh_progress bar;
-    rh_progress_begin(&bar, "sweep", (uint64_t)n);
-    int next = 0, done = 0, active = 0, rc = 0;
-    while (done < n) {
-        while (rc == 0 && next < n && active < workers) {
-            int s = 0;
-            while (slots[s].pid) s++;
-            FILE *f = tmpfile();
-            if (!f) {
-                rc = rh_fail(e, "cannot create a temporary file for a sweep worker");
-                break;
-            }
-            fflush(NULL);
-            pid_t pid = fork();
-            if (pid < 0) {
-                fclose(f);
-                rc = rh_fail(e, "cannot start a sweep worker: %s", strerror(errno));
-                break;
-            }
-            if (pid == 0) {
-                rh_err ce = {{0}};
-                jobs[next].cfg.progress = 0;
-                json_t *o = run_job(&jobs[next], &ce);
-                if (!o) {
-                    o = json_object();
-                    json_object_set_new(o, "error", json_string(ce.msg));
-                }
-                int ok = json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0 && fflush(f) == 0;
-                _exit(ok ? 0 : 1);
-            }
-            slots[s] = (slot){pid, f, next++};
-            active++;
-        }
-        if (active == 0) break;
-        int status;
-        pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) {
-            if (errno == EINTR) continue;
-            rc = rh_fail(e, "waiting for sweep workers: %s", strerror(errno));
-            break;
-        }
-        int s = 0;
-        while (s < workers && slots[s].pid != pid) s++;
-        if (s == workers) continue;
-        active--;
-        done++;
-        json_t *o = NULL;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) o = read_json_file(slots[s].f, e);
-        else if (rc == 0) rh_fail(e, "config %d: worker died (%s %d)", slots[s].job + 1,
-                                  WIFSIGNALED(status) ? "signal" : "status",
-                                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-        fclose(slots[s].f);
-        if (o && json_object_get(o, "error")) {
-            if (rc == 0) rh_fail(e, "config %d: %s", slots[s].job + 1, json_string_value(json_object_get(o, "error")));
-            json_decref(o);
-            o = NULL;
-        }
-        if (!o) rc = -1;
-        out[slots[s].job] = o;
-        slots[s].pid = 0;
-        rh_progress_update(&bar, (uint64_t)done);
-    }
-    /* After a failure, let running workers finish so none is left behind. */
-    for (int s = 0; s < workers; s++)
-        if (slots[s].pid) {
-            waitpid(slots[s].pid, NULL, 0);
-            fclose(slots[s].f);
-        }
-    rh_progress_end(&bar);
-    free(slots);
-    return rc;
+    sweep_ctx c = {jobs, out};
+    return rh_fork_pool(n, workers, "sweep", sweep_job, sweep_done, &c, e);
 }
 
 static char *abs_path(const char *p)
