@@ -117,6 +117,20 @@ static void test_cache_aware(void)
     router_free(r);
 }
 
+/* Requests without block hashes (a trace of lengths only): SGLang's router
+ * still inserts each one's text into its worker's tree, so among equally
+ * loaded workers the smallest tree takes turns; sending every one to the
+ * first would leave the others idle until the balance rule trips. */
+static void test_cache_aware_without_hashes(void)
+{
+    router_replica st[3];
+    all_healthy(st, 3);
+    router *r = make(ROUTER_CACHE_AWARE, 3, 0);
+    for (int i = 0; i < 9; i++) CU_ASSERT_EQUAL(router_pick(r, st, NULL, 0), i % 3);
+    for (uint32_t k = 0; k < 3; k++) CU_ASSERT_EQUAL(router_tree_size(r, k), 3);
+    router_free(r);
+}
+
 /* The balance rule's edge: a load gap of exactly balance_abs (32) is still
  * balanced (SGLang: unbalanced only when most - least > abs), so the prefix
  * match wins; one request more and the least loaded serves. Only the
@@ -216,6 +230,7 @@ void register_test_router(void)
     CU_add_test(s, "power of two: never the busier of a pair; the seed repeats", test_power_of_two);
     CU_add_test(s, "cache-aware: affinity, the emptiest tree, the balance rule", test_cache_aware);
     CU_add_test(s, "cache-aware: a load gap of exactly balance_abs is balanced", test_cache_aware_balance_edge);
+    CU_add_test(s, "cache-aware without block hashes: the smallest tree takes turns", test_cache_aware_without_hashes);
     CU_add_test(s, "power of two: two distinct replicas, the idle one of three 2/3", test_power_of_two_distinct);
     CU_add_test(s, "cache-aware trees stay bounded; bad configurations refused", test_tree_bound_and_config);
 }

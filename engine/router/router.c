@@ -9,6 +9,7 @@
 #include "engine/core/core.h"
 #include "engine/core/breaker.h"
 #include "engine/router/router_lua.h"
+#include "util/hash.h"
 #include "util/hashmap.h"
 #include "util/rng.h"
 
@@ -186,10 +187,19 @@ static void trim(tree *t, uint64_t max)
     *m = kept;
 }
 
+/* SGLang's router inserts every request's text into the tree of the
+ * worker it picked, so a worker's tree grows with each request it is sent
+ * and "the smallest tree" takes turns among equally loaded workers. A
+ * request without block hashes (a trace of lengths only) still takes its
+ * place there: one block of its own, which nothing else can match. */
 static void remember(router *r, uint32_t replica, const uint64_t *hashes, uint32_t n_hashes)
 {
     tree *t = &r->trees[replica];
     uint64_t now = ++r->tick;
+    if (!n_hashes) {
+        uint64_t own = rh_hash64(now);
+        rh_map64_put(&t->blocks, own, now);
+    }
     for (uint32_t i = 0; i < n_hashes; i++)
         if (rh_map64_put(&t->blocks, hashes[i], now) < 0) break;   /* out of memory: the tree stays smaller */
     trim(t, r->cfg.max_tree_blocks);
