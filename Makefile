@@ -35,7 +35,7 @@ LDLIBS_ALL = $(PKG_LIBS) -ldl -lm -lpthread $(SANFLAGS) $(LDFLAGS) $(LDLIBS)
 # into the binary: no library can call one.
 LIB_DIRS = util traces traces/import traces/tools traces/metrics kernels/cpu \
            engine/core engine/router engine/model engine/speculative engine/record engine engine/serve client router \
-           sim/cost sim sim/calibrate sim/plot sim/validate sim/lua
+           sim/cost sim sim/calibrate sim/plot sim/validate sim/plan sim/lua
 LIB_SRCS = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS = rehearse.c $(wildcard cli/*.c)

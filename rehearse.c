@@ -12,6 +12,7 @@ static const cli_command commands[] = {
     {"run", run_main, "run a Lua experiment script (sweeps in parallel, CSV, plots)"},
     {"validate", validate_main, "run a trace through the real engine and the simulator; compare every metric"},
     {"fit", fit_main, "fit a linear cost model to the step records of a recorded trace"},
+    {"plan", plan_main, "the cheapest deployment that serves a trace within its SLOs, searched by simulation"},
     {"plot", plot_main, "draw lines, CDFs, heatmaps, bars or time series from a CSV with gnuplot"},
     {"cost", cost_main, "show what a cost model predicts for a batch, term by term; list presets"},
     {"serve", serve_main, "serve a model over an OpenAI-compatible HTTP API, recording requests and steps"},

@@ -42,5 +42,6 @@ int model_main(int argc, char **argv);            /* model.c */
 int bench_main(int argc, char **argv);            /* bench.c */
 int probe_main(int argc, char **argv);            /* probe.c */
 int router_main(int argc, char **argv);           /* router.c */
+int plan_main(int argc, char **argv);             /* plan.c */
 
 #endif

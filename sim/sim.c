@@ -1199,6 +1199,12 @@ static int size_deployment(sim_config *c, const cost_model *cost, sim_result *ou
     return 0;
 }
 
+int sim_prepare_server(sim_config *c, const cost_model *cost, sim_result *notes, rh_err *e)
+{
+    if (cost_check_tp(cost, c->tp, e) < 0 || sim_serving_resolve(c, cost, e) < 0) return -1;
+    return spec_shape(c, notes, e) < 0 || size_deployment(c, cost, notes, e) < 0 ? -1 : 0;
+}
+
 int sim_pd_link(const char *name, double *Bps, double *latency_s)
 {
     /* Achieved per-GPU bandwidths and per-call latencies of the h100-sxm

@@ -225,4 +225,13 @@ int sim_run_groups(const sim_config *run_cfg, const sim_group *groups, uint32_t 
                    sim_result *out, rh_err *e);
 void sim_result_free(sim_result *r);
 
+/* One server's knobs as a run settles them before its first step: the tp
+ * size checked against the cost model, the serving flags resolved, the
+ * speculation's shape, and, from the GPU's memory where the cost model
+ * knows it, the chunk, the KV pool (core.max_total_tokens) and max running
+ * requests the server would take by default. Notes (defaults taken, how the
+ * pool was sized) go to notes' spec_note, pool_how and defaults_how. -1
+ * with the message when the model does not fit. */
+int sim_prepare_server(sim_config *c, const cost_model *cost, sim_result *notes, rh_err *e);
+
 #endif

@@ -1,0 +1,398 @@
+/* plan.c — `rehearse plan TRACE --model M --slo-ttft-ms T --slo-tpot-ms P ...`:
+ * the cheapest deployment of M that serves TRACE within its SLOs
+ * (sim/plan/plan.h), with its launch lines. */
+#include "cli/cli.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/router/router.h"
+#include "sim/plan/launch.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/report.h"
+#include "traces/import/import.h"
+#include "util/args.h"
+#include "util/fs.h"
+#include "util/progress.h"
+
+static const char plan_help[] =
+    "usage: rehearse plan TRACE --model M --slo-ttft-ms T --slo-tpot-ms P [flags] [knobs]\n\n"
+    "Searches for the cheapest deployment of model M that serves TRACE within the SLOs:\n"
+    "GPU type x tensor-parallel size x replicas (or prefill and decode pools) x chunked\n"
+    "prefill x max running requests x speculative steps x router, each candidate a\n"
+    "simulation of the trace. Candidates whose weights leave no KV pool are refused,\n"
+    "those that cannot keep up with the trace's tokens even at their best rates are\n"
+    "pruned, and the rest go through successive halving: all on a prefix of the trace,\n"
+    "the best quarter on a prefix four times longer, ..., the last rung the whole trace.\n"
+    "Prints the ranked table, each GPU type's cheapest deployment with the highest rate\n"
+    "it sustains, and the winner's launch lines (SGLang, vLLM).\n\n"
+    "the question:\n"
+    "  --model M                 a model preset (rehearse cost presets)\n"
+    "  --slo-ttft-ms T, --slo-tpot-ms P   the SLOs (both required)\n"
+    "  --slo-quantile Q          the quantile that must be within them (default 0.99)\n"
+    "  --slo-attainment A        instead: at least A of the requests within both\n"
+    "  --prices FILE             PRICES.json: {\"gpus\": {\"h100-sxm\": {\"usd_per_gpu_hour\": 2.99}}}\n"
+    "                            (default: the sample scripts/prices.json, list prices with sources)\n"
+    "  --rate-scale X            the trace's arrivals X times faster (default 1)\n"
+    "  --target-rate QPS         the trace at QPS requests a second (instead of --rate-scale)\n"
+    "  --first N                 plan on the trace's first N requests\n"
+    "the space (comma-separated lists):\n"
+    "  --gpus LIST               GPU presets (default: every GPU the prices file lists)\n"
+    "  --tp LIST                 tensor-parallel sizes (default 1,2,4,8)\n"
+    "  --max-replicas N          1..N replicas (default 16)\n"
+    "  --max-gpus N              at most N GPUs a deployment (default 64)\n"
+    "  --chunked-prefill-sizes LIST   (default 2048,4096,8192)\n"
+    "  --max-running-requests-list LIST   (default 64,128,256,512)\n"
+    "  --speculative-steps LIST  draft steps, 0 for off (default 0,3)\n"
+    "  --speculative-algorithm A the drafter when steps > 0 (default EAGLE; NEXTN for DeepSeek)\n"
+    "  --routers LIST            router policies for 2+ replicas (default cache-aware)\n"
+    "  --pd LIST                 none, or prefill:decode ratios such as 1:1,1:3 (default none)\n"
+    "the search:\n"
+    "  --rungs N, --eta E        successive halving: N rungs, each keeping 1/E (default 3, 4)\n"
+    "  --top N                   table rows, and the fewest a rung keeps (default 10)\n"
+    "  --min-requests N          the first rung's prefix has at least N requests (default 200)\n"
+    "  --workers N               simulations at once (default: the processors)\n"
+    "  --resume DIR              keep every evaluation in DIR as it finishes; rerun with the\n"
+    "                            same DIR after a kill to go on where it stopped\n"
+    "  --no-rate-search          skip the highest rate per GPU type\n"
+    "output:\n"
+    "  -o DIR                    plan.json, candidates.csv, launch.sh and the Pareto plots\n"
+    "  --json                    print plan.json instead of the table\n"
+    "  --model-path P            what the launch lines load (default: the preset's Hugging Face id)\n"
+    "  --progress                progress bars even when stderr is not a terminal\n"
+    "Any other `rehearse sim` knob (--scheduler, --speculative-accept-rate, --schedule-policy,\n"
+    "...) is every candidate's.\n";
+
+/* Knobs the plan searches: a single value would fight the search. */
+static const char *const searched[] = {"tp-size", "tp", "tensor-parallel-size", "replicas", "chunked-prefill-size",
+                                       "max-running-requests", "speculative-num-steps", "router", "router-policy",
+                                       "prefill-replicas", "decode-replicas", "max-num-seqs", "max-num-batched-tokens"};
+
+static int parse_u32_list(const char *flag, const char *v, uint32_t lo, uint32_t hi, uint32_t *out, int *n,
+                          rh_err *e)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == PLAN_MAX_LIST) return rh_fail(e, "--%s: at most %d values", flag, PLAN_MAX_LIST);
+        char what[64];
+        snprintf(what, sizeof what, "--%s", flag);
+        if (rh_parse_u32(tok, what, lo, hi, &out[(*n)++], e) < 0) return -1;
+    }
+    return *n ? 0 : rh_fail(e, "--%s: an empty list", flag);
+}
+
+/* The Hugging Face id in a model preset's "source" URL, else its name. */
+static void model_path_of(const char *model, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", model);
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    if (rh_exe_dir(dir, sizeof dir) < 0) return;
+    snprintf(path, sizeof path, "%s/sim/cost/presets/models/%s.json", dir, model);
+    json_t *j = json_load_file(path, 0, NULL);
+    const char *src = j ? json_string_value(json_object_get(j, "source")) : NULL;
+    const char *at = src ? strstr(src, "huggingface.co/") : NULL;
+    if (at) {
+        at += strlen("huggingface.co/");
+        const char *slash = strchr(at, '/'), *end = slash ? strpbrk(slash + 1, "/ ") : NULL;
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (slash && len < n) snprintf(buf, n, "%.*s", (int)len, at);
+    }
+    json_decref(j);
+}
+
+static int default_prices(char *buf, size_t n)
+{
+    char dir[PATH_MAX - 64];
+    if (rh_exe_dir(dir, sizeof dir) < 0) return -1;
+    snprintf(buf, n, "%s/scripts/prices.json", dir);
+    return access(buf, R_OK) == 0 ? 0 : -1;
+}
+
+int plan_main(int argc, char **argv)
+{
+    if (rh_wants_help(argc, argv)) {
+        fputs(plan_help, stdout);
+        return 0;
+    }
+    plan_opts o;
+    plan_opts_default(&o);
+    plan_space sp = {.tp = {1, 2, 4, 8}, .n_tp = 4, .max_replicas = 16, .max_gpus = 64,
+                     .chunk = {2048, 4096, 8192}, .n_chunk = 3, .max_running = {64, 128, 256, 512},
+                     .n_max_running = 4, .spec_steps = {0, 3}, .n_spec = 2, .routers = {ROUTER_CACHE_AWARE},
+                     .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1};
+    snprintf(sp.spec_algorithm, sizeof sp.spec_algorithm, "EAGLE");
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    rh_err e = {{0}};
+    const char *name, *model = NULL, *prices = NULL, *gpu_list = NULL, *out_dir = NULL, *model_path = NULL;
+    double target_rate = 0;
+    uint32_t first = 0, top = 10;
+    int json = 0;
+    char question[8192];
+    size_t qlen = 0;
+    question[0] = '\0';
+    plan_gpu gpus[64];
+    cost_model *costs[64] = {0};
+    int n_gpus = 0, rc = 1;
+    tr_trace t;
+    tr_trace_init(&t);
+    plan_result res = {0};
+    while ((name = rh_args_next(&a))) {
+        const char *v = NULL;
+        uint32_t u;
+        int n;
+        /* What changes no result stays out of the question a resume folder checks. */
+        bool asks = true;
+        if (!strcmp(name, "json") || !strcmp(name, "progress") || !strcmp(name, "no-rate-search")) {
+            if (rh_args_no_value(&a, &e) < 0) goto bad;
+            if (!strcmp(name, "json")) json = 1, asks = false;
+            else if (!strcmp(name, "progress")) rh_progress_force(1), asks = false;
+            else o.rate_search = false;
+        } else if (!strcmp(name, "model")) {
+            if (!(v = model = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "prices")) {
+            if (!(v = prices = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "gpus")) {
+            if (!(v = gpu_list = rh_args_value(&a, &e))) goto bad;
+        } else if (!strcmp(name, "o") || !strcmp(name, "output")) {
+            if (!(v = out_dir = rh_args_value(&a, &e))) goto bad;
+            asks = false;
+        } else if (!strcmp(name, "resume")) {
+            if (!(v = o.resume_dir = rh_args_value(&a, &e))) goto bad;
+            asks = false;
+        } else if (!strcmp(name, "model-path")) {
+            if (!(v = model_path = rh_args_value(&a, &e))) goto bad;
+            asks = false;
+        } else if (!strcmp(name, "slo-ttft-ms") || !strcmp(name, "slo-tpot-ms") || !strcmp(name, "slo-quantile") ||
+                   !strcmp(name, "slo-attainment") || !strcmp(name, "target-rate")) {
+            double x;
+            char what[64];
+            snprintf(what, sizeof what, "--%s", name);
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_double(v, what, &x, &e) < 0) goto bad;
+            bool frac = !strcmp(name, "slo-quantile") || !strcmp(name, "slo-attainment");
+            if (!(x > 0) || !isfinite(x) || (frac && !(x < 1) && strcmp(name, "slo-attainment")) || (frac && x > 1)) {
+                rh_fail(&e, "--%s must be %s (got %s)", name, frac ? "in (0, 1)" : "> 0", v);
+                goto bad;
+            }
+            if (!strcmp(name, "slo-ttft-ms")) o.slo.ttft_ms = x;
+            else if (!strcmp(name, "slo-tpot-ms")) o.slo.tpot_ms = x;
+            else if (!strcmp(name, "slo-quantile")) o.slo.quantile = x;
+            else if (!strcmp(name, "slo-attainment")) o.slo.attainment = x;
+            else target_rate = x;
+        } else if (!strcmp(name, "tp")) {
+            if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 64, sp.tp, &sp.n_tp, &e) < 0) goto bad;
+        } else if (!strcmp(name, "chunked-prefill-sizes")) {
+            uint32_t l[PLAN_MAX_LIST];
+            if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 1u << 24, l, &sp.n_chunk, &e) < 0) goto bad;
+            for (int i = 0; i < sp.n_chunk; i++) sp.chunk[i] = (int32_t)l[i];
+        } else if (!strcmp(name, "max-running-requests-list")) {
+            if (!(v = rh_args_value(&a, &e)) ||
+                parse_u32_list(name, v, 1, 1u << 20, sp.max_running, &sp.n_max_running, &e) < 0)
+                goto bad;
+        } else if (!strcmp(name, "speculative-steps")) {
+            if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 0, 64, sp.spec_steps, &sp.n_spec, &e) < 0)
+                goto bad;
+        } else if (!strcmp(name, "speculative-algorithm")) {
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            snprintf(sp.spec_algorithm, sizeof sp.spec_algorithm, "%s", v);
+            sim_config probe;
+            sim_config_default(&probe);
+            if (sim_config_set(&probe, "speculative-algorithm", v, &e) < 0) goto bad;
+        } else if (!strcmp(name, "routers")) {
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            sp.n_routers = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int p = router_policy_parse(tok);
+                if (p < 0 || p == ROUTER_LUA) {
+                    rh_fail(&e, "--routers: '%s' is not a router policy here (round-robin, least-outstanding, "
+                                "least-kv, power-of-two, cache-aware)", tok);
+                    goto bad;
+                }
+                if (sp.n_routers == PLAN_MAX_LIST) {
+                    rh_fail(&e, "--routers: at most %d", PLAN_MAX_LIST);
+                    goto bad;
+                }
+                sp.routers[sp.n_routers++] = p;
+            }
+        } else if (!strcmp(name, "pd")) {
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            sp.n_pd = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                unsigned p = 0, d = 0;
+                char tail;
+                if (sp.n_pd == PLAN_MAX_LIST) {
+                    rh_fail(&e, "--pd: at most %d", PLAN_MAX_LIST);
+                    goto bad;
+                }
+                if (!strcmp(tok, "none")) {
+                    sp.pd[sp.n_pd][0] = sp.pd[sp.n_pd][1] = 0;
+                } else if (sscanf(tok, "%u:%u%c", &p, &d, &tail) == 2 && p >= 1 && d >= 1 && p <= 64 && d <= 64) {
+                    sp.pd[sp.n_pd][0] = p;
+                    sp.pd[sp.n_pd][1] = d;
+                } else {
+                    rh_fail(&e, "--pd: '%s' is neither none nor PREFILL:DECODE (such as 1:3)", tok);
+                    goto bad;
+                }
+                sp.n_pd++;
+            }
+        } else if (!strcmp(name, "max-replicas") || !strcmp(name, "max-gpus") || !strcmp(name, "first") ||
+                   !strcmp(name, "rungs") || !strcmp(name, "eta") || !strcmp(name, "top") ||
+                   !strcmp(name, "min-requests") || !strcmp(name, "workers")) {
+            char what[64];
+            snprintf(what, sizeof what, "--%s", name);
+            uint32_t lo = !strcmp(name, "eta") ? 2 : 1, hi = !strcmp(name, "rungs") ? 8 : 1u << 30;
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, what, lo, hi, &u, &e) < 0) goto bad;
+            if (!strcmp(name, "max-replicas")) sp.max_replicas = u;
+            else if (!strcmp(name, "max-gpus")) sp.max_gpus = u;
+            else if (!strcmp(name, "first")) first = u;
+            else if (!strcmp(name, "rungs")) o.rungs = u;
+            else if (!strcmp(name, "eta")) o.eta = u;
+            else if (!strcmp(name, "top")) top = o.keep = u;
+            else if (!strcmp(name, "min-requests")) o.min_requests = u;
+            else o.workers = (int)u, asks = false;
+        } else {
+            for (size_t i = 0; i < sizeof searched / sizeof *searched; i++)
+                if (!strcmp(name, searched[i])) {
+                    rh_fail(&e, "--%s is what the plan searches; give its values as a list (see rehearse plan --help)",
+                            name);
+                    goto bad;
+                }
+            if (sim_config_takes_value(name) == 0) v = a.inline_val ? rh_args_value(&a, &e) : "true";
+            else if (!(v = rh_args_value(&a, &e))) goto bad;
+            if (!v) goto bad;
+            n = sim_config_set(&o.base, name, v, &e);
+            if (n < 0) goto bad;
+            if (n == 0) {
+                rh_fail(&e, "unknown flag --%s (see rehearse plan --help)", name);
+                goto bad;
+            }
+        }
+        if (asks && qlen < sizeof question)
+            qlen += (size_t)snprintf(question + qlen, sizeof question - qlen, "--%s %s\n", name, v ? v : "");
+    }
+    if (a.npos != 1) {
+        rh_fail(&e, "plan takes one TRACE (got %d); see rehearse plan --help", a.npos);
+        goto bad;
+    }
+    if (!model || !(o.slo.ttft_ms > 0) || !(o.slo.tpot_ms > 0)) {
+        rh_fail(&e, "plan needs --model, --slo-ttft-ms and --slo-tpot-ms; see rehearse plan --help");
+        goto bad;
+    }
+    if (core_config_validate(&o.base.core, &e) < 0) goto bad;
+    char prices_buf[PATH_MAX];
+    if (!prices) {
+        if (default_prices(prices_buf, sizeof prices_buf) < 0) {
+            rh_fail(&e, "plan needs --prices PRICES.json (the sample scripts/prices.json is not beside this binary)");
+            goto bad;
+        }
+        prices = prices_buf;
+        fprintf(stderr, "rehearse plan: prices from %s (list prices with their sources); give yours with --prices\n",
+                prices);
+    }
+    char names[64][48];
+    if (gpu_list) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", gpu_list);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (n_gpus == 64) {
+                rh_fail(&e, "--gpus: at most 64");
+                goto bad;
+            }
+            snprintf(names[n_gpus++], 48, "%s", tok);
+        }
+    } else if ((n_gpus = plan_price_names(prices, names, 64, &e)) < 0) {
+        n_gpus = 0;
+        goto bad;
+    }
+    for (int g = 0; g < n_gpus; g++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"%.200s\", \"gpu\": \"%.47s\"}", model,
+                 names[g]);
+        if (!(costs[g] = cost_parse(text, "plan", &e))) {
+            rh_prefix(&e, "--model %s --gpus %s", model, names[g]);
+            goto bad;
+        }
+        gpus[g] = (plan_gpu){.cost = costs[g]};
+        snprintf(gpus[g].name, sizeof gpus[g].name, "%.47s", names[g]);
+        if (plan_price_of(prices, names[g], &gpus[g].usd_per_gpu_hour, &e) < 0) goto bad;
+    }
+    sp.gpus = gpus;
+    sp.n_gpus = n_gpus;
+
+    if (tr_trace_load(a.pos[0], &t, &e) < 0) goto bad;
+    if (first && first < t.n_requests) t.n_requests = first;
+    if (t.n_requests < 2) {
+        rh_fail(&e, "%s: a plan needs at least 2 requests", a.pos[0]);
+        goto bad;
+    }
+    if (target_rate > 0) {
+        double span = t.requests[t.n_requests - 1].arrival - t.requests[0].arrival;
+        if (!(span > 0)) {
+            rh_fail(&e, "--target-rate: %s's requests all arrive at once", a.pos[0]);
+            goto bad;
+        }
+        o.base.rate_scale = target_rate / (t.n_requests / span);
+    }
+    if (qlen < sizeof question)
+        snprintf(question + qlen, sizeof question - qlen, "trace %s, %zu requests\n", a.pos[0], t.n_requests);
+    o.question = question;
+    o.progress = 1;
+    char model_buf[256];
+    if (!model_path) {
+        model_path_of(model, model_buf, sizeof model_buf);
+        model_path = model_buf;
+    }
+    double t0 = rh_now();
+    if (plan_run(&o, &sp, &t, &res, &e) < 0) goto bad;
+    double wall = rh_now() - t0;
+    if (json) {
+        json_t *j = plan_to_json(&o, &sp, &res, model_path);
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        printf("\n");
+        json_decref(j);
+    } else {
+        printf("plan: %zu requests of %s at %.3f req/s, %s on %d GPU type%s", t.n_requests - res.dropped_too_long,
+               a.pos[0], res.trace_rate, model, n_gpus, n_gpus == 1 ? "" : "s");
+        if (res.dropped_too_long)
+            printf(" (%u longer than the model's context left out)", res.dropped_too_long);
+        printf("\n");
+        plan_print(stdout, &o, &sp, &res, top);
+        printf("\n%llu simulations in %.1f s (%.1f s of simulation)%s\n", (unsigned long long)res.simulations, wall,
+               res.sim_cpu_s, res.resumed ? "" : "");
+        if (res.resumed) printf("%llu evaluations read back from %s\n", (unsigned long long)res.resumed, o.resume_dir);
+        if (res.n_ranked && plan_judge(&o.slo, &res.c[res.ranked[0]].ev).ok) {
+            const plan_cand *w = &res.c[res.ranked[0]];
+            char flags[512];
+            plan_cand_flags(&sp, w, flags, sizeof flags);
+            printf("\nthe winner, simulated again on its own:\n  rehearse sim %s --cost <roofline %s on %s> %s "
+                   "--rate-scale %.6g --slo-ttft %g --slo-tpot %g\n",
+                   a.pos[0], model, sp.gpus[w->gpu].name, flags, o.base.rate_scale, o.slo.ttft_ms, o.slo.tpot_ms);
+            printf("\nits launch lines:\n");
+            plan_launch_lines(&sp, w, model_path, stdout);
+        }
+    }
+    if (out_dir) {
+        if (plan_write(out_dir, &o, &sp, &res, model_path, &e) < 0) goto bad;
+        if (!json) printf("\nwrote %s/plan.json, candidates.csv, launch.sh, pareto-ttft.png, pareto-goodput.png\n",
+                          out_dir);
+    }
+    rc = 0;
+bad:
+    if (rc) fprintf(stderr, "rehearse plan: %s\n", e.msg);
+    plan_result_free(&res);
+    tr_trace_free(&t);
+    for (int g = 0; g < n_gpus; g++)
+        if (costs[g]) cost_free(costs[g]);
+    return rc;
+}

@@ -1,0 +1,457 @@
+/* test_plan.c — rehearse plan against computations of the same thing done
+ * another way: the winner's evaluation against its own simulation, the
+ * halving search against the exhaustive one, every candidate the capacity
+ * bound pruned against its simulation (none meets the SLOs), a killed and
+ * resumed plan against an uninterrupted one, one worker against two; and
+ * the refusals, launch lines and command-line errors a user meets. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "engine/router/router.h"
+#include "sim/plan/internal.h"
+#include "sim/plan/launch.h"
+#include "sim/plan/report.h"
+#include "testutil.h"
+#include "util/rng.h"
+
+/* Poisson arrivals at `rate`, prompts 256..2047 and outputs 32..287 tokens. */
+static void make_trace(tr_trace *t, uint32_t n, double rate, uint64_t seed)
+{
+    tr_trace_init(t);
+    rh_rng g;
+    rh_rng_seed(&g, seed);
+    double at = 0;
+    rh_err e;
+    for (uint32_t i = 0; i < n; i++) {
+        at += rh_rng_exp(&g, rate);
+        tr_request r = {.id = i + 1, .arrival = at, .input_len = 256 + (uint32_t)rh_rng_below(&g, 1792),
+                        .output_len = 32 + (uint32_t)rh_rng_below(&g, 256)};
+        CU_ASSERT_EQUAL_FATAL(tr_trace_add_request(t, &r, &e), 0);
+    }
+}
+
+typedef struct fixture {
+    cost_model *cost[2];
+    plan_gpu gpus[2];
+    plan_space sp;
+    plan_opts o;
+    tr_trace t;
+} fixture;
+
+/* llama-3-8b on an H100 and an A100: tp 1 or 2, 1..3 replicas, two max
+ * running values, cache-aware and round-robin routers, colocated or 1:1
+ * prefill-decode; 20 req/s, where one A100 cannot keep up. */
+static void fixture_init(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *names[2] = {"h100-sxm", "a100-80g"};
+    const double usd[2] = {3.0, 1.3};
+    rh_err e = {{0}};
+    for (int g = 0; g < 2; g++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"%s\"}",
+                 names[g]);
+        f->cost[g] = cost_parse(text, "test", &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f->cost[g]);
+        f->gpus[g] = (plan_gpu){.usd_per_gpu_hour = usd[g], .cost = f->cost[g]};
+        snprintf(f->gpus[g].name, sizeof f->gpus[g].name, "%s", names[g]);
+    }
+    f->sp = (plan_space){.gpus = f->gpus, .n_gpus = 2, .tp = {1, 2}, .n_tp = 2, .max_replicas = 3, .max_gpus = 4,
+                         .chunk = {2048}, .n_chunk = 1, .max_running = {8, 256}, .n_max_running = 2,
+                         .spec_steps = {0}, .n_spec = 1, .routers = {ROUTER_CACHE_AWARE, ROUTER_ROUND_ROBIN},
+                         .n_routers = 2, .pd = {{0, 0}, {1, 1}}, .n_pd = 2};
+    snprintf(f->sp.spec_algorithm, sizeof f->sp.spec_algorithm, "EAGLE");
+    plan_opts_default(&f->o);
+    f->o.slo = (plan_slo){.ttft_ms = 1000, .tpot_ms = 40, .quantile = 0.99};
+    f->o.min_requests = 50;
+    f->o.keep = 3;
+    f->o.workers = 2;
+    f->o.rate_search = false;
+    make_trace(&f->t, 400, 20, 7);
+}
+
+static void fixture_free(fixture *f)
+{
+    for (int g = 0; g < 2; g++) cost_free(f->cost[g]);
+    tr_trace_free(&f->t);
+}
+
+static int run_plan(fixture *f, plan_result *r)
+{
+    rh_err e = {{0}};
+    int rc = plan_run(&f->o, &f->sp, &f->t, r, &e);
+    if (rc) printf("\n  plan_run: %s\n", e.msg);
+    return rc;
+}
+
+static char *plan_text(fixture *f, const plan_result *r)
+{
+    json_t *j = plan_to_json(&f->o, &f->sp, r, "m");
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    return s;
+}
+
+/* The winner's evaluation is its simulation on the whole trace; halving
+ * finds what trying every candidate on the whole trace finds. */
+static void test_winner_and_exhaustive(void)
+{
+    fixture f;
+    fixture_init(&f);
+    plan_result halved, all;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &halved), 0);
+    CU_ASSERT(halved.rung_candidates[1] > 0);                          /* it did halve */
+    CU_ASSERT(halved.rung_candidates[1] < halved.rung_candidates[0]);
+    CU_ASSERT(halved.pruned_capacity > 0);
+    CU_ASSERT_FATAL(halved.n_ranked > 0);
+    const plan_cand *w = &halved.c[halved.ranked[0]];
+    CU_ASSERT_FATAL(plan_judge(&f.o.slo, &w->ev).ok);
+    CU_ASSERT_EQUAL(w->ev.requests, f.t.n_requests);
+    /* Against sim_run with the knobs the plan prints for it. */
+    sim_config cfg;
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL_FATAL(plan_cand_config(&f.sp, w, &f.o.base, &cfg, &e), 0);
+    cfg.slo = (metrics_slo){.ttft_ms = f.o.slo.ttft_ms, .tpot_ms = f.o.slo.tpot_ms};
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(sim_run(&cfg, &f.t, f.sp.gpus[w->gpu].cost, &r, &e), 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.summary.ttft_ms.p99, w->ev.ttft_p99, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.summary.tpot_ms.p99, w->ev.tpot_p99, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.summary.request_goodput, w->ev.goodput, 1e-9);
+    sim_result_free(&r);
+    /* Every candidate on the whole trace: the same cheapest price. */
+    f.o.rungs = 1;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &all), 0);
+    CU_ASSERT_EQUAL(all.rung_requests[0], f.t.n_requests);
+    CU_ASSERT_FATAL(all.n_ranked > 0);
+    const plan_cand *best = &all.c[all.ranked[0]];
+    CU_ASSERT(plan_judge(&f.o.slo, &best->ev).ok);
+    CU_ASSERT_DOUBLE_EQUAL(best->usd_hour, w->usd_hour, 1e-9);
+    printf("\n  winner %s at $%.2f/hour; %u candidates, %u pruned, halving %u -> %u -> %u, exhaustive %u\n",
+           "", w->usd_hour, halved.n, halved.pruned_capacity, halved.rung_candidates[0], halved.rung_candidates[1],
+           halved.rung_candidates[2], all.rung_candidates[0]);
+    /* The A100 is cheaper per GPU: somewhere both kinds meet the SLOs, or the
+     * ranking by price would say nothing. */
+    int kinds = 0;
+    for (uint32_t i = 0; i < all.n_ranked; i++)
+        if (plan_judge(&f.o.slo, &all.c[all.ranked[i]].ev).ok) kinds |= 1 << all.c[all.ranked[i]].gpu;
+    CU_ASSERT_EQUAL(kinds, 3);
+    /* Ranked: meeting first, by price. */
+    for (uint32_t i = 1; i < all.n_ranked; i++) {
+        const plan_cand *a = &all.c[all.ranked[i - 1]], *b = &all.c[all.ranked[i]];
+        bool oka = plan_judge(&f.o.slo, &a->ev).ok, okb = plan_judge(&f.o.slo, &b->ev).ok;
+        CU_ASSERT(oka >= okb);
+        if (oka && okb) CU_ASSERT(a->usd_hour <= b->usd_hour);
+    }
+    /* Halving as hard as it goes (one kept a rung, from 20 requests): the
+     * cheap ones that meet the SLOs on 20 requests miss them on 400, and
+     * the dearer ones dropped for them are simulated after all. */
+    plan_result hard;
+    f.o.rungs = 3;
+    f.o.eta = 8;
+    f.o.keep = 1;
+    f.o.min_requests = 20;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &hard), 0);
+    CU_ASSERT(hard.backfilled > 0);
+    CU_ASSERT_FATAL(hard.n_ranked > 0);
+    CU_ASSERT(plan_judge(&f.o.slo, &hard.c[hard.ranked[0]].ev).ok);
+    CU_ASSERT_DOUBLE_EQUAL(hard.c[hard.ranked[0]].usd_hour, best->usd_hour, 1e-9);
+    printf("  halving 1 of 8 a rung: %u -> %u -> %u, %u more after, winner at $%.2f/hour\n", hard.rung_candidates[0],
+           hard.rung_candidates[1], hard.rung_candidates[2], hard.backfilled, hard.c[hard.ranked[0]].usd_hour);
+    plan_result_free(&hard);
+    plan_result_free(&halved);
+    plan_result_free(&all);
+    fixture_free(&f);
+}
+
+/* The capacity bound prunes only what a simulation would fail. */
+static void test_capacity_bound_is_sound(void)
+{
+    fixture f;
+    fixture_init(&f);
+    plan_result r;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &r), 0);
+    uint32_t checked = 0, kept_failing = 0;
+    for (uint32_t i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        if (c->state == PLAN_PRUNED_CAPACITY) {
+            plan_eval ev;
+            rh_err e = {{0}};
+            CU_ASSERT_EQUAL_FATAL(plan_simulate(&f.sp, &f.o, c, &f.t, (uint32_t)f.t.n_requests, 1, &ev, &e), 0);
+            CU_ASSERT(!plan_judge(&f.o.slo, &ev).ok);
+            CU_ASSERT(c->load > 1);
+            checked++;
+        } else if (c->state == PLAN_EVALUATED && c->rung == 0 && !plan_judge(&f.o.slo, &c->ev).ok) {
+            kept_failing++;
+        }
+    }
+    CU_ASSERT(checked >= 4);
+    printf("\n  %u pruned candidates simulated: none meets the SLOs (%u others fail on the first rung)\n", checked,
+           kept_failing);
+    plan_result_free(&r);
+    fixture_free(&f);
+}
+
+/* The same plan with one worker or two, and read back from a resume
+ * folder: the same bytes. A plan killed mid-run and resumed, too. */
+static void test_resume_and_workers(void)
+{
+    fixture f;
+    fixture_init(&f);
+    char dir[400], cmd[4000];
+    tu_tmp_path("plan-resume", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    plan_result a, b, c;
+    f.o.workers = 1;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &a), 0);
+    char *ta = plan_text(&f, &a);
+    f.o.workers = 2;
+    f.o.resume_dir = dir;
+    f.o.question = "test question\n";
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &b), 0);
+    char *tb = plan_text(&f, &b);
+    CU_ASSERT_STRING_EQUAL(ta, tb);
+    CU_ASSERT(b.simulations > 0);
+    CU_ASSERT_EQUAL(b.resumed, 0);
+    /* Rerun: everything read back, nothing simulated. */
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &c), 0);
+    char *tc = plan_text(&f, &c);
+    CU_ASSERT_STRING_EQUAL(ta, tc);
+    CU_ASSERT_EQUAL(c.simulations, 0);
+    CU_ASSERT_EQUAL(c.resumed, b.simulations);
+    plan_result_free(&c);
+    free(tc);
+    /* Half the lines and a torn one, as a kill mid-write leaves them. */
+    char log[500];
+    snprintf(log, sizeof log, "%s/evals.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "n=$(wc -l < '%s'); head -n $((n / 2)) '%s' > '%s.h' && printf '{\"key\": \"h100' >> '%s.h' && mv '%s.h' '%s'",
+             log, log, log, log, log, log);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &c), 0);
+    tc = plan_text(&f, &c);
+    CU_ASSERT_STRING_EQUAL(ta, tc);
+    CU_ASSERT(c.simulations > 0 && c.resumed > 0);
+    CU_ASSERT_EQUAL(c.simulations + c.resumed, b.simulations);
+    plan_result_free(&c);
+    free(tc);
+    /* A real kill: a child plans into a fresh folder and is killed once a
+     * few evaluations are kept; the rerun ends with the same plan. */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    f.o.workers = 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        plan_result x;
+        rh_err e;
+        _exit(plan_run(&f.o, &f.sp, &f.t, &x, &e) == 0 ? 0 : 1);
+    }
+    int lines = 0;
+    for (int spin = 0; spin < 20000 && lines < 5; spin++) {
+        FILE *l = fopen(log, "r");
+        lines = 0;
+        if (l) {
+            int ch;
+            while ((ch = getc(l)) != EOF) lines += ch == '\n';
+            fclose(l);
+        }
+        usleep(1000);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &c), 0);
+    tc = plan_text(&f, &c);
+    CU_ASSERT_STRING_EQUAL(ta, tc);
+    printf("\n  killed after %d kept evaluations (%s); resumed %llu, simulated %llu\n", lines,
+           WIFSIGNALED(status) ? "by the signal" : "it had finished", (unsigned long long)c.resumed,
+           (unsigned long long)c.simulations);
+    CU_ASSERT(c.resumed >= 5);
+    plan_result_free(&c);
+    free(tc);
+    /* Another question in the same folder is refused. */
+    f.o.question = "another\n";
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL(plan_run(&f.o, &f.sp, &f.t, &c, &e), -1);
+    CU_ASSERT(strstr(e.msg, "another plan") != NULL);
+    free(ta);
+    free(tb);
+    plan_result_free(&a);
+    plan_result_free(&b);
+    fixture_free(&f);
+}
+
+/* A model too big for one GPU is refused with its numbers; SLOs judged on
+ * every request, a failed one over every bound. */
+static void test_refusals_and_judging(void)
+{
+    rh_err e = {{0}};
+    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-70b\", \"gpu\": \"h100-sxm\"}",
+                               "test", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    plan_gpu g = {.name = "h100-sxm", .usd_per_gpu_hour = 3, .cost = m};
+    plan_space sp = {.gpus = &g, .n_gpus = 1, .tp = {1, 8}, .n_tp = 2, .max_replicas = 1, .chunk = {2048},
+                     .n_chunk = 1, .max_running = {64}, .n_max_running = 1, .spec_steps = {0, 2}, .n_spec = 2,
+                     .routers = {ROUTER_CACHE_AWARE}, .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1};
+    snprintf(sp.spec_algorithm, sizeof sp.spec_algorithm, "EAGLE");
+    plan_opts o;
+    plan_opts_default(&o);
+    o.slo = (plan_slo){.ttft_ms = 5000, .tpot_ms = 200, .quantile = 0.99};
+    o.rate_search = true;
+    tr_trace t;
+    make_trace(&t, 60, 2, 3);
+    plan_result r;
+    CU_ASSERT_EQUAL_FATAL(plan_run(&o, &sp, &t, &r, &e), 0);
+    CU_ASSERT_EQUAL(r.n, 4);
+    CU_ASSERT_EQUAL(r.refused_memory, 2);
+    CU_ASSERT(strstr(r.first_refusal, "does not fit 1 x h100-sxm") != NULL);
+    CU_ASSERT_FATAL(r.n_ranked == 2);
+    /* The rate search: the best one sustains more than the trace's rate, and
+     * a little more than that does not meet the SLOs any more. */
+    CU_ASSERT_FATAL(r.per_gpu[0].best >= 0);
+    CU_ASSERT(r.per_gpu[0].max_rate_scale > 1);
+    plan_eval ev;
+    const plan_cand *best = &r.c[r.per_gpu[0].best];
+    CU_ASSERT_EQUAL(plan_simulate(&sp, &o, best, &t, (uint32_t)t.n_requests, r.per_gpu[0].max_rate_scale, &ev, &e), 0);
+    CU_ASSERT(plan_judge(&o.slo, &ev).ok);
+    if (r.per_gpu[0].max_rate_scale < 64) {
+        CU_ASSERT_EQUAL(plan_simulate(&sp, &o, best, &t, (uint32_t)t.n_requests, r.per_gpu[0].max_rate_scale * 1.05,
+                                      &ev, &e), 0);
+        CU_ASSERT(!plan_judge(&o.slo, &ev).ok);
+    }
+    /* The launch lines of a speculating one. */
+    for (uint32_t i = 0; i < r.n_ranked; i++) {
+        const plan_cand *c = &r.c[r.ranked[i]];
+        if (!c->spec_steps) continue;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        plan_launch_lines(&sp, c, "meta-llama/Meta-Llama-3-70B", f);
+        fclose(f);
+        CU_ASSERT(strstr(text, "--tp-size 8 --chunked-prefill-size 2048 --max-running-requests 64") != NULL);
+        CU_ASSERT(strstr(text, "--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3") != NULL);
+        CU_ASSERT(strstr(text, "\"num_speculative_tokens\": 2") != NULL);
+        free(text);
+    }
+    plan_result_free(&r);
+    /* Judging: an infinite quantile when more than 1% never got a token. */
+    plan_eval bad = {.ttft_q = INFINITY, .tpot_q = 10};
+    plan_verdict v = plan_judge(&o.slo, &bad);
+    CU_ASSERT(!v.ok);
+    CU_ASSERT(v.worst < 0);
+    plan_slo att = {.ttft_ms = 1, .tpot_ms = 1, .attainment = 0.9};
+    plan_eval half = {.attainment = 0.89};
+    CU_ASSERT(!plan_judge(&att, &half).ok);
+    half.attainment = 0.9;
+    CU_ASSERT(plan_judge(&att, &half).ok);
+    tr_trace_free(&t);
+    cost_free(m);
+}
+
+/* Prefill-decode candidates: split as the ratio says, launched in SGLang's
+ * PD mode behind its router. */
+static void test_pd_split_and_launch(void)
+{
+    fixture f;
+    fixture_init(&f);
+    f.sp.max_replicas = 4;
+    f.sp.pd[1][0] = 1;
+    f.sp.pd[1][1] = 3;
+    plan_cand *c;
+    uint32_t n;
+    rh_err e = {{0}};
+    CU_ASSERT_EQUAL_FATAL(plan_enumerate(&f.sp, &c, &n, &e), 0);
+    int pd = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!c[i].prefill) continue;
+        pd++;
+        CU_ASSERT(c[i].replicas >= 2);
+        CU_ASSERT_EQUAL(c[i].prefill, c[i].replicas == 4 ? 1u : 1u);
+        if (c[i].replicas == 4 && c[i].tp == 1 && c[i].gpu == 0 && c[i].max_running == 8) {
+            char *text = NULL;
+            size_t len = 0;
+            FILE *out = open_memstream(&text, &len);
+            plan_launch_lines(&f.sp, &c[i], "m", out);
+            fclose(out);
+            CU_ASSERT(strstr(text, "--disaggregation-mode prefill --port 30000") != NULL);
+            CU_ASSERT(strstr(text, "--disaggregation-mode decode --port 30003") != NULL);
+            CU_ASSERT(strstr(text, "--pd-disaggregation --prefill http://127.0.0.1:30000 --decode") != NULL);
+            free(text);
+        }
+    }
+    CU_ASSERT(pd > 0);
+    free(c);
+    fixture_free(&f);
+}
+
+/* The command line: what a user gets wrong gets one message. */
+static void test_cli(void)
+{
+    char buf[8192], cmd[2048], trace[512];
+    tu_tmp_path("plan-cli.jsonl", trace, sizeof trace);
+    FILE *f = fopen(trace, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"rehearse_trace\": 2, \"block_size\": 0}\n");
+    for (int i = 0; i < 40; i++) fprintf(f, "{\"type\": \"request\", \"id\": %d, \"arrival\": %.3f, \"input_len\": 300, \"output_len\": 40}\n", i, i * 0.25);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 2>&1", tu_bin(), trace);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "--slo-tpot-ms") != NULL);
+    snprintf(cmd, sizeof cmd, "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 50 --tp-size 2 2>&1",
+             tu_bin(), trace);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "what the plan searches") != NULL);
+    snprintf(cmd, sizeof cmd, "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 50 --gpus b200 2>&1",
+             tu_bin(), trace);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "no price for GPU 'b200'") != NULL);
+    snprintf(cmd, sizeof cmd, "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 50 --pd 1-3 2>&1",
+             tu_bin(), trace);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "'1-3'") != NULL);
+    /* A small plan end to end: the table, the winner's lines, the files. */
+    char dir[512];
+    tu_tmp_path("plan-cli-out", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 50 --gpus h100-sxm,a100-80g --tp 1 "
+             "--max-replicas 2 --chunked-prefill-sizes 2048 --max-running-requests-list 64 --speculative-steps 0 "
+             "--workers 2 -o %s 2>&1",
+             tu_bin(), trace, dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 0);
+    CU_ASSERT(strstr(buf, "a100-80g tp1 x1 chunk2048 run64 spec0") != NULL);
+    CU_ASSERT(strstr(buf, "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B --tp-size 1") != NULL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    json_t *j = json_load_file(path, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "candidates")), 4);
+    json_t *first = json_array_get(json_object_get(j, "ranked"), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(first, "gpu")), "a100-80g");
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/candidates.csv", dir);
+    CU_ASSERT(tu_file_exists(path));
+}
+
+static int init_presets(void)
+{
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
+}
+
+void register_test_plan(void)
+{
+    CU_pSuite s = CU_add_suite("plan", init_presets, NULL);
+    CU_add_test(s, "the winner is its simulation; halving finds the exhaustive search's price", test_winner_and_exhaustive);
+    CU_add_test(s, "the capacity bound prunes only candidates a simulation fails", test_capacity_bound_is_sound);
+    CU_add_test(s, "one worker or two, resumed, killed and resumed: the same plan", test_resume_and_workers);
+    CU_add_test(s, "refusals, the rate search, launch lines, judging", test_refusals_and_judging);
+    CU_add_test(s, "prefill-decode candidates and their launch lines", test_pd_split_and_launch);
+    CU_add_test(s, "the command line", test_cli);
+}
