@@ -303,6 +303,7 @@ int fit_live_main(int argc, char **argv)
         json_object_set_new(res, "loss", json_real(r.loss));
         json_object_set_new(res, "terms", terms);
         json_object_set_new(res, "intervals", live_fit_intervals_json(o.kind, &r));
+        json_object_set_new(res, "step_noise", live_step_noise_json(&t));
         json_object_set_new(res, "relative_error", errs);
         json_dumpf(res, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         printf("\n");
@@ -326,6 +327,11 @@ int fit_live_main(int argc, char **argv)
         for (int k = 0; k < LIVE_N_ERRS; k++)
             printf("  %-6s %8zu %7.2f%% %7.2f%%\n", live_err_names[k], r.err[k].n, 100 * r.err[k].median,
                    100 * r.err[k].p90);
+        size_t gaps = 0;
+        double sigma = live_step_noise(&t, &gaps);
+        if (gaps >= 100)
+            printf("step noise: sigma %.4f (lognormal) from %zu inter-token gaps, each against its request's median; "
+                   "sim --intervals draws each step's time with it\n", sigma, gaps);
         printf("wrote %s%s%s\n", out, no_plot ? "" : " and plots in ", no_plot ? "" : plot_dir);
     }
     live_fit_result_free(&r);

@@ -11,6 +11,7 @@
 #include "engine/speculative/hist.h"
 #include "sim/lua/lua_api.h"
 #include "sim/cluster.h"
+#include "sim/intervals.h"
 #include "sim/result.h"
 #include "sim/sim.h"
 #include "util/progress.h"
@@ -33,6 +34,12 @@ static void usage(FILE *f)
                "  --result FILE             write the whole result as JSON (metrics, time series)\n"
                "  --per-request             include per-request outcomes in --result\n"
                "  --progress                draw a progress bar even when stderr is not a terminal\n"
+               "  --intervals K             prediction intervals: K more runs, each step's GPU time drawn with\n"
+               "                            the cost file's per-step noise (fit.step_noise, from rehearse fit)\n"
+               "                            and each fitted term from its 95%% interval (fit.intervals); prints\n"
+               "                            every metric's p5, p50 and p95 over the runs\n"
+               "  --step-noise SIGMA        the per-step noise instead (lognormal sigma; 0: none)\n"
+               "  --intervals-fixed-terms   draw only the steps' noise, the terms as fitted\n"
                "simulator knobs:\n%s"
                "scheduler knobs:\n%s",
             sim_config_help(), core_config_help());
@@ -79,6 +86,51 @@ static void print_replicas(const sim_result *r)
                r->gpus ? r->summary.request_goodput / r->gpus : 0);
 }
 
+/* K more runs of the same configuration with the steps and the fitted
+ * terms drawn (sim/intervals.h). */
+static int intervals(const sim_config *cfg, const tr_trace *t, const char *cost_path, const char *cluster_path,
+                     sim_interval_opts *iv, json_t **out, rh_err *e)
+{
+    if (cluster_path) return rh_fail(e, "--intervals runs one cost model: not with --cluster");
+    json_error_t je;
+    json_t *j = json_load_file(cost_path, 0, &je);
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(j);
+    if (!text) return rh_fail(e, "%s:%d: %s", cost_path, je.line, je.text);
+    bool gpu_only;
+    if (iv->sigma < 0 && !(sim_cost_step_noise(text, &gpu_only) > 0))
+        fprintf(stderr, "rehearse sim: %s holds no fit.step_noise (a cost file rehearse fit wrote from a probe "
+                        "has it): the runs draw no step noise; give one with --step-noise\n", cost_path);
+    iv->progress = 1;
+    sim_config c = *cfg;
+    c.out_path = NULL;
+    int rc = sim_intervals_run(&c, t, text, cost_path, iv, out, e);
+    free(text);
+    return rc;
+}
+
+static void print_intervals(json_t *b, const metrics_summary *point)
+{
+    static const char *const rows[] = {"request_throughput", "output_throughput", "request_goodput",
+                                       "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+                                       "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms",
+                                       "p99_itl_ms", "median_e2el_ms", "p99_e2el_ms"};
+    (void)point;
+    json_t *m = json_object_get(b, "metrics");
+    json_t *drawn = json_object_get(b, "terms_drawn");
+    printf("Prediction intervals over %lld runs (step noise sigma %.4g%s%s)\n",
+           (long long)json_integer_value(json_object_get(b, "runs")), json_number_value(json_object_get(b, "sigma")),
+           json_array_size(drawn) ? ", fitted terms drawn from their 95% intervals" : "",
+           json_array_size(drawn) ? "" : ", terms as fitted");
+    printf("%-22s %12s %12s %12s\n", "metric", "p5", "p50", "p95");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        json_t *r = json_object_get(m, rows[i]);
+        if (!r) continue;
+        printf("%-22s %12.4g %12.4g %12.4g\n", rows[i], json_number_value(json_object_get(r, "p5")),
+               json_number_value(json_object_get(r, "p50")), json_number_value(json_object_get(r, "p95")));
+    }
+}
+
 int sim_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
@@ -93,6 +145,9 @@ int sim_main(int argc, char **argv)
     rh_err e = {{0}};
     const char *cost_path = NULL, *result_path = NULL, *cluster_path = NULL, *name;
     int json = 0, concurrency_given = 0, per_request = 0, accept_given = 0;
+    sim_interval_opts iv;
+    sim_interval_opts_default(&iv);
+    iv.runs = 0;
     while ((name = rh_args_next(&a))) {
         const char *v;
         if (!strcmp(name, "json")) {
@@ -101,6 +156,16 @@ int sim_main(int argc, char **argv)
             rh_progress_force(1);
         } else if (!strcmp(name, "per-request")) {
             per_request = 1;
+        } else if (!strcmp(name, "intervals")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, "--intervals", 2, 100000, &iv.runs, &e) < 0) goto bad;
+        } else if (!strcmp(name, "step-noise")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_double(v, "--step-noise", &iv.sigma, &e) < 0) goto bad;
+            if (!(iv.sigma >= 0 && iv.sigma <= 5)) {
+                rh_fail(&e, "--step-noise must be in [0, 5] (got %s)", v);
+                goto bad;
+            }
+        } else if (!strcmp(name, "intervals-fixed-terms")) {
+            iv.draw_terms = false;
         } else if (!strcmp(name, "result")) {
             if (!(result_path = rh_args_value(&a, &e))) goto bad;
         } else if (!strcmp(name, "cost")) {
@@ -152,8 +217,8 @@ int sim_main(int argc, char **argv)
     } else if (rc == 0) {
         rc = sim_run(&cfg, &t, cost, &res, &e);
     }
-    tr_trace_free(&t);
     if (rc < 0) {
+        tr_trace_free(&t);
         sim_cluster_free(&cl);
         cost_free(cost);
         goto bad;
@@ -182,10 +247,20 @@ int sim_main(int argc, char **argv)
             sim_result_free(&res);
             sim_cluster_free(&cl);
             cost_free(cost);
+            tr_trace_free(&t);
             goto bad;
         }
         free(text);
     }
+    json_t *bounds = NULL;
+    if (iv.runs && intervals(&cfg, &t, cost_path, cluster_path, &iv, &bounds, &e) < 0) {
+        sim_result_free(&res);
+        sim_cluster_free(&cl);
+        cost_free(cost);
+        tr_trace_free(&t);
+        goto bad;
+    }
+    tr_trace_free(&t);
     if (json) {
         json_t *o = metrics_to_json(&res.summary);
         json_object_set_new(o, "sim_wall_s", json_real(res.wall_s));
@@ -204,13 +279,16 @@ int sim_main(int argc, char **argv)
             json_object_set_new(o, "decode_replicas", json_integer(res.n_replicas - res.pd_prefill));
             json_object_set_new(o, "mean_kv_transfer_ms", json_real(1e3 * res.kv_transfer_mean_s));
         }
+        if (bounds) json_object_set(o, "intervals", bounds);
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
         json_decref(o);
     } else {
         metrics_print(stdout, &res.summary, res.n_replicas ? "Simulated Cluster Result" : "Simulated Serving Result");
         print_replicas(&res);
+        if (bounds) print_intervals(bounds, &res.summary);
     }
+    json_decref(bounds);
     sim_result_free(&res);
     sim_cluster_free(&cl);   /* after the result: its replicas borrow the groups' names */
     cost_free(cost);

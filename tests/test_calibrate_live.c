@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "client/probe.h"
+#include "sim/cost/cost_noise.h"
 #include "sim/sim.h"
 #include "testutil.h"
 #include "traces/import/import.h"
@@ -64,57 +65,14 @@ static double table_error(json_t *summary, const char *metric)
  * no wall clock: the trace is the same on every run, so what is fitted
  * from it can be held to the target bounds. */
 typedef struct noisy_cost {
-    cost_model base;            /* first: the simulator sees a cost_model */
-    const cost_model *secret;
-    double noise;
-    rh_rng *rng;                /* advanced by each step priced */
+    cost_noise n;               /* the secret with its noise (sim/cost/cost_noise.h) */
     uint64_t pool_tokens;       /* the server's KV pool; 0: the secret's GPU sizes it */
 } noisy_cost;
 
-static double noisy_step(const cost_model *m, const cost_batch *b)
-{
-    const noisy_cost *n = (const noisy_cost *)m;
-    return cost_step_time(n->secret, b) * exp(n->noise * rh_rng_normal(n->rng));
-}
-
-/* The secret's parts, its GPU's time times the factor (the host's as the
- * secret has them). */
-static void noisy_parts(const cost_model *m, const cost_batch *b, cost_parts *out)
-{
-    const noisy_cost *n = (const noisy_cost *)m;
-    cost_step_parts(n->secret, b, out);
-    double f = exp(n->noise * rh_rng_normal(n->rng));
-    out->forward_s *= f;
-    out->draft_s *= f;
-}
-
-static void noisy_serving(const cost_model *m, uint32_t tp, cost_serving *out)
-{
-    cost_serving_default(((const noisy_cost *)m)->secret, tp, out);
-}
-
-static void noisy_memory(const cost_model *m, uint32_t tp, const cost_serving *sv, cost_memory *out)
-{
-    cost_memory_of_serving(((const noisy_cost *)m)->secret, tp, sv, out);
-}
-
-static int noisy_check_tp(const cost_model *m, uint32_t tp, rh_err *e)
-{
-    return cost_check_tp(((const noisy_cost *)m)->secret, tp, e);
-}
-
-static const cost_ops noisy_ops = {.kind = "noisy", .step_time = noisy_step, .check_tp = noisy_check_tp,
-                                   .memory = noisy_memory, .parts = noisy_parts, .serving = noisy_serving};
-
-/* The secret with noise; its per-step overheads are inside the secret's
- * step time, the per-request ones (arrival_s, ...) the simulator reads here. */
 static void noisy_init(noisy_cost *n, const cost_model *secret, double noise, rh_rng *rng)
 {
-    static char path[] = "";
-    *n = (noisy_cost){.base = {.ops = &noisy_ops, .path = path, .draft_ratio = secret->draft_ratio,
-                               .over = secret->over},
-                      .secret = secret, .noise = noise, .rng = rng};
-    n->base.over.step_s = n->base.over.forward_s = 0;
+    cost_noise_init(&n->n, secret, noise, rng);
+    n->pool_tokens = 0;
 }
 
 /* One simulation of `in` against the noisy secret, its measured requests
@@ -131,7 +89,7 @@ static int simulate_into(const tr_trace *in, const noisy_cost *cost, double rate
     c.token_times = 1;
     c.core.max_total_tokens = cost->pool_tokens;
     sim_result r;
-    if (sim_run(&c, in, &cost->base, &r, e) < 0) return -1;
+    if (sim_run(&c, in, &cost->n.base, &r, e) < 0) return -1;
     sim_result_free(&r);
     tr_trace got;
     if (tr_trace_load(tmp, &got, e) < 0) return -1;
@@ -270,6 +228,22 @@ static void test_fit_simulated_probe(void)
     if (rc < 0) printf("\n    simulated held-out run: %s\n", e.msg);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(ht.n_requests, az.n_requests);
+    /* Ten more held-out runs, each its own draw of the noise: what the
+     * prediction intervals must hold. */
+    double held_p99[10];
+    for (int k = 0; k < 10; k++) {
+        rh_rng rk;
+        rh_rng_seed(&rk, 101 + (uint64_t)k);
+        noisy_cost nk;
+        noisy_init(&nk, sm, 0.02, &rk);
+        sim_config c;
+        sim_config_default(&c);
+        c.rate_scale = 2;
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(sim_run(&c, &az, &nk.n.base, &r, &e), 0);
+        held_p99[k] = r.summary.ttft_ms.p99;
+        sim_result_free(&r);
+    }
     tr_trace_free(&az);
     tr_trace_free(&ht);
     cost_free(sm);
@@ -341,6 +315,29 @@ static void test_fit_simulated_probe(void)
         CU_ASSERT(fabs(ep) <= 8);
     }
     json_decref(val);
+
+    /* Prediction intervals from the fit alone (its step noise, its terms'
+     * intervals): the held-out p99 TTFT of at least 9 of the 10 runs
+     * inside p5..p95 of 40 simulated ones. */
+    snprintf(res, sizeof res, "%s/intervals.json", dir);
+    snprintf(cmd, sizeof cmd, "%s sim %s --cost %s --rate-scale 2 --intervals 40 --json > %s 2>/dev/null", tu_bin(),
+             slice, fitted, res);
+    json_t *iv = run_json(cmd, res);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(iv);
+    json_t *b = json_object_get(json_object_get(json_object_get(iv, "intervals"), "metrics"), "p99_ttft_ms");
+    double lo = json_number_value(json_object_get(b, "p5")), hi = json_number_value(json_object_get(b, "p95"));
+    double sigma = json_number_value(json_object_get(json_object_get(iv, "intervals"), "sigma"));
+    int inside = 0;
+    printf("    p99 TTFT predicted %.1f .. %.1f ms (step noise sigma %.4f from the probe, secret 0.02); held out:",
+           lo, hi, sigma);
+    for (int k = 0; k < 10; k++) {
+        inside += held_p99[k] >= lo && held_p99[k] <= hi;
+        printf(" %.1f", held_p99[k]);
+    }
+    printf(": %d of 10 inside\n", inside);
+    CU_ASSERT(inside >= 9);
+    CU_ASSERT(sigma > 0.01 && sigma < 0.04);
+    json_decref(iv);
 }
 
 /* The live path: the secret served over HTTP, measured from outside.

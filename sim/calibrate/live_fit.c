@@ -165,6 +165,38 @@ static double median_itl(const tr_request *q)
     return m;
 }
 
+/* The noise of one step as a client sees it: each measured inter-token
+ * gap against its request's median gap, log(gap / median), pooled over the
+ * requests with every token timed; sigma = 1.4826 x the median absolute
+ * deviation of the pool (a standard deviation for lognormal noise, and
+ * blind to the few gaps that hold another request's prefill, which the
+ * simulator prices itself). 0 when fewer than 100 gaps. */
+double live_step_noise(const tr_trace *t, size_t *gaps_used)
+{
+    rh_dvec d = {0};
+    for (size_t i = 0; i < t->n_requests; i++) {
+        const tr_request *q = &t->requests[i];
+        if (q->output_len < 4 || q->n_times != q->output_len) continue;
+        double m = median_itl(q);
+        if (!(m > 0)) continue;
+        for (uint32_t k = 1; k < q->n_times; k++) {
+            double g = q->token_times[k] - q->token_times[k - 1];
+            if (g > 0 && rh_dvec_push(&d, log(g / m)) < 0) break;
+        }
+    }
+    double sigma = 0;
+    if (d.n >= 100) {
+        rh_sort_doubles(d.v, d.n);
+        double med = rh_percentile_sorted(d.v, d.n, 50);
+        for (size_t k = 0; k < d.n; k++) d.v[k] = fabs(d.v[k] - med);
+        rh_sort_doubles(d.v, d.n);
+        sigma = 1.4826 * rh_percentile_sorted(d.v, d.n, 50);
+    }
+    *gaps_used = d.n;
+    rh_dvec_free(&d);
+    return sigma;
+}
+
 static double tpot_of(double ttft, double e2e, uint32_t out)
 {
     return out > 1 ? (e2e - ttft) / (out - 1) : 0;
@@ -458,14 +490,31 @@ static int score(fit_ctx *c, live_fit_result *r, rh_err *e)
         qsort(mtpot + a, m, sizeof *buf, cmp_double);
         qsort(stpot + a, m, sizeof *buf, cmp_double);
     }
+    rh_dvec res_ttft = {0}, res_itl = {0};
     for (size_t k = 0; k < n && rc == 0; k++) {
-        if (rh_dvec_push(&v[LIVE_ERR_TTFT], fabs(c->sim_ttft[k] - c->ttft[k]) / c->ttft[k]) < 0 ||
+        if ((c->ttft[k] > 0 && c->sim_ttft[k] > 0 && rh_dvec_push(&res_ttft, log(c->ttft[k] / c->sim_ttft[k])) < 0) ||
+            (c->tpot[k] > 0 && c->sim_tpot[k] > 0 && rh_dvec_push(&res_itl, log(c->tpot[k] / c->sim_tpot[k])) < 0))
+            rc = rh_fail(e, "out of memory");
+        if (rc == 0 && (rh_dvec_push(&v[LIVE_ERR_TTFT], fabs(c->sim_ttft[k] - c->ttft[k]) / c->ttft[k]) < 0 ||
             rh_dvec_push(&v[LIVE_ERR_E2E], fabs(se2e[k] - me2e[k]) / me2e[k]) < 0 ||
             (c->tpot[k] > 0 &&
              rh_dvec_push(&v[LIVE_ERR_ITL], fabs(c->sim_tpot[k] - c->tpot[k]) / c->tpot[k]) < 0) ||
-            (mtpot[k] > 0 && rh_dvec_push(&v[LIVE_ERR_TPOT], fabs(stpot[k] - mtpot[k]) / mtpot[k]) < 0))
+            (mtpot[k] > 0 && rh_dvec_push(&v[LIVE_ERR_TPOT], fabs(stpot[k] - mtpot[k]) / mtpot[k]) < 0)))
             rc = rh_fail(e, "out of memory");
     }
+    /* The residuals themselves, signed, as quantiles: what sim --intervals
+     * draws each run's model error from. */
+    rh_dvec *res[2] = {&res_ttft, &res_itl};
+    double *q[2] = {r->resid_ttft, r->resid_itl};
+    for (int k = 0; k < 2; k++) {
+        if (res[k]->n < 10) continue;
+        rh_sort_doubles(res[k]->v, res[k]->n);
+        for (int i = 0; i < LIVE_RESID_Q; i++)
+            q[k][i] = rh_percentile_sorted(res[k]->v, res[k]->n, 100.0 * i / (LIVE_RESID_Q - 1));
+        r->n_resid[k] = res[k]->n;
+    }
+    rh_dvec_free(&res_ttft);
+    rh_dvec_free(&res_itl);
     free(buf);
     sim_result_free(&sr);
     for (int k = 0; k < LIVE_N_ERRS; k++) {
@@ -619,6 +668,85 @@ void *live_fit_intervals_json(const live_kind *k, const live_fit_result *r)
     return all;
 }
 
+/* The same noise as the GPU's: a decode step's gap is its forward pass and
+ * the host's time around it, and only the forward jitters, so each gap's
+ * deviation is divided by the forward's share of that step under the
+ * fitted model (the request decoding beside those sent with it, at its
+ * mid-output context). 0 when it cannot say. */
+static double gpu_step_noise(const fit_ctx *c, const char *cost_json)
+{
+    rh_err e = {{0}};
+    cost_model *m = cost_parse(cost_json, "fit", &e);
+    if (!m) return 0;
+    const tr_trace *t = c->t;
+    rh_dvec d = {0};
+    cost_seq *seqs = NULL;
+    for (size_t g = 0; g < c->n_groups; g++) {
+        size_t together = c->group[g + 1] - c->group[g];
+        cost_seq *s2 = realloc(seqs, together * sizeof *seqs);
+        if (!s2) break;
+        seqs = s2;
+        for (size_t k = c->group[g]; k < c->group[g + 1]; k++) {
+            const tr_request *q = &t->requests[c->order[k]];
+            if (q->output_len < 4 || q->n_times != q->output_len) continue;
+            for (size_t j = 0; j < together; j++)
+                seqs[j] = (cost_seq){.n_new = 1, .context = q->input_len + q->output_len / 2, .prefill = false};
+            cost_batch b = {.seqs = seqs, .n = (uint32_t)together, .tp = c->o->sim.tp};
+            cost_batch_summarize(&b);
+            cost_parts p;
+            cost_step_parts(m, &b, &p);
+            double gpu = p.forward_s + p.draft_s, all = gpu + p.launch_s + p.exposed_s;
+            double med = median_itl(q);
+            if (!(gpu > 0) || !(all > 0) || !(med > 0)) continue;
+            double share = gpu / all;
+            for (uint32_t i = 1; i < q->n_times; i++) {
+                double gap = q->token_times[i] - q->token_times[i - 1];
+                if (gap > 0 && rh_dvec_push(&d, log(gap / med) / share) < 0) break;
+            }
+        }
+    }
+    free(seqs);
+    cost_free(m);
+    double sigma = 0;
+    if (d.n >= 100) {
+        rh_sort_doubles(d.v, d.n);
+        double med = rh_percentile_sorted(d.v, d.n, 50);
+        for (size_t k = 0; k < d.n; k++) d.v[k] = fabs(d.v[k] - med);
+        rh_sort_doubles(d.v, d.n);
+        sigma = 1.4826 * rh_percentile_sorted(d.v, d.n, 50);
+    }
+    rh_dvec_free(&d);
+    return sigma;
+}
+
+void *live_step_noise_json(const tr_trace *t)
+{
+    size_t gaps = 0;
+    double sigma = live_step_noise(t, &gaps);
+    return json_pack("{s:f, s:I, s:s}", "sigma", sigma, "gaps", (json_int_t)gaps, "how",
+                     "each measured inter-token gap against its request's median, log(gap / median), pooled; "
+                     "sigma = 1.4826 x their median absolute deviation; gpu_sigma the same with each deviation "
+                     "over the forward pass's share of its decode step under the fitted model (the host's time "
+                     "does not jitter)");
+}
+
+void *live_residuals_json(const live_fit_result *r)
+{
+    json_t *o = json_object();
+    const char *names[2] = {"ttft", "itl"};
+    const double *q[2] = {r->resid_ttft, r->resid_itl};
+    for (int k = 0; k < 2; k++) {
+        if (!r->n_resid[k]) continue;
+        json_t *a = json_array();
+        for (int i = 0; i < LIVE_RESID_Q; i++) json_array_append_new(a, json_real(q[k][i]));
+        json_object_set_new(o, names[k], json_pack("{s:I, s:o}", "requests", (json_int_t)r->n_resid[k],
+                                                   "log_ratio_quantiles", a));
+    }
+    json_object_set_new(o, "how", json_string("log(measured / simulated) of each request's TTFT and median ITL under "
+                                              "the fitted terms, at quantiles 0, 5, ..., 100 %"));
+    return o;
+}
+
 int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *r, rh_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -708,6 +836,13 @@ int live_fit(const tr_trace *measured, const live_fit_opts *o, live_fit_result *
             }
             json_object_set_new(fit, "relative_error", errs);
             json_object_set_new(fit, "intervals", live_fit_intervals_json(c.k, r));
+            json_t *noise = live_step_noise_json(&t);
+            char *text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
+            double gpu = text ? gpu_step_noise(&c, text) : 0;
+            free(text);
+            if (gpu > 0) json_object_set_new(noise, "gpu_sigma", json_real(gpu));
+            json_object_set_new(fit, "step_noise", noise);
+            json_object_set_new(fit, "residuals", live_residuals_json(r));
             json_object_set_new(root, "fit", fit);
             r->cost_json = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
             json_decref(root);

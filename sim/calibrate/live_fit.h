@@ -34,6 +34,7 @@
 #include "util/err.h"
 
 #define LIVE_MAX_TERMS 8
+#define LIVE_RESID_Q 21         /* residual quantiles kept: every 5% */
 
 /* What a kind of cost file fits: its terms by JSON path ("a.b": field b of
  * object a), their range, where the search starts, and which terms the
@@ -105,6 +106,11 @@ typedef struct live_fit_result {
     int evals;
     size_t requests;            /* the measured requests the fit scored */
     live_fit_error err[LIVE_N_ERRS];
+    /* The signed residuals, log(measured / simulated), of each request's
+     * TTFT and median ITL under the fitted terms, at quantiles 0, 5, ...,
+     * 100% (n_resid: how many; 0 when too few to say). */
+    double resid_ttft[LIVE_RESID_Q], resid_itl[LIVE_RESID_Q];
+    size_t n_resid[2];
     char *cost_json;            /* the fitted cost file (base + terms + a "fit" object), malloc'd */
 } live_fit_result;
 
@@ -119,6 +125,12 @@ char *live_fit_cost_text(const live_kind *k, const char *base_json, const double
 /* The intervals as a JSON object by term (jansson json_t*, new reference):
  * lo, hi (absent when unbounded), identified, why. */
 void *live_fit_intervals_json(const live_kind *k, const live_fit_result *r);
+/* The per-step noise a client-side trace shows (live_fit.c says how), and
+ * the same as the cost file's "fit.step_noise" object (json_t*, new). */
+double live_step_noise(const tr_trace *t, size_t *gaps_used);
+void *live_step_noise_json(const tr_trace *t);
+/* The residuals as the cost file's "fit.residuals" (json_t*, new). */
+void *live_residuals_json(const live_fit_result *r);
 void live_fit_result_free(live_fit_result *r);
 
 #endif
