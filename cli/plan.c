@@ -122,11 +122,8 @@ int plan_main(int argc, char **argv)
     }
     plan_opts o;
     plan_opts_default(&o);
-    plan_space sp = {.tp = {1, 2, 4, 8}, .n_tp = 4, .max_replicas = 16, .max_gpus = 64,
-                     .chunk = {2048, 4096, 8192}, .n_chunk = 3, .max_running = {64, 128, 256, 512},
-                     .n_max_running = 4, .spec_steps = {0, 3}, .n_spec = 2, .routers = {ROUTER_CACHE_AWARE},
-                     .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1};
-    snprintf(sp.spec_algorithm, sizeof sp.spec_algorithm, "EAGLE");
+    plan_space sp;
+    plan_space_default(&sp);
     rh_args a;
     rh_args_init(&a, argc, argv);
     a.i = 1;
@@ -315,18 +312,7 @@ int plan_main(int argc, char **argv)
         n_gpus = 0;
         goto bad;
     }
-    for (int g = 0; g < n_gpus; g++) {
-        char text[512];
-        snprintf(text, sizeof text, "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"%.200s\", \"gpu\": \"%.47s\"}", model,
-                 names[g]);
-        if (!(costs[g] = cost_parse(text, "plan", &e))) {
-            rh_prefix(&e, "--model %s --gpus %s", model, names[g]);
-            goto bad;
-        }
-        gpus[g] = (plan_gpu){.cost = costs[g]};
-        snprintf(gpus[g].name, sizeof gpus[g].name, "%.47s", names[g]);
-        if (plan_price_of(prices, names[g], &gpus[g].usd_per_gpu_hour, &e) < 0) goto bad;
-    }
+    if (plan_gpus_load(model, names, n_gpus, prices, gpus, costs, &e) < 0) goto bad;
     sp.gpus = gpus;
     sp.n_gpus = n_gpus;
 

@@ -8,6 +8,8 @@
  *       -> {metrics=..., series=..., requests=... (with per_request=true)}
  *   rehearse.sweep(configs [, {workers=N}]) -> results in input order,
  *       run in parallel worker processes with a progress bar
+ *   rehearse.plan{trace=, model=, slo_ttft_ms=, slo_tpot_ms=, ..., objective=function}
+ *       -> the plan (sim/lua/lua_plan.c): the cheapest deployment, or the best by the objective
  *   rehearse.json.encode/decode/read/write, rehearse.csv.write
  *   rehearse.args: key=value pairs from the command line (numbers converted)
  * Errors raise Lua errors; `rehearse run` prints them as file:line: message. */
@@ -54,6 +56,7 @@ void rlua_open_json(lua_State *L);                          /* adds json and csv
 void rlua_open_trace(lua_State *L);                         /* adds trace */
 void rlua_open_plot(lua_State *L);                          /* adds plot */
 void rlua_open_util(lua_State *L);                          /* adds mkdir, exists, shared_traces, log */
+void rlua_open_plan(lua_State *L);                          /* adds plan (sim/plan/plan.h) */
 void rlua_push_json(lua_State *L, const json_t *j);
 json_t *rlua_to_json(lua_State *L, int idx, int depth, rh_err *e);
 

@@ -789,6 +789,7 @@ void rlua_open(lua_State *L, const rlua_options *opt)
     rlua_open_trace(L);
     rlua_open_plot(L);
     rlua_open_util(L);
+    rlua_open_plan(L);
 
     lua_pushvalue(L, -1);
     lua_setglobal(L, "rehearse");

@@ -35,8 +35,14 @@ void plan_opts_default(plan_opts *o)
 /* Meeting the SLOs first, cheapest first, then the larger worst margin;
  * the rest by how little they miss, then the cheaper; the index last, so
  * the order is total. */
-static int rank_before(const plan_slo *slo, const plan_cand *c, uint32_t a, uint32_t b)
+static int rank_before(const plan_opts *o, const plan_cand *c, uint32_t a, uint32_t b)
 {
+    if (o->objective) {
+        double sa = isnan(c[a].score) ? INFINITY : c[a].score, sb = isnan(c[b].score) ? INFINITY : c[b].score;
+        if (sa != sb) return sa < sb;
+        return a < b;
+    }
+    const plan_slo *slo = &o->slo;
     plan_verdict va = plan_judge(slo, &c[a].ev), vb = plan_judge(slo, &c[b].ev);
     if (va.ok != vb.ok) return va.ok;
     if (va.ok) {
@@ -50,14 +56,14 @@ static int rank_before(const plan_slo *slo, const plan_cand *c, uint32_t a, uint
 }
 
 /* A stable merge sort of candidate indices by rank_before (no qsort_r in C11). */
-static void rank(const plan_slo *slo, const plan_cand *c, uint32_t *idx, uint32_t n, uint32_t *tmp)
+static void rank(const plan_opts *o, const plan_cand *c, uint32_t *idx, uint32_t n, uint32_t *tmp)
 {
     if (n < 2) return;
     uint32_t h = n / 2;
-    rank(slo, c, idx, h, tmp);
-    rank(slo, c, idx + h, n - h, tmp);
+    rank(o, c, idx, h, tmp);
+    rank(o, c, idx + h, n - h, tmp);
     uint32_t i = 0, j = h, k = 0;
-    while (i < h && j < n) tmp[k++] = rank_before(slo, c, idx[j], idx[i]) ? idx[j++] : idx[i++];
+    while (i < h && j < n) tmp[k++] = rank_before(o, c, idx[j], idx[i]) ? idx[j++] : idx[i++];
     while (i < h) tmp[k++] = idx[i++];
     while (j < n) tmp[k++] = idx[j++];
     memcpy(idx, tmp, n * sizeof *idx);
@@ -365,11 +371,12 @@ static int backfill(run_ctx *x, uint32_t *idx, uint32_t *live, uint32_t *reserve
             plan_cand *c = &out->c[reserve[at + i]];
             c->ev = jobs[i].ev;
             c->rung = (int)rung;
+            c->score = NAN;
             idx[(*live)++] = reserve[at + i];
         }
         at += n;
         out->backfilled += n;
-        rank(&x->o->slo, out->c, idx, *live, tmp);
+        rank(x->o, out->c, idx, *live, tmp);
     }
     return 0;
 }
@@ -442,20 +449,23 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
         snprintf(label, sizeof label, "plan: %u requests", n);
         if ((rc = evaluate(&x, jobs, live, label, e)) < 0) break;
         for (uint32_t i = 0; i < live; i++) {
-            out->c[idx[i]].ev = jobs[i].ev;
-            out->c[idx[i]].rung = (int)r_out;
-            out->c[idx[i]].state = PLAN_EVALUATED;
+            plan_cand *c = &out->c[idx[i]];
+            c->ev = jobs[i].ev;
+            c->rung = (int)r_out;
+            c->state = PLAN_EVALUATED;
+            c->score = o->objective ? o->objective(o->objective_ctx, sp, c) : NAN;
         }
         out->rung_requests[r_out] = n;
         out->rung_candidates[r_out++] = live;
-        rank(&o->slo, out->c, idx, live, tmp);
+        rank(o, out->c, idx, live, tmp);
         if (n == t.n_requests) break;
         uint32_t keep = (live + eta - 1) / eta;
         if (keep < o->keep) keep = o->keep;
         if (keep < live) {
-            /* Those that met the SLOs here but were dropped for cheaper ones. */
+            /* Those that met the SLOs here but were dropped for cheaper ones (the
+             * cheapest-first ranking only: a custom objective ranks as it likes). */
             for (uint32_t i = keep; i < live; i++)
-                if (plan_judge(&o->slo, &out->c[idx[i]].ev).ok) reserve[n_reserve++] = idx[i];
+                if (!o->objective && plan_judge(&o->slo, &out->c[idx[i]].ev).ok) reserve[n_reserve++] = idx[i];
             live = keep;
         }
         qsort(idx, live, sizeof *idx, by_index);   /* the next rung in candidate order */

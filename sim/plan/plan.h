@@ -101,6 +101,7 @@ typedef struct plan_cand {
     int rung;                        /* the last rung it was evaluated on (-1: none) */
     plan_eval ev;                    /* that evaluation */
     double load;                     /* the capacity bound's busy fraction (> 1: cannot keep up) */
+    double score;                    /* the custom objective's, at its last evaluation (NAN without one) */
     uint64_t pool_tokens;            /* its KV pool */
 } plan_cand;
 
@@ -122,6 +123,11 @@ typedef struct plan_opts {
     const char *resume_dir;          /* evaluations kept here, and read back on a rerun; NULL: none */
     const char *question;            /* what identifies this plan in resume_dir (its question.txt) */
     bool rate_search;                /* per GPU type, the highest rate its best candidate sustains */
+    /* A custom objective (Lua's rehearse.plan{objective = f}): each
+     * simulated candidate's score, lower first, NaN for one not acceptable;
+     * halving keeps the best scores. NULL: the cheapest that meets the SLOs. */
+    double (*objective)(void *ctx, const plan_space *sp, const plan_cand *c);
+    void *objective_ctx;
     int progress;                    /* progress bars */
 } plan_opts;
 
@@ -155,6 +161,16 @@ typedef struct plan_result {
  * out and counted). 0, or -1 with the message. */
 int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, plan_result *out, rh_err *e);
 void plan_result_free(plan_result *r);
+
+/* The default space: TP 1, 2, 4, 8, 1..16 replicas within 64 GPUs, chunked
+ * prefill 2048, 4096, 8192, max running 64..512, speculation off or 3
+ * EAGLE steps, the cache-aware router, colocated replicas; no GPUs yet. */
+void plan_space_default(plan_space *sp);
+/* The model on each named GPU (a roofline of the presets) at its price in
+ * PRICES.json: gpus[i] and costs[i] (the caller frees costs with
+ * cost_free, also after a failure: the ones made are set, the rest NULL). */
+int plan_gpus_load(const char *model, char names[][48], int n, const char *prices, plan_gpu *gpus,
+                   cost_model **costs, rh_err *e);
 
 /* PRICES.json (prices.c): the price of one GPU type, or the GPU types it
  * prices (in the file's order; at most max). -1 with the file and field. */

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 int plan_price_of(const char *path, const char *gpu, double *usd, rh_err *e)
@@ -52,4 +53,20 @@ int plan_price_names(const char *path, char names[][48], int max, rh_err *e)
         }
     json_decref(root);
     return n ? n : rh_fail(e, "%s: field 'gpus' names no GPU", path);
+}
+
+int plan_gpus_load(const char *model, char names[][48], int n, const char *prices, plan_gpu *gpus,
+                   cost_model **costs, rh_err *e)
+{
+    for (int g = 0; g < n; g++) costs[g] = NULL;
+    for (int g = 0; g < n; g++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"%.200s\", \"gpu\": \"%.47s\"}",
+                 model, names[g]);
+        if (!(costs[g] = cost_parse(text, "plan", e))) return rh_prefix(e, "model %s on GPU %s", model, names[g]);
+        gpus[g] = (plan_gpu){.cost = costs[g]};
+        snprintf(gpus[g].name, sizeof gpus[g].name, "%.47s", names[g]);
+        if (plan_price_of(prices, names[g], &gpus[g].usd_per_gpu_hour, e) < 0) return -1;
+    }
+    return 0;
 }

@@ -66,7 +66,7 @@ int plan_enumerate(const plan_space *sp, plan_cand **out, uint32_t *n_out, rh_er
                                                          .spec_steps = sp->spec_steps[s], .router = sp->routers[q],
                                                          .gpus = gpus,
                                                          .usd_hour = gpus * sp->gpus[g].usd_per_gpu_hour,
-                                                         .rung = -1};
+                                                         .rung = -1, .score = NAN};
                                 }
                 }
             }
@@ -135,4 +135,13 @@ int plan_cand_config(const plan_space *sp, const plan_cand *c, const sim_config 
         if (sim_config_set(cfg, k.kv[i][0], k.kv[i][1], e) != 1)
             return rh_prefix(e, "--%s %s", k.kv[i][0], k.kv[i][1]);
     return 0;
+}
+
+void plan_space_default(plan_space *sp)
+{
+    *sp = (plan_space){.tp = {1, 2, 4, 8}, .n_tp = 4, .max_replicas = 16, .max_gpus = 64,
+                       .chunk = {2048, 4096, 8192}, .n_chunk = 3, .max_running = {64, 128, 256, 512},
+                       .n_max_running = 4, .spec_steps = {0, 3}, .n_spec = 2, .routers = {ROUTER_CACHE_AWARE},
+                       .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1};
+    snprintf(sp->spec_algorithm, sizeof sp->spec_algorithm, "EAGLE");
 }
