@@ -251,6 +251,53 @@ static void test_priority_from_lua(void)
     expect_script("priority.lua", body, "favoured");
 }
 
+/* rehearse.plan from a script: the command's plan, candidate for
+ * candidate; an objective of its own ranks by it; its errors name it. */
+static void test_plan_from_lua(void)
+{
+    char dir[256], cmd[2048], out[16384];
+    tu_tmp_path("lua-plan", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "%s plan %s --model llama-3-8b --slo-ttft-ms 300 --slo-tpot-ms 40 --gpus h100-sxm,a100-80g --tp 1,2 "
+             "--max-replicas 2 --chunked-prefill-sizes 2048 --max-running-requests-list 8,64 --speculative-steps 0 "
+             "--no-rate-search --workers 2 -o %s 2>&1",
+             tu_bin(), trace_path, dir);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc) printf("\n%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char body[4096];
+    snprintf(body, sizeof body,
+             "local q = {trace=T, model='llama-3-8b', slo_ttft_ms=300, slo_tpot_ms=40, gpus={'h100-sxm', 'a100-80g'},\n"
+             "           tp={1, 2}, max_replicas=2, chunked_prefill_sizes={2048}, max_running_requests={8, 64},\n"
+             "           speculative_steps={0}, workers=2}\n"
+             "local p = rehearse.plan(q)\n"
+             "local cli = rehearse.json.read('%s/plan.json')\n"
+             "assert(#p.ranked == #cli.ranked and #p.ranked > 2, 'ranked ' .. #p.ranked .. ' vs ' .. #cli.ranked)\n"
+             "for i = 1, #p.ranked do\n"
+             "  assert(p.ranked[i].name == cli.ranked[i].name, i .. ': ' .. p.ranked[i].name .. ' vs ' .. cli.ranked[i].name)\n"
+             "  local a, b = p.ranked[i].metrics.p99_ttft_ms, cli.ranked[i].metrics.p99_ttft_ms\n"
+             "  assert(math.abs(a - b) <= 1e-8 * a, a .. ' vs ' .. b)   -- plan.json keeps 10 digits\n"
+             "end\n"
+             "-- the fastest p99 TTFT, whatever it costs\n"
+             "q.objective = function(c) return c.meets_slos and c.p99_ttft_ms end\n"
+             "local f = rehearse.plan(q)\n"
+             "for i = 2, #f.ranked do\n"
+             "  local a, b = f.ranked[i - 1], f.ranked[i]\n"
+             "  assert(b.score == nil or (a.score ~= nil and a.score <= b.score), 'order at ' .. i)\n"
+             "end\n"
+             "assert(f.ranked[1].metrics.meets_slos and f.ranked[1].score == f.ranked[1].metrics.p99_ttft_ms)\n"
+             "assert(f.ranked[1].usd_per_hour >= p.ranked[1].usd_per_hour)\n"
+             "q.objective = function(c) return {} end\n"
+             "local ok, err = pcall(rehearse.plan, q)\n"
+             "assert(not ok and err:find('objective: returned a table'), err)\n"
+             "q.objective = nil; q.colour = 'red'\n"
+             "ok, err = pcall(rehearse.plan, q)\n"
+             "assert(not ok and err:find(\"unknown key 'colour'\"), err)\n"
+             "print('planned', p.ranked[1].name, f.ranked[1].name)\n",
+             dir);
+    expect_script("plan.lua", body, "planned");
+}
+
 void register_test_lua(void)
 {
     CU_pSuite s = CU_add_suite("lua", setup, NULL);
@@ -260,4 +307,5 @@ void register_test_lua(void)
     CU_add_test(s, "errors name file and line", test_errors_name_the_line);
     CU_add_test(s, "trace.synth and t:slice match the CLI", test_synth_and_slice_match_cli);
     CU_add_test(s, "priorities from Lua: t:add, t:request, enable_priority_scheduling", test_priority_from_lua);
+    CU_add_test(s, "rehearse.plan: the command's plan; an objective of its own", test_plan_from_lua);
 }
