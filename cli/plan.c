@@ -59,6 +59,13 @@ static const char plan_help[] =
     "  --resume DIR              keep every evaluation in DIR as it finishes; rerun with the\n"
     "                            same DIR after a kill to go on where it stopped\n"
     "  --no-rate-search          skip the highest rate per GPU type\n"
+    "prediction intervals:\n"
+    "  --gpu-cost GPU=FILE       price GPU with FILE (a cost file `rehearse fit` wrote from a probe of\n"
+    "                            your deployment, with its residuals) instead of the preset roofline\n"
+    "  --intervals K             the best (--top) run K more times each, steps and fitted terms drawn\n"
+    "                            as `rehearse sim --intervals` draws them; one meets an SLO only if the\n"
+    "                            p95 of its quantile does (--slo-quantile 0.5, 0.9 or 0.99)\n"
+    "  --step-noise SIGMA        the per-step noise for every GPU (default: each cost file's fit)\n"
     "output:\n"
     "  -o DIR                    plan.json, candidates.csv, launch.sh and the Pareto plots\n"
     "  --json                    print plan.json instead of the table\n"
@@ -122,6 +129,7 @@ int plan_main(int argc, char **argv)
     }
     plan_opts o;
     plan_opts_default(&o);
+    o.step_noise = -1;
     plan_space sp;
     plan_space_default(&sp);
     rh_args a;
@@ -130,6 +138,9 @@ int plan_main(int argc, char **argv)
     rh_err e = {{0}};
     const char *name, *model = NULL, *prices = NULL, *gpu_list = NULL, *out_dir = NULL, *model_path = NULL;
     double target_rate = 0;
+    const char *gpu_cost[64];
+    int n_gpu_cost = 0;
+    char *gpu_cost_text[64] = {0};
     uint32_t first = 0, top = 10;
     int json = 0;
     char question[8192];
@@ -183,6 +194,22 @@ int plan_main(int argc, char **argv)
             else if (!strcmp(name, "slo-quantile")) o.slo.quantile = x;
             else if (!strcmp(name, "slo-attainment")) o.slo.attainment = x;
             else target_rate = x;
+        } else if (!strcmp(name, "intervals")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, "--intervals", 2, 10000, &o.interval_runs, &e) < 0)
+                goto bad;
+        } else if (!strcmp(name, "step-noise")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_double(v, "--step-noise", &o.step_noise, &e) < 0) goto bad;
+            if (!(o.step_noise >= 0 && o.step_noise <= 5)) {
+                rh_fail(&e, "--step-noise must be in [0, 5] (got %s)", v);
+                goto bad;
+            }
+        } else if (!strcmp(name, "gpu-cost")) {
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            if (!strchr(v, '=') || n_gpu_cost == 64) {
+                rh_fail(&e, "--gpu-cost: GPU=FILE expected (got %s)", v);
+                goto bad;
+            }
+            gpu_cost[n_gpu_cost++] = v;
         } else if (!strcmp(name, "tp")) {
             if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 64, sp.tp, &sp.n_tp, &e) < 0) goto bad;
         } else if (!strcmp(name, "chunked-prefill-sizes")) {
@@ -313,6 +340,34 @@ int plan_main(int argc, char **argv)
         goto bad;
     }
     if (plan_gpus_load(model, names, n_gpus, prices, gpus, costs, &e) < 0) goto bad;
+    for (int k = 0; k < n_gpu_cost; k++) {
+        const char *eq = strchr(gpu_cost[k], '='), *file = eq + 1;
+        int g = 0;
+        while (g < n_gpus && (strlen(gpus[g].name) != (size_t)(eq - gpu_cost[k]) ||
+                              strncmp(gpus[g].name, gpu_cost[k], (size_t)(eq - gpu_cost[k]))))
+            g++;
+        if (g == n_gpus) {
+            rh_fail(&e, "--gpu-cost %s: the plan searches no GPU of that name (--gpus)", gpu_cost[k]);
+            goto bad;
+        }
+        json_error_t je;
+        json_t *j = json_load_file(file, 0, &je);
+        gpu_cost_text[g] = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(j);
+        if (!gpu_cost_text[g]) {
+            rh_fail(&e, "--gpu-cost %s:%d: %s", file, je.line, je.text);
+            goto bad;
+        }
+        cost_free(costs[g]);
+        if (!(costs[g] = cost_parse(gpu_cost_text[g], file, &e))) goto bad;
+        gpus[g].cost = costs[g];
+        gpus[g].cost_text = gpu_cost_text[g];
+    }
+    if (o.interval_runs && (o.slo.attainment > 0 || (o.slo.quantile != 0.5 && o.slo.quantile != 0.9 &&
+                                                     o.slo.quantile != 0.99))) {
+        rh_fail(&e, "--intervals bounds the p50, p90 or p99: give --slo-quantile 0.5, 0.9 or 0.99, not an attainment");
+        goto bad;
+    }
     sp.gpus = gpus;
     sp.n_gpus = n_gpus;
 
@@ -378,7 +433,9 @@ bad:
     if (rc) fprintf(stderr, "rehearse plan: %s\n", e.msg);
     plan_result_free(&res);
     tr_trace_free(&t);
-    for (int g = 0; g < n_gpus; g++)
+    for (int g = 0; g < n_gpus; g++) {
         if (costs[g]) cost_free(costs[g]);
+        free(gpu_cost_text[g]);
+    }
     return rc;
 }

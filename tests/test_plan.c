@@ -356,6 +356,39 @@ static void test_refusals_and_judging(void)
     cost_free(m);
 }
 
+/* Prediction intervals: the best are bounded, judged by the bound, and
+ * ranked again by it. */
+static void test_plan_intervals(void)
+{
+    fixture f;
+    fixture_init(&f);
+    for (int g = 0; g < 2; g++) {
+        snprintf(f.gpus[g].text, sizeof f.gpus[g].text,
+                 "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"%s\"}",
+                 f.gpus[g].name);
+        f.gpus[g].cost_text = f.gpus[g].text;
+    }
+    f.o.interval_runs = 6;
+    f.o.step_noise = 0.05;
+    plan_result r;
+    CU_ASSERT_EQUAL_FATAL(run_plan(&f, &r), 0);
+    CU_ASSERT(r.bounded >= f.o.keep);
+    for (uint32_t i = 0; i < f.o.keep && i < r.n_ranked; i++) {
+        const plan_eval *ev = &r.c[r.ranked[i]].ev;
+        CU_ASSERT(ev->ttft_hi > 0 && ev->tpot_hi > 0);
+        /* p95 of 6 noisy runs' p99 against the noise-free one's */
+        CU_ASSERT(ev->ttft_hi > 0.5 * ev->ttft_q && ev->ttft_hi < 2 * ev->ttft_q);
+        if (i) CU_ASSERT(plan_judge(&f.o.slo, &r.c[r.ranked[i - 1]].ev).ok >= plan_judge(&f.o.slo, ev).ok);
+    }
+    plan_result_free(&r);
+    /* Judged by the bound: a quantile within the SLO whose bound is not misses. */
+    plan_eval ev = {.ttft_q = 900, .tpot_q = 30, .ttft_hi = 1100, .tpot_hi = 31};
+    CU_ASSERT(!plan_judge(&f.o.slo, &ev).ok);
+    ev.ttft_hi = 950;
+    CU_ASSERT(plan_judge(&f.o.slo, &ev).ok);
+    fixture_free(&f);
+}
+
 /* Prefill-decode candidates: split as the ratio says, launched in SGLang's
  * PD mode behind its router. */
 static void test_pd_split_and_launch(void)
@@ -453,5 +486,6 @@ void register_test_plan(void)
     CU_add_test(s, "one worker or two, resumed, killed and resumed: the same plan", test_resume_and_workers);
     CU_add_test(s, "refusals, the rate search, launch lines, judging", test_refusals_and_judging);
     CU_add_test(s, "prefill-decode candidates and their launch lines", test_pd_split_and_launch);
+    CU_add_test(s, "prediction intervals: the best bounded, judged by the bound", test_plan_intervals);
     CU_add_test(s, "the command line", test_cli);
 }

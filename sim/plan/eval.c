@@ -94,8 +94,10 @@ plan_verdict plan_judge(const plan_slo *slo, const plan_eval *ev)
     if (slo->attainment > 0) {
         v.margin_ttft = v.margin_tpot = ev->attainment - slo->attainment;
     } else {
-        v.margin_ttft = isinf(ev->ttft_q) ? -INFINITY : 1 - ev->ttft_q / slo->ttft_ms;
-        v.margin_tpot = isinf(ev->tpot_q) ? -INFINITY : 1 - ev->tpot_q / slo->tpot_ms;
+        double ttft = ev->ttft_hi > ev->ttft_q ? ev->ttft_hi : ev->ttft_q;   /* the upper bound, where known */
+        double tpot = ev->tpot_hi > ev->tpot_q ? ev->tpot_hi : ev->tpot_q;
+        v.margin_ttft = isinf(ttft) ? -INFINITY : 1 - ttft / slo->ttft_ms;
+        v.margin_tpot = isinf(tpot) ? -INFINITY : 1 - tpot / slo->tpot_ms;
     }
     v.worst = v.margin_ttft < v.margin_tpot ? v.margin_ttft : v.margin_tpot;
     v.ok = v.worst >= 0;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sim/intervals.h"
 #include "util/fork_pool.h"
 #include "util/hashmap.h"
 #include "util/progress.h"
@@ -381,6 +382,48 @@ static int backfill(run_ctx *x, uint32_t *idx, uint32_t *live, uint32_t *reserve
     return 0;
 }
 
+/* The `keep` best bounded by prediction intervals, then ranked again. */
+static int bound_best(run_ctx *x, uint32_t *tmp, rh_err *e)
+{
+    const plan_opts *o = x->o;
+    plan_result *out = x->res;
+    const char *which = o->slo.quantile == 0.5 ? "median" : o->slo.quantile == 0.9 ? "p90" : "p99";
+    char ttft_key[32], tpot_key[32];
+    snprintf(ttft_key, sizeof ttft_key, "%s_ttft_ms", which);
+    snprintf(tpot_key, sizeof tpot_key, "%s_tpot_ms", which);
+    uint32_t n = out->n_ranked < o->keep ? out->n_ranked : o->keep;
+    /* Bounds can reorder the best: bound whoever reaches them unbounded,
+     * until the best `keep` all are. */
+    for (int again = 1; again;) {
+    again = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        plan_cand *c = &out->c[out->ranked[i]];
+        if (c->ev.ttft_hi > 0) continue;
+        again = 1;
+        const plan_gpu *g = &x->sp->gpus[c->gpu];
+        if (!g->cost_text) return rh_fail(e, "%s: no cost file text to draw intervals from", g->name);
+        sim_config cfg;
+        if (plan_cand_config(x->sp, c, &o->base, &cfg, e) < 0) return -1;
+        cfg.slo = (metrics_slo){.ttft_ms = o->slo.ttft_ms, .tpot_ms = o->slo.tpot_ms};
+        sim_interval_opts io;
+        sim_interval_opts_default(&io);
+        io.runs = o->interval_runs;
+        io.sigma = o->step_noise;
+        io.workers = o->workers;
+        io.progress = o->progress;
+        json_t *j;
+        if (sim_intervals_run(&cfg, x->t, g->cost_text, g->name, &io, &j, e) < 0) return -1;
+        json_t *m = json_object_get(j, "metrics");
+        c->ev.ttft_hi = json_number_value(json_object_get(json_object_get(m, ttft_key), "p95"));
+        c->ev.tpot_hi = json_number_value(json_object_get(json_object_get(m, tpot_key), "p95"));
+        json_decref(j);
+        out->bounded++;
+    }
+    rank(o, out->c, out->ranked, out->n_ranked, tmp);
+    }
+    return 0;
+}
+
 int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, plan_result *out, rh_err *e)
 {
     memset(out, 0, sizeof *out);
@@ -475,6 +518,9 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
         out->ranked = idx;
         out->n_ranked = live;
         idx = NULL;
+        if (o->interval_runs) rc = bound_best(&x, tmp, e);
+    }
+    if (rc == 0) {
         for (int g = 0; g < sp->n_gpus; g++) {
             out->per_gpu[g].best = -1;
             for (uint32_t i = 0; i < out->n_ranked && out->per_gpu[g].best < 0; i++) {

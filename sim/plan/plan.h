@@ -39,7 +39,9 @@
 typedef struct plan_gpu {
     char name[48];           /* the GPU preset's name, "h100-sxm" */
     double usd_per_gpu_hour;
-    const cost_model *cost;  /* the model on this GPU (a roofline); borrowed */
+    const cost_model *cost;  /* the model on this GPU (a roofline, or a fitted cost file); borrowed */
+    const char *cost_text;   /* its JSON, for prediction intervals (NULL: none); borrowed, or text */
+    char text[512];          /* the preset roofline's JSON, when plan_gpus_load made it */
 } plan_gpu;
 
 /* What the search ranges over; each list in the order given. */
@@ -84,6 +86,9 @@ typedef struct plan_eval {
     double throughput;               /* completed req/s */
     uint64_t completed, failed;
     double sim_s;                    /* wall seconds the simulation took (not part of the plan) */
+    /* With intervals: the p95 over the runs of the SLO's quantile of TTFT
+     * and TPOT (0: not bounded). plan_judge holds the SLOs to them. */
+    double ttft_hi, tpot_hi;
 } plan_eval;
 
 enum plan_state { PLAN_NEW = 0, PLAN_REFUSED_MEMORY, PLAN_PRUNED_CAPACITY, PLAN_EVALUATED };
@@ -123,6 +128,12 @@ typedef struct plan_opts {
     const char *resume_dir;          /* evaluations kept here, and read back on a rerun; NULL: none */
     const char *question;            /* what identifies this plan in resume_dir (its question.txt) */
     bool rate_search;                /* per GPU type, the highest rate its best candidate sustains */
+    /* Prediction intervals (sim/intervals.h) for the `keep` best on the
+     * whole trace: interval_runs runs each; a candidate meets an SLO only
+     * if the p95 of its quantile does. step_noise < 0: each GPU's cost
+     * file's own (a fit's), else this sigma for all. 0 runs: none. */
+    uint32_t interval_runs;
+    double step_noise;
     /* A custom objective (Lua's rehearse.plan{objective = f}): each
      * simulated candidate's score, lower first, NaN for one not acceptable;
      * halving keeps the best scores. NULL: the cheapest that meets the SLOs. */
@@ -153,6 +164,7 @@ typedef struct plan_result {
     double trace_rate;               /* the trace's arrival rate at rate_scale, req/s */
     uint32_t dropped_too_long;       /* requests left out: longer than the model's context */
     uint64_t simulations, resumed;   /* simulations run, and evaluations read back from resume_dir */
+    uint32_t bounded;                /* candidates given prediction intervals */
     double sim_cpu_s;                /* summed wall seconds of the simulations run */
     char first_refusal[256];         /* the memory refusal of the first refused candidate */
 } plan_result;

@@ -66,6 +66,8 @@ int plan_gpus_load(const char *model, char names[][48], int n, const char *price
         if (!(costs[g] = cost_parse(text, "plan", e))) return rh_prefix(e, "model %s on GPU %s", model, names[g]);
         gpus[g] = (plan_gpu){.cost = costs[g]};
         snprintf(gpus[g].name, sizeof gpus[g].name, "%.47s", names[g]);
+        memcpy(gpus[g].text, text, sizeof gpus[g].text);
+        gpus[g].cost_text = gpus[g].text;
         if (plan_price_of(prices, names[g], &gpus[g].usd_per_gpu_hour, e) < 0) return -1;
     }
     return 0;

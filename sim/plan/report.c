@@ -33,9 +33,11 @@ static void print_row(FILE *f, const plan_opts *o, const plan_space *sp, const p
     char name[160];
     plan_cand_name(sp, c, name, sizeof name);
     plan_verdict v = plan_judge(&o->slo, &c->ev);
-    fprintf(f, "%4u  %-48s %4u %8.2f %8.3f %8.0f /%7.0f %7.1f /%6.1f   %+5.0f%% / %+5.0f%%  %s\n", rank, name, c->gpus,
+    fprintf(f, "%4u  %-48s %4u %8.2f %8.3f %8.0f /%7.0f %7.1f /%6.1f   %+5.0f%% / %+5.0f%%  %s", rank, name, c->gpus,
             c->usd_hour, c->ev.goodput, c->ev.ttft_p50, c->ev.ttft_p99, c->ev.tpot_p50, c->ev.tpot_p99,
             pct(v.margin_ttft), pct(v.margin_tpot), v.ok ? "yes" : "no");
+    if (c->ev.ttft_hi > 0) fprintf(f, "   p95 bound: TTFT %.0f, TPOT %.1f", c->ev.ttft_hi, c->ev.tpot_hi);
+    fprintf(f, "\n");
 }
 
 void plan_print(FILE *f, const plan_opts *o, const plan_space *sp, const plan_result *r, uint32_t top)
@@ -53,6 +55,10 @@ void plan_print(FILE *f, const plan_opts *o, const plan_space *sp, const plan_re
                 r->backfilled);
     fprintf(f, "\n");
     if (r->refused_memory) fprintf(f, "  the first refused: %s\n", r->first_refusal);
+    if (r->bounded)
+        fprintf(f, "prediction intervals: the best %u run %u more times each; each meets the SLOs only if the p95 of "
+                   "its quantile does (margins against that bound)\n",
+                r->bounded, o->interval_runs);
     if (o->slo.attainment > 0)
         fprintf(f, "SLOs: %.0f%% of requests within TTFT %.0f ms and TPOT %.0f ms\n", 100 * o->slo.attainment,
                 o->slo.ttft_ms, o->slo.tpot_ms);
@@ -112,6 +118,10 @@ static json_t *cand_json(const plan_opts *o, const plan_space *sp, const plan_ca
                               c->ev.attainment, "request_goodput", c->ev.goodput, "request_throughput",
                               c->ev.throughput, "completed", (json_int_t)c->ev.completed, "failed",
                               (json_int_t)c->ev.failed);
+        if (c->ev.ttft_hi > 0) {
+            json_object_set_new(m, "slo_quantile_ttft_ms_p95", json_real(c->ev.ttft_hi));
+            json_object_set_new(m, "slo_quantile_tpot_ms_p95", json_real(c->ev.tpot_hi));
+        }
         json_object_set_new(m, "margin_ttft", num(v.margin_ttft));
         json_object_set_new(m, "margin_tpot", num(v.margin_tpot));
         json_object_set_new(m, "meets_slos", json_boolean(v.ok));
