@@ -355,7 +355,8 @@ int plan_main(int argc, char **argv)
         gpu_cost_text[g] = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(j);
         if (!gpu_cost_text[g]) {
-            rh_fail(&e, "--gpu-cost %s:%d: %s", file, je.line, je.text);
+            if (je.line > 0) rh_fail(&e, "--gpu-cost %s:%d: %s", file, je.line, je.text);
+            else rh_fail(&e, "--gpu-cost %s: %s", file, je.text);
             goto bad;
         }
         cost_free(costs[g]);
