@@ -27,7 +27,8 @@ static const char plan_help[] =
     "simulation of the trace. Candidates whose weights leave no KV pool are refused,\n"
     "those that cannot keep up with the trace's tokens even at their best rates are\n"
     "pruned, and the rest go through successive halving: all on a prefix of the trace,\n"
-    "the best quarter on a prefix four times longer, ..., the last rung the whole trace.\n"
+    "the best quarter on a prefix four times longer, ..., the last rung the whole trace\n"
+    "(and those dropped that met the SLOs, when cheaper ones miss them on the whole).\n"
     "Prints the ranked table, each GPU type's cheapest deployment with the highest rate\n"
     "it sustains, and the winner's launch lines (SGLang, vLLM).\n\n"
     "the question:\n"
@@ -52,7 +53,8 @@ static const char plan_help[] =
     "  --routers LIST            router policies for 2+ replicas (default cache-aware)\n"
     "  --pd LIST                 none, or prefill:decode ratios such as 1:1,1:3 (default none)\n"
     "the search:\n"
-    "  --rungs N, --eta E        successive halving: N rungs, each keeping 1/E (default 3, 4)\n"
+    "  --rungs N, --eta E        successive halving: N rungs, each keeping 1/E (default: enough rungs for\n"
+    "                            the candidates to come down to --top, ceil(log_E(n / top)); E 4)\n"
     "  --top N                   table rows, and the fewest a rung keeps (default 10)\n"
     "  --min-requests N          the first rung's prefix has at least N requests (default 200)\n"
     "  --workers N               simulations at once (default: the processors)\n"
@@ -275,7 +277,8 @@ int plan_main(int argc, char **argv)
                    !strcmp(name, "min-requests") || !strcmp(name, "workers")) {
             char what[64];
             snprintf(what, sizeof what, "--%s", name);
-            uint32_t lo = !strcmp(name, "eta") ? 2 : 1, hi = !strcmp(name, "rungs") ? 8 : 1u << 30;
+            uint32_t lo = !strcmp(name, "eta") ? 2 : !strcmp(name, "rungs") ? 0 : 1;
+            uint32_t hi = !strcmp(name, "rungs") ? 8 : 1u << 30;
             if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, what, lo, hi, &u, &e) < 0) goto bad;
             if (!strcmp(name, "max-replicas")) sp.max_replicas = u;
             else if (!strcmp(name, "max-gpus")) sp.max_gpus = u;

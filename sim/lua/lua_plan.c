@@ -241,7 +241,7 @@ static int l_plan(lua_State *L)
     o.keep = (uint32_t)num_field(L, 1, "keep", o.keep);
     o.min_requests = (uint32_t)num_field(L, 1, "min_requests", o.min_requests);
     o.workers = (int)num_field(L, 1, "workers", 0);
-    if (o.rungs < 1 || o.rungs > 8 || o.eta < 2) return luaL_error(L, "plan: rungs must be 1..8 and eta at least 2");
+    if (o.rungs > 8 || o.eta < 2) return luaL_error(L, "plan: rungs must be 0 (as many as needed) to 8 and eta at least 2");
     lua_getfield(L, 1, "rate_search");
     o.rate_search = lua_toboolean(L, -1);
     lua_pop(L, 1);

@@ -24,7 +24,7 @@ void plan_opts_default(plan_opts *o)
     memset(o, 0, sizeof *o);
     sim_config_default(&o->base);
     o->slo.quantile = 0.99;
-    o->rungs = 3;
+    o->rungs = 0;   /* as many as halving needs (plan_run) */
     o->eta = 4;
     o->keep = 10;
     o->min_requests = 200;
@@ -344,41 +344,70 @@ static int by_price(const void *a, const void *b)
     return cheaper(a, b, g_by_price);
 }
 
+/* Whether reserve candidate r could still change the answer: the `keep`
+ * cheapest that meet the SLOs on the whole trace (the table), or its GPU
+ * type's cheapest (the per-GPU line). */
+static bool could_matter(const run_ctx *x, const uint32_t *idx, uint32_t live, uint32_t r)
+{
+    const plan_cand *c = x->res->c, *cr = &c[r];
+    uint32_t met = 0;
+    bool gpu_met = false;
+    double kth = INFINITY, gpu_best = INFINITY;
+    for (uint32_t i = 0; i < live; i++) {
+        const plan_cand *k = &c[idx[i]];
+        if (!plan_judge(&x->o->slo, &k->ev).ok) continue;
+        if (++met == x->o->keep) kth = k->usd_hour;
+        if (k->gpu == cr->gpu && !gpu_met) {
+            gpu_met = true;
+            gpu_best = k->usd_hour;
+        }
+    }
+    return met < x->o->keep || cr->usd_hour < kth || !gpu_met || cr->usd_hour < gpu_best;
+}
+
 /* Halving judges on prefixes, where queues have had less time to grow
  * than over the whole trace: a cheap candidate can meet the SLOs on a
  * prefix and miss them on the whole, while dearer ones that also met them
  * were dropped. So, after the last rung, those dropped ones are simulated
- * on the whole trace too, cheapest first, keep at a time, until none left
- * is cheaper than the best that meets the SLOs on the whole trace. The
- * winner is then the cheapest of every candidate that met the SLOs on
- * each prefix it was simulated on. */
+ * on the whole trace too, cheapest first, keep at a time, as long as one
+ * could still enter the table (fewer than keep meet the SLOs, or it is
+ * cheaper than the keep-th that does) or be its GPU type's cheapest. The
+ * winner is then the cheapest of every candidate that met the SLOs on each
+ * prefix it was simulated on, and so is each GPU type's. */
 static int backfill(run_ctx *x, uint32_t *idx, uint32_t *live, uint32_t *reserve, uint32_t n_reserve, plan_job *jobs,
                     uint32_t *tmp, rh_err *e)
 {
     plan_result *out = x->res;
     g_by_price = out->c;
     qsort(reserve, n_reserve, sizeof *reserve, by_price);
-    uint32_t batch = x->o->keep ? x->o->keep : 1, at = 0, n_requests = (uint32_t)x->t->n_requests;
+    uint32_t batch = x->o->keep ? x->o->keep : 1, n_requests = (uint32_t)x->t->n_requests;
     uint32_t rung = 0;
     while (rung + 1 < 8 && out->rung_candidates[rung + 1]) rung++;
-    while (at < n_reserve) {
-        const plan_cand *best = &out->c[idx[0]];
-        if (plan_judge(&x->o->slo, &best->ev).ok && best->usd_hour <= out->c[reserve[at]].usd_hour) break;
-        uint32_t n = n_reserve - at < batch ? n_reserve - at : batch;
+    bool *done = calloc(n_reserve ? n_reserve : 1, sizeof *done);
+    if (!done) return rh_fail(e, "out of memory");
+    for (;;) {
+        uint32_t n = 0, pick[64];
+        for (uint32_t i = 0; i < n_reserve && n < batch && n < 64; i++)
+            if (!done[i] && could_matter(x, idx, *live, reserve[i])) pick[n++] = i;
+        if (!n) break;
         for (uint32_t i = 0; i < n; i++)
-            jobs[i] = (plan_job){.cand = reserve[at + i], .requests = n_requests, .rate_scale = x->o->base.rate_scale};
-        if (evaluate(x, jobs, n, "plan: the dropped, on the whole trace", e) < 0) return -1;
+            jobs[i] = (plan_job){.cand = reserve[pick[i]], .requests = n_requests, .rate_scale = x->o->base.rate_scale};
+        if (evaluate(x, jobs, n, "plan: the dropped, on the whole trace", e) < 0) {
+            free(done);
+            return -1;
+        }
         for (uint32_t i = 0; i < n; i++) {
-            plan_cand *c = &out->c[reserve[at + i]];
+            plan_cand *c = &out->c[reserve[pick[i]]];
             c->ev = jobs[i].ev;
             c->rung = (int)rung;
             c->score = NAN;
-            idx[(*live)++] = reserve[at + i];
+            idx[(*live)++] = reserve[pick[i]];
+            done[pick[i]] = true;
         }
-        at += n;
         out->backfilled += n;
         rank(x->o, out->c, idx, *live, tmp);
     }
+    free(done);
     return 0;
 }
 
@@ -479,7 +508,15 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
     }
 
     /* 3: successive halving on prefixes eta times longer each rung. */
-    uint32_t rungs = o->rungs ? o->rungs : 1, eta = o->eta >= 2 ? o->eta : 2, r_out = 0;
+    uint32_t eta = o->eta >= 2 ? o->eta : 2, r_out = 0, rungs = o->rungs;
+    if (!rungs) {
+        /* Successive halving's own count: enough rungs of 1/eta each for the
+         * candidates left to come down to the `keep` the table shows (the
+         * first rungs, shorter than min_requests, become one). */
+        double ratio = (double)live / (o->keep ? o->keep : 1);
+        rungs = ratio > 1 ? (uint32_t)ceil(log(ratio) / log(eta)) : 1;
+        if (rungs < 1) rungs = 1;
+    }
     if (rungs > 8) rungs = 8;
     for (uint32_t r = 0; r < rungs && rc == 0 && live; r++) {
         double len = (double)t.n_requests / pow(eta, rungs - 1 - r);

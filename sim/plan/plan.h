@@ -120,7 +120,8 @@ typedef struct plan_verdict {
 typedef struct plan_opts {
     sim_config base;                 /* every other knob, as `rehearse sim` takes it */
     plan_slo slo;
-    uint32_t rungs;                  /* successive-halving rungs (>= 1); the last is the whole trace */
+    uint32_t rungs;                  /* successive-halving rungs; the last is the whole trace. 0: enough for
+                                        the candidates to come down to `keep`, ceil(log_eta(n / keep)) */
     uint32_t eta;                    /* each rung keeps 1/eta of its candidates (>= 2) */
     uint32_t keep;                   /* but at least this many (the table's rows) */
     uint32_t min_requests;           /* the first rung's prefix has at least this many requests */
