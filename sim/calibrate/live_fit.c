@@ -165,6 +165,18 @@ static double median_itl(const tr_request *q)
     return m;
 }
 
+/* 1.4826 x the median absolute deviation (a normal's standard deviation,
+ * blind to a few outliers), reordering d; 0 for fewer than 100 values. */
+static double robust_sigma(rh_dvec *d)
+{
+    if (d->n < 100) return 0;
+    rh_sort_doubles(d->v, d->n);
+    double med = rh_percentile_sorted(d->v, d->n, 50);
+    for (size_t k = 0; k < d->n; k++) d->v[k] = fabs(d->v[k] - med);
+    rh_sort_doubles(d->v, d->n);
+    return 1.4826 * rh_percentile_sorted(d->v, d->n, 50);
+}
+
 /* The noise of one step as a client sees it: each measured inter-token
  * gap against its request's median gap, log(gap / median), pooled over the
  * requests with every token timed; sigma = 1.4826 x the median absolute
@@ -184,14 +196,7 @@ double live_step_noise(const tr_trace *t, size_t *gaps_used)
             if (g > 0 && rh_dvec_push(&d, log(g / m)) < 0) break;
         }
     }
-    double sigma = 0;
-    if (d.n >= 100) {
-        rh_sort_doubles(d.v, d.n);
-        double med = rh_percentile_sorted(d.v, d.n, 50);
-        for (size_t k = 0; k < d.n; k++) d.v[k] = fabs(d.v[k] - med);
-        rh_sort_doubles(d.v, d.n);
-        sigma = 1.4826 * rh_percentile_sorted(d.v, d.n, 50);
-    }
+    double sigma = robust_sigma(&d);
     *gaps_used = d.n;
     rh_dvec_free(&d);
     return sigma;
@@ -707,14 +712,7 @@ static double gpu_step_noise(const fit_ctx *c, const char *cost_json)
     }
     free(seqs);
     cost_free(m);
-    double sigma = 0;
-    if (d.n >= 100) {
-        rh_sort_doubles(d.v, d.n);
-        double med = rh_percentile_sorted(d.v, d.n, 50);
-        for (size_t k = 0; k < d.n; k++) d.v[k] = fabs(d.v[k] - med);
-        rh_sort_doubles(d.v, d.n);
-        sigma = 1.4826 * rh_percentile_sorted(d.v, d.n, 50);
-    }
+    double sigma = robust_sigma(&d);
     rh_dvec_free(&d);
     return sigma;
 }
