@@ -362,10 +362,11 @@ static void test_plan_intervals(void)
 {
     fixture f;
     fixture_init(&f);
+    const char *names[2] = {"h100-sxm", "a100-80g"};   /* the fixture's, not read from f: snprintf into f */
     for (int g = 0; g < 2; g++) {
         snprintf(f.gpus[g].text, sizeof f.gpus[g].text,
                  "{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"%s\"}",
-                 f.gpus[g].name);
+                 names[g]);
         f.gpus[g].cost_text = f.gpus[g].text;
     }
     f.o.interval_runs = 6;
