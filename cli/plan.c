@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/router/router.h"
+#include "sim/cost/cost_presets.h"
 #include "sim/plan/launch.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/report.h"
@@ -100,9 +101,9 @@ static int parse_u32_list(const char *flag, const char *v, uint32_t lo, uint32_t
 static void model_path_of(const char *model, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", model);
-    char dir[PATH_MAX], path[PATH_MAX + 64];
-    if (rh_exe_dir(dir, sizeof dir) < 0) return;
-    snprintf(path, sizeof path, "%s/sim/cost/presets/models/%s.json", dir, model);
+    char path[PATH_MAX];
+    rh_err e = {{0}};
+    if (cost_preset_find("models", model, NULL, path, sizeof path, &e) < 0) return;
     json_t *j = json_load_file(path, 0, NULL);
     const char *src = j ? json_string_value(json_object_get(j, "source")) : NULL;
     const char *at = src ? strstr(src, "huggingface.co/") : NULL;
@@ -113,14 +114,6 @@ static void model_path_of(const char *model, char *buf, size_t n)
         if (slash && len < n) snprintf(buf, n, "%.*s", (int)len, at);
     }
     json_decref(j);
-}
-
-static int default_prices(char *buf, size_t n)
-{
-    char dir[PATH_MAX - 64];
-    if (rh_exe_dir(dir, sizeof dir) < 0) return -1;
-    snprintf(buf, n, "%s/scripts/prices.json", dir);
-    return access(buf, R_OK) == 0 ? 0 : -1;
 }
 
 int plan_main(int argc, char **argv)
@@ -319,7 +312,7 @@ int plan_main(int argc, char **argv)
     if (core_config_validate(&o.base.core, &e) < 0) goto bad;
     char prices_buf[PATH_MAX];
     if (!prices) {
-        if (default_prices(prices_buf, sizeof prices_buf) < 0) {
+        if (rh_scripts_path("prices.json", prices_buf, sizeof prices_buf) < 0) {
             rh_fail(&e, "plan needs --prices PRICES.json (the sample scripts/prices.json is not beside this binary)");
             goto bad;
         }
@@ -375,6 +368,7 @@ int plan_main(int argc, char **argv)
     sp.gpus = gpus;
     sp.n_gpus = n_gpus;
 
+    tr_trace_free(&t);   /* the load starts it afresh (and leaves it freeable when it fails) */
     if (tr_trace_load(a.pos[0], &t, &e) < 0) goto bad;
     if (first && first < t.n_requests) t.n_requests = first;
     if (t.n_requests < 2) {

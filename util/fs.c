@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +38,24 @@ int rh_exe_dir(char *buf, size_t n)
     char *slash = strrchr(buf, '/');
     if (slash) *slash = '\0';   /* "/rehearse" gives "": paths built as DIR/x stay right */
     return 0;
+}
+
+int rh_scripts_path(const char *rel, char *buf, size_t n)
+{
+    const char *env = getenv("REHEARSE_SCRIPTS");
+    if (env && *env) {
+        snprintf(buf, n, "%s/%s", env, rel);
+        if (access(buf, R_OK) == 0) return 0;
+    }
+    char exe[PATH_MAX];
+    if (rh_exe_dir(exe, sizeof exe) == 0) {
+        const char *tries[] = {"%s/scripts/%s", "%s/../scripts/%s", "%s/../share/rehearse/scripts/%s"};
+        for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+            snprintf(buf, n, tries[i], exe, rel);
+            if (access(buf, R_OK) == 0) return 0;
+        }
+    }
+    return -1;
 }
 
 static const char *kind_of(mode_t m)

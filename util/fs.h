@@ -15,6 +15,13 @@ int rh_mkdir_p(const char *path);
  * directory is. 0, or -1 when unreadable or longer than n. */
 int rh_exe_dir(char *buf, size_t n);
 
+/* A file or folder of the project's scripts/ (plot templates, the sample
+ * prices), wherever the binary runs from: $REHEARSE_SCRIPTS/rel, else
+ * beside the binary (a checkout), one folder up (build-san/), or
+ * ../share/rehearse/scripts (installed). 0 with the first that exists in
+ * buf, -1 when none does. */
+int rh_scripts_path(const char *rel, char *buf, size_t n);
+
 /* Opens an input file (a cost model, a script, a CLUSTER.json) for
  * reading, refusing at once what is not a regular file: a FIFO or a
  * device would block the open or the read for ever, a directory reads as

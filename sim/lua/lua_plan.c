@@ -294,10 +294,8 @@ static int l_plan(lua_State *L)
     lua_getfield(L, 1, "prices");
     if (lua_isstring(L, -1)) {
         snprintf(prices, sizeof prices, "%s", lua_tostring(L, -1));
-    } else {
-        char dir[PATH_MAX - 64];
-        if (rh_exe_dir(dir, sizeof dir) < 0) return luaL_error(L, "plan: 'prices' (a PRICES.json) is required");
-        snprintf(prices, sizeof prices, "%s/scripts/prices.json", dir);
+    } else if (rh_scripts_path("prices.json", prices, sizeof prices) < 0) {
+        return luaL_error(L, "plan: 'prices' (a PRICES.json) is required: the sample scripts/prices.json is not found");
     }
     lua_pop(L, 1);
     rh_err e = {{0}};
@@ -311,6 +309,7 @@ static int l_plan(lua_State *L)
     const tr_trace *t;
     lua_getfield(L, 1, "trace");
     if (lua_isstring(L, -1)) {
+        tr_trace_free(&st->own);   /* the load starts it afresh (and leaves it freeable when it fails) */
         if (tr_trace_load(lua_tostring(L, -1), &st->own, &e) < 0) return luaL_error(L, "plan: %s", e.msg);
         t = &st->own;
     } else if (lua_isuserdata(L, -1)) {

@@ -49,19 +49,7 @@ static int is_dir(const char *p)
 const char *plot_template_dir(void)
 {
     static char dir[PATH_MAX];
-    const char *env = getenv("REHEARSE_SCRIPTS");
-    if (env && *env) {
-        snprintf(dir, sizeof dir, "%s/plot", env);
-        if (is_dir(dir)) return dir;
-    }
-    char exe[PATH_MAX];
-    if (rh_exe_dir(exe, sizeof exe) == 0) {
-        const char *tries[] = {"%s/scripts/plot", "%s/../scripts/plot", "%s/../share/rehearse/scripts/plot"};
-        for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-            snprintf(dir, sizeof dir, tries[i], exe);
-            if (is_dir(dir)) return dir;
-        }
-    }
+    if (rh_scripts_path("plot", dir, sizeof dir) == 0 && is_dir(dir)) return dir;
     snprintf(dir, sizeof dir, "scripts/plot");
     return dir;
 }
