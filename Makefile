@@ -179,7 +179,8 @@ $(EMU_SELFTEST): $(BUILD)/emu/tests/emu/selftest.o $(EMU_RUNTIME)
 # The layer check first (README, Layout), then the suites. The CUDA suites
 # run a second time on the emulator (two emulated devices
 # for the NCCL group; the 8B-shaped model is left to real GPUs), then the
-# emulator checks itself and the engine runs end to end on --backend cuda.
+# emulator checks itself and the engine runs end to end on --backend cuda;
+# last, a plan on a one-node Slurm equals the local plan (it skips without Slurm).
 EMU_RUN = $(if $(SUITE),$(findstring cuda,$(SUITE)),cuda)
 test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/rehearse-emu | node-deps
 	$(if $(SUITE),,scripts/check_layers.sh)
@@ -189,6 +190,7 @@ test: $(TEST_BIN) $(BIN) $(CUDA_SO) $(EMU_TEST_BIN) $(EMU_SELFTEST) $(BUILD)/reh
 	$(if $(EMU_RUN),$(EMU_SELFTEST))
 	$(if $(EMU_RUN),OPENBLAS_NUM_THREADS=1 REHEARSE_CUDA_QUICK=1 REHEARSE_CUDA_EMU_DEVICES=2 $(EMU_TEST_BIN) test_cuda)
 	$(if $(EMU_RUN),tests/emu/engine.sh $(BUILD)/rehearse-emu)
+	$(if $(SUITE),,tests/slurm/plan.sh $(BIN))
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)

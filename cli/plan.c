@@ -3,6 +3,7 @@
  * (sim/plan/plan.h), with its launch lines. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "sim/plan/report.h"
 #include "traces/import/import.h"
 #include "util/args.h"
+#include "util/atomic_file.h"
 #include "util/fs.h"
 #include "util/progress.h"
 
@@ -62,6 +64,13 @@ static const char plan_help[] =
     "  --resume DIR              keep every evaluation in DIR as it finishes; rerun with the\n"
     "                            same DIR after a kill to go on where it stopped\n"
     "  --no-rate-search          skip the highest rate per GPU type\n"
+    "on a cluster (each round of the search a Slurm array or a GNU parallel list):\n"
+    "  --emit-jobs DIR           write the first round's simulations as jobs in DIR/jobs/ instead of\n"
+    "                            running them (DIR/jobs/round-K.sbatch, round-K.parallel)\n"
+    "  --shards N                at most N jobs a round (default 100; each runs its share in turn)\n"
+    "  --collect DIR             after a round's jobs ran: fold their results in and write the next\n"
+    "                            round, or, when none is needed, print and write the plan itself\n"
+    "                            (scripts/plan_jobs.sh DIR runs every round with sbatch --wait)\n"
     "prediction intervals:\n"
     "  --gpu-cost GPU=FILE       price GPU with FILE (a cost file `rehearse fit` wrote from a probe of\n"
     "                            your deployment, with its residuals) instead of the preset roofline\n"
@@ -116,12 +125,201 @@ static void model_path_of(const char *model, char *buf, size_t n)
     json_decref(j);
 }
 
+/* What a run from a jobs folder does instead of the whole plan. */
+typedef struct plan_mode {
+    const char *jobs_dir;            /* --job: run one shard of this folder's pending round */
+    uint32_t round, shard, shards;
+    bool collecting;                 /* --collect: a round was folded in; go on from there */
+} plan_mode;
+
+static int plan_cmd(int argc, char **argv, const plan_mode *mode);
+
+static int self_path(char *buf, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    if (k <= 0) return -1;
+    buf[k] = '\0';
+    return 0;
+}
+
+/* The first --emit-jobs: DIR/command.txt keeps where the plan was asked
+ * from and its arguments (--emit-jobs left out), so each job and each
+ * --collect asks the same question wherever it runs. */
+static int start_jobs_dir(const char *dir, int argc, char **argv, rh_err *e)
+{
+    uint32_t round, shards;
+    int p = plan_jobs_pending(dir, &round, &shards, e);
+    if (p < 0) return -1;
+    if (p)
+        return rh_fail(e, "%s: round %u's jobs are pending: run them, then `rehearse plan --collect %s`", dir, round,
+                       dir);
+    if (rh_mkdir_p(dir) < 0) return rh_fail(e, "%s: cannot create: %s", dir, strerror(errno));
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return rh_fail(e, "cannot read the current folder: %s", strerror(errno));
+    size_t cap = strlen(cwd) + 2, len = 0;
+    for (int i = 1; i < argc; i++) cap += strlen(argv[i]) + 1;
+    char *text = malloc(cap);
+    if (!text) return rh_fail(e, "out of memory");
+    len += (size_t)sprintf(text, "%s\n", cwd);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--emit-jobs")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--emit-jobs=", 12)) continue;
+        if (strchr(argv[i], '\n')) {
+            free(text);
+            return rh_fail(e, "--emit-jobs: an argument holds a newline; a job could not ask the same question");
+        }
+        len += (size_t)sprintf(text + len, "%s\n", argv[i]);
+    }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/command.txt", dir);
+    int rc = rh_write_file_atomic(path, text, len, e);
+    free(text);
+    return rc;
+}
+
+/* After plan_run wrote a round: its Slurm array and parallel list, and
+ * what to run. */
+static int emitted(const char *dir, const plan_result *res, uint32_t shards, FILE *out, rh_err *e)
+{
+    char self[PATH_MAX], cwd[PATH_MAX];
+    if (self_path(self, sizeof self) < 0) snprintf(self, sizeof self, "rehearse");
+    if (!getcwd(cwd, sizeof cwd)) return rh_fail(e, "cannot read the current folder: %s", strerror(errno));
+    uint32_t n_shards;
+    if (plan_jobs_scripts(dir, res->jobs_round, res->jobs, shards, self, cwd, &n_shards, e) < 0) return -1;
+    fprintf(out,
+            "plan: round %u: %u simulations to run, as %u jobs (%s/jobs/round-%u.tsv)\n"
+            "  run them:  sbatch --wait %s/jobs/round-%u.sbatch      or: parallel < %s/jobs/round-%u.parallel\n"
+            "  then:      rehearse plan --collect %s\n"
+            "  (scripts/plan_jobs.sh %s runs every round so, and collects)\n",
+            res->jobs_round, res->jobs, n_shards, dir, res->jobs_round, dir, res->jobs_round, dir, res->jobs_round,
+            dir, dir);
+    return 0;
+}
+
+/* --collect DIR [flags] and --job DIR --round K --shard I/N: the question
+ * DIR/command.txt holds, asked again from where it was first asked. */
+static int plan_from_dir(int argc, char **argv)
+{
+    rh_args a;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    rh_err e = {{0}};
+    plan_mode mode = {0};
+    const char *name, *dir = NULL, *v;
+    char **extra = calloc((size_t)argc + 1, sizeof *extra), **args = NULL, *text = NULL;
+    int n_extra = 0, rc = 1, collect = 0, n_args = 0;
+    char dir_abs[PATH_MAX];
+    if (!extra) {
+        rh_fail(&e, "out of memory");
+        goto out;
+    }
+    while ((name = rh_args_next(&a))) {
+        if (!strcmp(name, "collect") || !strcmp(name, "job")) {
+            if (dir) {
+                rh_fail(&e, "give --collect or --job once");
+                goto out;
+            }
+            if (!(dir = rh_args_value(&a, &e))) goto out;
+            collect = !strcmp(name, "collect");
+        } else if (!strcmp(name, "round")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, "--round", 0, 1u << 20, &mode.round, &e) < 0) goto out;
+        } else if (!strcmp(name, "shard")) {
+            unsigned i, n;
+            char tail;
+            if (!(v = rh_args_value(&a, &e))) goto out;
+            if (sscanf(v, "%u/%u%c", &i, &n, &tail) != 2 || !n || i >= n) {
+                rh_fail(&e, "--shard: I/N with I below N expected (got %s)", v);
+                goto out;
+            }
+            mode.shard = i;
+            mode.shards = n;
+        } else {
+            /* --collect takes output flags (--json, --progress, --workers, ...) after the stored question. */
+            extra[n_extra++] = argv[a.i - 1];
+            if (a.i < argc && argv[a.i][0] != '-' && !a.inline_val) extra[n_extra++] = argv[a.i++];
+        }
+    }
+    if (a.npos) {
+        rh_fail(&e, "--collect and --job take the question from DIR/command.txt: no TRACE");
+        goto out;
+    }
+    if (!collect && (!mode.shards || n_extra)) {
+        rh_fail(&e, "--job DIR takes --round K and --shard I/N only (the lines of DIR/jobs/round-K.parallel)");
+        goto out;
+    }
+    if (collect && mode.shards) {
+        rh_fail(&e, "--shard belongs to --job, not --collect");
+        goto out;
+    }
+    if (!realpath(dir, dir_abs)) {
+        rh_fail(&e, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/command.txt", dir_abs);
+    size_t n;
+    if (!(text = rh_read_regular(path, "the plan's question", 1 << 20, &n, &e))) goto out;
+    args = calloc(n + 8 + (size_t)n_extra, sizeof *args);
+    if (!args) {
+        rh_fail(&e, "out of memory");
+        goto out;
+    }
+    char *cwd = text, *nl = strchr(text, '\n');
+    if (!nl) {
+        rh_fail(&e, "%s: not a folder --emit-jobs wrote (no question in it)", path);
+        goto out;
+    }
+    *nl = '\0';
+    args[n_args++] = "plan";
+    for (char *p = nl + 1; *p;) {
+        char *end = strchr(p, '\n');
+        if (!end) break;
+        *end = '\0';
+        args[n_args++] = p;
+        p = end + 1;
+    }
+    if (chdir(cwd) < 0) {
+        rh_fail(&e, "%s: cannot enter %s, where the plan was asked from: %s", path, cwd, strerror(errno));
+        goto out;
+    }
+    if (collect) {
+        uint32_t round;
+        if (plan_jobs_collect(dir_abs, &round, &e) < 0) goto out;
+        fprintf(stderr, "rehearse plan: collected round %u from %s\n", round, dir_abs);
+        for (int i = 0; i < n_extra; i++) args[n_args++] = extra[i];
+        args[n_args++] = "--emit-jobs";
+        args[n_args++] = dir_abs;
+        mode.collecting = true;
+    } else {
+        mode.jobs_dir = dir_abs;
+    }
+    free(extra);
+    extra = NULL;
+    rc = plan_cmd(n_args, args, &mode);
+out:
+    if (rc && e.msg[0]) fprintf(stderr, "rehearse plan: %s\n", e.msg);
+    free(extra);
+    free(args);
+    free(text);
+    return rc;
+}
+
 int plan_main(int argc, char **argv)
 {
     if (rh_wants_help(argc, argv)) {
         fputs(plan_help, stdout);
         return 0;
     }
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--collect") || !strcmp(argv[i], "--job")) return plan_from_dir(argc, argv);
+    return plan_cmd(argc, argv, NULL);
+}
+
+static int plan_cmd(int argc, char **argv, const plan_mode *mode)
+{
     plan_opts o;
     plan_opts_default(&o);
     o.step_noise = -1;
@@ -144,6 +342,8 @@ int plan_main(int argc, char **argv)
     plan_gpu gpus[64];
     cost_model *costs[64] = {0};
     int n_gpus = 0, rc = 1;
+    const char *emit_dir = NULL;
+    uint32_t shards = 100;
     tr_trace t;
     tr_trace_init(&t);
     plan_result res = {0};
@@ -169,6 +369,12 @@ int plan_main(int argc, char **argv)
             asks = false;
         } else if (!strcmp(name, "resume")) {
             if (!(v = o.resume_dir = rh_args_value(&a, &e))) goto bad;
+            asks = false;
+        } else if (!strcmp(name, "emit-jobs")) {
+            if (!(v = emit_dir = rh_args_value(&a, &e))) goto bad;
+            asks = false;
+        } else if (!strcmp(name, "shards")) {
+            if (!(v = rh_args_value(&a, &e)) || rh_parse_u32(v, "--shards", 1, 1000, &shards, &e) < 0) goto bad;
             asks = false;
         } else if (!strcmp(name, "model-path")) {
             if (!(v = model_path = rh_args_value(&a, &e))) goto bad;
@@ -310,6 +516,15 @@ int plan_main(int argc, char **argv)
         goto bad;
     }
     if (core_config_validate(&o.base.core, &e) < 0) goto bad;
+    if (emit_dir) {
+        if (o.resume_dir && strcmp(o.resume_dir, emit_dir)) {
+            rh_fail(&e, "--emit-jobs keeps the evaluations in its own folder: drop --resume or give it the same DIR");
+            goto bad;
+        }
+        o.resume_dir = emit_dir;
+        o.emit_jobs = true;
+        if (!(mode && mode->collecting) && start_jobs_dir(emit_dir, argc, argv, &e) < 0) goto bad;
+    }
     char prices_buf[PATH_MAX];
     if (!prices) {
         if (rh_scripts_path("prices.json", prices_buf, sizeof prices_buf) < 0) {
@@ -392,8 +607,24 @@ int plan_main(int argc, char **argv)
         model_path_of(model, model_buf, sizeof model_buf);
         model_path = model_buf;
     }
+    if (mode && mode->jobs_dir) {
+        uint32_t done;
+        o.progress = 0;
+        if (plan_jobs_run_shard(&o, &sp, &t, mode->jobs_dir, mode->round, mode->shard, mode->shards, &done, &e) < 0)
+            goto bad;
+        fprintf(stderr, "rehearse plan: round %u, shard %u/%u: %u simulations, results in %s/results/\n", mode->round,
+                mode->shard, mode->shards, done, mode->jobs_dir);
+        rc = 0;
+        goto bad;
+    }
     double t0 = rh_now();
-    if (plan_run(&o, &sp, &t, &res, &e) < 0) goto bad;
+    int ran = plan_run(&o, &sp, &t, &res, &e);
+    if (ran < 0) goto bad;
+    if (ran > 0) {
+        if (emitted(emit_dir, &res, shards, json ? stderr : stdout, &e) < 0) goto bad;
+        rc = 0;
+        goto bad;
+    }
     double wall = rh_now() - t0;
     if (json) {
         json_t *j = plan_to_json(&o, &sp, &res, model_path);

@@ -474,6 +474,103 @@ static void test_cli(void)
     CU_ASSERT(tu_file_exists(path));
 }
 
+/* Runs every line of DIR/jobs/round-K.parallel but shard `skip` (-1: none). */
+static int run_round(const char *dir, uint32_t round, int skip)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/jobs/round-%u.parallel", dir, round);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    int rc = 0;
+    for (int i = 0; fgets(line, sizeof line, f); i++)
+        if (i != skip && system(line) != 0) rc = -1;
+    fclose(f);
+    return rc;
+}
+
+/* A plan in rounds of jobs (--emit-jobs, each round's shards run as the
+ * parallel list runs them, --collect) is the local plan, byte for byte,
+ * rate search included; a shard that left no results is named and nothing
+ * is folded in; a second emit while a round is pending, and a job from
+ * another plan's list, are refused. */
+static void test_emit_jobs_equals_local(void)
+{
+    tr_trace t;
+    make_trace(&t, 400, 20, 11);
+    char trace[512], dir[512], local[512], viajobs[512], cmd[4096], buf[16384];
+    rh_err e = {{0}};
+    tu_tmp_path("plan-jobs.rhtr", trace, sizeof trace);
+    CU_ASSERT_EQUAL_FATAL(tr_trace_save(&t, trace, &e), 0);
+    tr_trace_free(&t);
+    tu_tmp_path("plan-jobs", dir, sizeof dir);
+    tu_tmp_path("plan-jobs-local", local, sizeof local);
+    tu_tmp_path("plan-jobs-out", viajobs, sizeof viajobs);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", dir, local, viajobs);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    char q[1024];
+    snprintf(q, sizeof q,
+             "%s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 40 --gpus h100-sxm,a100-80g --tp 1,2 "
+             "--max-replicas 3 --max-gpus 4 --chunked-prefill-sizes 2048 --max-running-requests-list 8,256 "
+             "--speculative-steps 0 --routers cache-aware,round-robin --min-requests 50 --top 3",
+             trace);
+    snprintf(cmd, sizeof cmd, "%s plan %s --workers 2 -o '%s' 2>&1", tu_bin(), q, local);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, buf, sizeof buf), 0);
+    snprintf(cmd, sizeof cmd, "%s plan %s --emit-jobs '%s' --shards 3 -o '%s' 2>&1", tu_bin(), q, dir, viajobs);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, buf, sizeof buf), 0);
+    CU_ASSERT(strstr(buf, "plan: round 0: ") != NULL && strstr(buf, "as 3 jobs") != NULL);
+    /* Emitting again before the round ran is refused. */
+    snprintf(cmd, sizeof cmd, "%s plan %s --emit-jobs '%s' 2>&1", tu_bin(), q, dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "round 0's jobs are pending") != NULL);
+    /* Shard 1 missing: named, and evals.jsonl untouched. */
+    char evals[600];
+    snprintf(evals, sizeof evals, "%s/evals.jsonl", dir);
+    CU_ASSERT_EQUAL(run_round(dir, 0, 1), 0);
+    snprintf(cmd, sizeof cmd, "%s plan --collect '%s' 2>&1", tu_bin(), dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "1 of 3 shards left no results (shard 1;") != NULL);
+    FILE *ev = fopen(evals, "r");
+    CU_ASSERT(ev != NULL && fgetc(ev) == EOF);
+    if (ev) fclose(ev);
+    /* A job whose line names a candidate its plan does not have there. */
+    char tsv[600];
+    snprintf(tsv, sizeof tsv, "%s/jobs/round-0.tsv", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.keep' && sed -i '2s/^[0-9]*\t/0\t/' '%s' && %s plan --job '%s' --round 0 --shard 1/3 2>&1",
+             tsv, tsv, tsv, tu_bin(), dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "round-0.tsv:2: candidate 0 is not") != NULL);
+    snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", tsv, tsv);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(run_round(dir, 0, -1), 0);
+    /* Then round after round until the plan is written. */
+    int rounds = 1;
+    for (;;) {
+        snprintf(cmd, sizeof cmd, "%s plan --collect '%s' 2>&1", tu_bin(), dir);
+        CU_ASSERT_EQUAL_FATAL(tu_run(cmd, buf, sizeof buf), 0);
+        char pending[600];
+        snprintf(pending, sizeof pending, "%s/jobs/pending", dir);
+        FILE *p = fopen(pending, "r");
+        if (!p) break;
+        unsigned round, shards;
+        CU_ASSERT_EQUAL_FATAL(fscanf(p, "%u %u", &round, &shards), 2);
+        fclose(p);
+        CU_ASSERT_EQUAL(round, (unsigned)rounds);
+        CU_ASSERT_EQUAL_FATAL(run_round(dir, round, -1), 0);
+        CU_ASSERT_FATAL(++rounds < 40);
+    }
+    CU_ASSERT(strstr(buf, "the winner, simulated again on its own") != NULL);
+    CU_ASSERT(rounds > 4);   /* the rungs, and the rate search's steps */
+    char a[700], b[700];
+    const char *files[] = {"plan.json", "candidates.csv"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/%s", local, files[i]);
+        snprintf(b, sizeof b, "%s/%s", viajobs, files[i]);
+        CU_ASSERT(tu_same_file(a, b));
+    }
+    printf("\n  %d rounds of jobs, the same plan.json and candidates.csv as one machine's\n", rounds);
+}
+
 static int init_presets(void)
 {
     return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
@@ -489,4 +586,5 @@ void register_test_plan(void)
     CU_add_test(s, "prefill-decode candidates and their launch lines", test_pd_split_and_launch);
     CU_add_test(s, "prediction intervals: the best bounded, judged by the bound", test_plan_intervals);
     CU_add_test(s, "the command line", test_cli);
+    CU_add_test(s, "a plan in rounds of jobs, collected: the local plan, byte for byte", test_emit_jobs_equals_local);
 }

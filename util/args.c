@@ -116,3 +116,21 @@ int rh_knob_name(const char *in, char *out, size_t n)
     if (n) out[i] = '\0';
     return in[i] ? -1 : 0;
 }
+
+char *rh_shell_quote(const char *s)
+{
+    char *q = malloc(4 * strlen(s) + 3), *p = q;
+    if (!q) return NULL;
+    *p++ = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            memcpy(p, "'\\''", 4);
+            p += 4;
+        } else {
+            *p++ = *s;
+        }
+    }
+    *p++ = '\'';
+    *p = '\0';
+    return q;
+}

@@ -58,4 +58,8 @@ int rh_knob_name(const char *in, char *out, size_t n);
 /* True if argv holds -h or --help. */
 int rh_wants_help(int argc, char **argv);
 
+/* s single-quoted for a POSIX shell (a quote inside becomes '\''), so an
+ * emitted command line runs the argument as given: malloc'd, NULL out of memory. */
+char *rh_shell_quote(const char *s);
+
 #endif

@@ -298,25 +298,6 @@ static const char *own(rlua_job *j, const char *s)
     return j->owned[j->n_owned++] = strdup(s);
 }
 
-/* s single-quoted for the shell (a quote inside becomes '\''), malloc'd. */
-static char *shell_quote(const char *s)
-{
-    char *q = malloc(4 * strlen(s) + 3), *p = q;
-    if (!q) return NULL;
-    *p++ = '\'';
-    for (; *s; s++) {
-        if (*s == '\'') {
-            memcpy(p, "'\\''", 4);
-            p += 4;
-        } else {
-            *p++ = *s;
-        }
-    }
-    *p++ = '\'';
-    *p = '\0';
-    return q;
-}
-
 /* Appends the knob as the command line takes it: " --name 'value'", the
  * name in CLI spelling and the value quoted for the shell; a boolean knob
  * bare when true, "--name=false" when false (a job line must parse as
@@ -326,7 +307,7 @@ static int add_arg(rlua_job *j, const char *name, const char *value)
     char flag[128];
     rh_knob_name(name, flag, sizeof flag);
     int boolean = sim_config_takes_value(flag) == 0;
-    char *quoted = boolean ? NULL : shell_quote(value);
+    char *quoted = boolean ? NULL : rh_shell_quote(value);
     if (!boolean && !quoted) return -1;
     size_t need = strlen(flag) + (quoted ? strlen(quoted) : 0) + 16;
     char *grown = realloc(j->args, j->args_len + need);
@@ -585,7 +566,7 @@ static char *abs_path(const char *p)
 
 static char *quoted_abs(const char *p)
 {
-    char *a = abs_path(p), *q = a ? shell_quote(a) : NULL;
+    char *a = abs_path(p), *q = a ? rh_shell_quote(a) : NULL;
     free(a);
     return q;
 }
@@ -638,7 +619,7 @@ static int emit_jobs(lua_State *L, rlua_job *jobs, int n, int ordinal, rh_err *e
             snprintf(result, sizeof result, "%s/result-%d-%04d.json", dabs ? dabs : dir, ordinal, i + 1);
             free(dabs);
         }
-        char *res = shell_quote(result), *out = j->cfg.out_path ? shell_quote(j->cfg.out_path) : NULL;
+        char *res = rh_shell_quote(result), *out = j->cfg.out_path ? rh_shell_quote(j->cfg.out_path) : NULL;
         char *line = NULL;
         if (self && tp && cp && res && (out || !j->cfg.out_path) &&
             asprintf(&line, "%s sim %s --cost %s%s%s%s%s --result %s\n", self, tp, cp, j->args ? j->args : "",

@@ -2,6 +2,8 @@
 #ifndef RH_SIM_PLAN_INTERNAL_H
 #define RH_SIM_PLAN_INTERNAL_H
 
+#include <jansson.h>
+
 #include "sim/plan/plan.h"
 
 /* A candidate's knobs by their `rehearse sim` names. */
@@ -33,5 +35,32 @@ int plan_bound(const plan_space *sp, const plan_opts *o, const plan_demand *d, p
 /* One candidate's simulation on the first n requests of t at rate_scale. */
 int plan_simulate(const plan_space *sp, const plan_opts *o, const plan_cand *c, const tr_trace *t, uint32_t n,
                   double rate_scale, plan_eval *ev, rh_err *e);
+
+/* One evaluation the search asks for: a candidate on the first `requests`
+ * requests at rate_scale. */
+typedef struct plan_job {
+    uint32_t cand, requests;
+    double rate_scale;
+    plan_eval ev;
+} plan_job;
+
+/* An evaluation's key, the same wherever it runs: "NAME|REQUESTS|RATE". */
+void plan_eval_key(const plan_space *sp, const plan_cand *c, uint32_t requests, double rate_scale, char *buf,
+                   size_t n);
+/* The evaluation as one JSON line (no newline) of evals.jsonl: malloc'd,
+ * NULL out of memory. */
+char *plan_eval_line(const char *key, const plan_eval *v);
+/* One such line read back; NULL key when it is not one. */
+const char *plan_eval_parse(json_t *o, plan_eval *v);
+/* The trace without the requests no deployment of the model can serve
+ * (view->requests malloc'd; dropped counts the rest); -1 when none is left. */
+int plan_servable(const plan_opts *o, const plan_space *sp, const tr_trace *t, tr_trace *view, uint32_t *dropped,
+                  rh_err *e);
+
+/* Jobs (jobs.c): the evaluations a search needs and DIR lacks, written as
+ * DIR/jobs/round-K.tsv (candidate, requests, rate scale, key a line); K
+ * the first round not yet written. */
+int plan_jobs_write(const char *dir, const plan_space *sp, const plan_cand *c, const plan_job *jobs,
+                    const uint32_t *todo, uint32_t n, uint32_t *round, rh_err *e);
 
 #endif

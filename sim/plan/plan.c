@@ -78,12 +78,6 @@ static int by_index(const void *a, const void *b)
 
 /* ------------------------------------------------------- evaluations -- */
 
-typedef struct plan_job {
-    uint32_t cand, requests;
-    double rate_scale;
-    plan_eval ev;
-} plan_job;
-
 typedef struct run_ctx {
     const plan_opts *o;
     const plan_space *sp;
@@ -104,11 +98,16 @@ typedef struct child_out {
     char msg[512];
 } child_out;
 
-static void eval_key(const run_ctx *x, const plan_job *j, char *buf, size_t n)
+void plan_eval_key(const plan_space *sp, const plan_cand *c, uint32_t requests, double rate_scale, char *buf, size_t n)
 {
     char name[160];
-    plan_cand_name(x->sp, &x->c[j->cand], name, sizeof name);
-    snprintf(buf, n, "%s|%u|%.17g", name, j->requests, j->rate_scale);
+    plan_cand_name(sp, c, name, sizeof name);
+    snprintf(buf, n, "%s|%u|%.17g", name, requests, rate_scale);
+}
+
+static void eval_key(const run_ctx *x, const plan_job *j, char *buf, size_t n)
+{
+    plan_eval_key(x->sp, &x->c[j->cand], j->requests, j->rate_scale, buf, n);
 }
 
 static int child_job(void *ctx, int i, FILE *f)
@@ -128,12 +127,8 @@ static json_t *num(double v)
     return isfinite(v) ? json_real(v) : json_null();   /* the quantiles are infinite when too many failed */
 }
 
-static int keep_eval(run_ctx *x, const plan_job *j, rh_err *e)
+char *plan_eval_line(const char *key, const plan_eval *v)
 {
-    if (!x->log) return 0;
-    char key[256];
-    eval_key(x, j, key, sizeof key);
-    const plan_eval *v = &j->ev;
     json_t *o = json_pack("{s:s, s:i, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:I}", "key", key,
                           "requests", (json_int_t)v->requests, "rate_scale", v->rate_scale, "ttft_p50", num(v->ttft_p50),
                           "ttft_p99", num(v->ttft_p99), "tpot_p50", num(v->tpot_p50), "tpot_p99", num(v->tpot_p99),
@@ -142,6 +137,15 @@ static int keep_eval(run_ctx *x, const plan_job *j, rh_err *e)
                           (json_int_t)v->failed);
     char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(o);
+    return line;
+}
+
+static int keep_eval(run_ctx *x, const plan_job *j, rh_err *e)
+{
+    if (!x->log) return 0;
+    char key[256];
+    eval_key(x, j, key, sizeof key);
+    char *line = plan_eval_line(key, &j->ev);
     if (!line) return rh_fail(e, "out of memory");
     int ok = fprintf(x->log, "%s\n", line) > 0 && fflush(x->log) == 0;
     free(line);
@@ -181,6 +185,11 @@ static int evaluate(run_ctx *x, plan_job *jobs, uint32_t n, const char *label, r
             x->todo[todo++] = i;
         }
     }
+    if (x->o->emit_jobs && todo) {   /* a round for the cluster: the plan stops here */
+        if (plan_jobs_write(x->o->resume_dir, x->sp, x->c, jobs, x->todo, todo, &x->res->jobs_round, e) < 0) return -1;
+        x->res->jobs = todo;
+        return 1;
+    }
     int workers = x->o->workers > 0 ? x->o->workers : rh_fork_pool_default_workers();
     return rh_fork_pool((int)todo, workers, x->o->progress ? label : NULL, child_job, child_done, x, e);
 }
@@ -191,6 +200,19 @@ static double field(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : INFINITY;
+}
+
+const char *plan_eval_parse(json_t *o, plan_eval *v)
+{
+    const char *key = json_string_value(json_object_get(o, "key"));
+    if (!key) return NULL;
+    *v = (plan_eval){.requests = (uint32_t)field(o, "requests"), .rate_scale = field(o, "rate_scale"),
+                     .ttft_p50 = field(o, "ttft_p50"), .ttft_p99 = field(o, "ttft_p99"),
+                     .tpot_p50 = field(o, "tpot_p50"), .tpot_p99 = field(o, "tpot_p99"), .ttft_q = field(o, "ttft_q"),
+                     .tpot_q = field(o, "tpot_q"), .attainment = field(o, "attainment"),
+                     .goodput = field(o, "goodput"), .throughput = field(o, "throughput"),
+                     .completed = (uint64_t)field(o, "completed"), .failed = (uint64_t)field(o, "failed")};
+    return key;
 }
 
 /* Reads DIR/evals.jsonl (a torn last line, from a kill mid-write, is cut
@@ -226,7 +248,8 @@ static int open_resume(run_ctx *x, const char *dir, const char *question, rh_err
         lineno++;
         json_error_t je;
         json_t *o = line[len - 1] == '\n' ? json_loads(line, 0, &je) : NULL;
-        const char *key = o ? json_string_value(json_object_get(o, "key")) : NULL;
+        plan_eval ev;
+        const char *key = o ? plan_eval_parse(o, &ev) : NULL;
         if (!key) {
             json_decref(o);
             if (getc(f) == EOF) break;   /* the last line, cut short: dropped */
@@ -246,14 +269,7 @@ static int open_resume(run_ctx *x, const char *dir, const char *question, rh_err
             x->stored = s2;
             x->cap_stored = nc;
         }
-        plan_eval *v = &x->stored[x->n_stored];
-        *v = (plan_eval){.requests = (uint32_t)field(o, "requests"), .rate_scale = field(o, "rate_scale"),
-                         .ttft_p50 = field(o, "ttft_p50"), .ttft_p99 = field(o, "ttft_p99"),
-                         .tpot_p50 = field(o, "tpot_p50"), .tpot_p99 = field(o, "tpot_p99"),
-                         .ttft_q = field(o, "ttft_q"), .tpot_q = field(o, "tpot_q"),
-                         .attainment = field(o, "attainment"), .goodput = field(o, "goodput"),
-                         .throughput = field(o, "throughput"), .completed = (uint64_t)field(o, "completed"),
-                         .failed = (uint64_t)field(o, "failed")};
+        x->stored[x->n_stored] = ev;
         rh_strmap_put(&x->kept, key, strlen(key), (int64_t)x->n_stored++);
         json_decref(o);
         good_end = ftell(f);
@@ -271,9 +287,12 @@ static int open_resume(run_ctx *x, const char *dir, const char *question, rh_err
 
 /* ---------------------------------------------------------------- run -- */
 
-/* The trace without the requests no deployment of this model can serve. */
-static int servable(const tr_trace *t, uint32_t context, tr_trace *view, uint32_t *dropped, rh_err *e)
+int plan_servable(const plan_opts *o, const plan_space *sp, const tr_trace *t, tr_trace *view, uint32_t *dropped,
+                  rh_err *e)
 {
+    cost_memory mem;
+    uint32_t context = o->base.core.context_length;
+    if (!context && sp->n_gpus && cost_memory_of(sp->gpus[0].cost, 1, &mem)) context = mem.context_length;
     *view = *t;
     view->n_steps = 0;
     view->requests = malloc((t->n_requests ? t->n_requests : 1) * sizeof *view->requests);
@@ -286,7 +305,10 @@ static int servable(const tr_trace *t, uint32_t context, tr_trace *view, uint32_
     }
     *dropped = (uint32_t)(t->n_requests - n);
     view->n_requests = n;
-    return 0;
+    if (n) return 0;
+    free(view->requests);
+    view->requests = NULL;
+    return rh_fail(e, "no request of the trace fits the model's context of %u tokens", context);
 }
 
 static int search_rates(run_ctx *x, rh_err *e)
@@ -312,7 +334,7 @@ static int search_rates(run_ctx *x, rh_err *e)
                                    .rate_scale = x->o->base.rate_scale * f};
         }
         if (!n) break;
-        if ((rc = evaluate(x, jobs, n, "plan: rate", e)) < 0) break;
+        if ((rc = evaluate(x, jobs, n, "plan: rate", e)) != 0) break;
         for (uint32_t i = 0; i < n; i++) {
             int g = who[i];
             double f = jobs[i].rate_scale / x->o->base.rate_scale;
@@ -392,9 +414,10 @@ static int backfill(run_ctx *x, uint32_t *idx, uint32_t *live, uint32_t *reserve
         if (!n) break;
         for (uint32_t i = 0; i < n; i++)
             jobs[i] = (plan_job){.cand = reserve[pick[i]], .requests = n_requests, .rate_scale = x->o->base.rate_scale};
-        if (evaluate(x, jobs, n, "plan: the dropped, on the whole trace", e) < 0) {
+        int rc = evaluate(x, jobs, n, "plan: the dropped, on the whole trace", e);
+        if (rc != 0) {
             free(done);
-            return -1;
+            return rc;
         }
         for (uint32_t i = 0; i < n; i++) {
             plan_cand *c = &out->c[reserve[pick[i]]];
@@ -460,15 +483,8 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
         return rh_fail(e, "the plan's space is empty");
     if (sp->n_gpus > 64) return rh_fail(e, "at most 64 GPU types");
     if (!(o->slo.ttft_ms > 0) || !(o->slo.tpot_ms > 0)) return rh_fail(e, "the plan needs a TTFT and a TPOT SLO");
-    cost_memory mem;
-    uint32_t context = o->base.core.context_length;
-    if (!context && cost_memory_of(sp->gpus[0].cost, 1, &mem)) context = mem.context_length;
     tr_trace t;
-    if (servable(trace, context, &t, &out->dropped_too_long, e) < 0) return -1;
-    if (!t.n_requests) {
-        free(t.requests);
-        return rh_fail(e, "no request of the trace fits the model's context of %u tokens", context);
-    }
+    if (plan_servable(o, sp, trace, &t, &out->dropped_too_long, e) < 0) return -1;
     double span = t.requests[t.n_requests - 1].arrival - t.requests[0].arrival;
     out->trace_rate = span > 0 ? t.n_requests / span * o->base.rate_scale : 0;
 
@@ -527,7 +543,7 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
             jobs[i] = (plan_job){.cand = idx[i], .requests = n, .rate_scale = o->base.rate_scale};
         char label[64];
         snprintf(label, sizeof label, "plan: %u requests", n);
-        if ((rc = evaluate(&x, jobs, live, label, e)) < 0) break;
+        if ((rc = evaluate(&x, jobs, live, label, e)) != 0) break;
         for (uint32_t i = 0; i < live; i++) {
             plan_cand *c = &out->c[idx[i]];
             c->ev = jobs[i].ev;
@@ -577,6 +593,12 @@ int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, pl
     free(reserve);
     free(t.requests);
     if (rc < 0) plan_result_free(out);
+    if (rc > 0) {   /* jobs written: nothing of the result stands but the round */
+        uint32_t round = out->jobs_round, n_jobs = out->jobs;
+        plan_result_free(out);
+        out->jobs_round = round;
+        out->jobs = n_jobs;
+    }
     return rc;
 }
 

@@ -141,6 +141,10 @@ typedef struct plan_opts {
     double (*objective)(void *ctx, const plan_space *sp, const plan_cand *c);
     void *objective_ctx;
     int progress;                    /* progress bars */
+    /* Jobs instead of simulations (--emit-jobs): with resume_dir, an
+     * evaluation the folder lacks is not run but written down as a job
+     * (jobs.c), and plan_run returns 1 with the round it wrote. */
+    bool emit_jobs;
 } plan_opts;
 
 void plan_opts_default(plan_opts *o);
@@ -168,10 +172,12 @@ typedef struct plan_result {
     uint32_t bounded;                /* candidates given prediction intervals */
     double sim_cpu_s;                /* summed wall seconds of the simulations run */
     char first_refusal[256];         /* the memory refusal of the first refused candidate */
+    uint32_t jobs_round, jobs;       /* with emit_jobs, when plan_run returned 1: the round written, its jobs */
 } plan_result;
 
 /* Runs the plan on trace (requests longer than the model's context left
- * out and counted). 0, or -1 with the message. */
+ * out and counted). 0, or -1 with the message; with emit_jobs, 1 when it
+ * stopped at a round of jobs (out holds only jobs_round and jobs then). */
 int plan_run(const plan_opts *o, const plan_space *sp, const tr_trace *trace, plan_result *out, rh_err *e);
 void plan_result_free(plan_result *r);
 
@@ -189,6 +195,31 @@ int plan_gpus_load(const char *model, char names[][48], int n, const char *price
  * prices (in the file's order; at most max). -1 with the file and field. */
 int plan_price_of(const char *path, const char *gpu, double *usd, rh_err *e);
 int plan_price_names(const char *path, char names[][48], int max, rh_err *e);
+
+/* A plan on a cluster, round by round (jobs.c). A round is the
+ * evaluations one step of the search needs at once (a rung, a batch of
+ * the dropped, a step of the rate search); plan_run with emit_jobs writes
+ * the round it lacks into DIR/jobs/:
+ *   round-K.tsv       one evaluation a line (candidate, requests, rate, key)
+ *   round-K.sbatch    a Slurm array, one task a shard of the lines
+ *   round-K.parallel  the same shards, one command a line (GNU parallel)
+ *   pending           "K SHARDS": the round whose results are awaited
+ * Each shard runs `SELF plan --job DIR --round K --shard I/SHARDS` from
+ * CWD and writes DIR/results/round-K-shard-I.jsonl whole (a rename), so a
+ * killed task leaves nothing half-written. Collecting folds a round's
+ * results into DIR/evals.jsonl in the round's line order, so the plan
+ * that goes on from there is the one a single machine makes. */
+int plan_jobs_scripts(const char *dir, uint32_t round, uint32_t n_jobs, uint32_t shards, const char *self,
+                      const char *cwd, uint32_t *shards_out, rh_err *e);
+/* The lines of round `round` with index ≡ shard (mod shards), evaluated
+ * here; *done of them. */
+int plan_jobs_run_shard(const plan_opts *o, const plan_space *sp, const tr_trace *trace, const char *dir,
+                        uint32_t round, uint32_t shard, uint32_t shards, uint32_t *done, rh_err *e);
+/* The pending round: 1 with round and shards, 0 when none, -1 unreadable. */
+int plan_jobs_pending(const char *dir, uint32_t *round, uint32_t *shards, rh_err *e);
+/* Folds the pending round's results into DIR/evals.jsonl and clears it;
+ * -1 naming the shards whose results are missing (nothing folded). */
+int plan_jobs_collect(const char *dir, uint32_t *round, rh_err *e);
 
 plan_verdict plan_judge(const plan_slo *slo, const plan_eval *ev);
 /* A candidate's stable name: "h100-sxm tp4 x2 chunk4096 run128 spec0 cache-aware" (or "P1+D2"). */
