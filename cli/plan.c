@@ -145,7 +145,7 @@ static int self_path(char *buf, size_t n)
 /* The first --emit-jobs: DIR/command.txt keeps where the plan was asked
  * from and its arguments (--emit-jobs left out), so each job and each
  * --collect asks the same question wherever it runs. */
-static int start_jobs_dir(const char *dir, int argc, char **argv, rh_err *e)
+static int start_jobs_dir(const char *dir, const char *question, int argc, char **argv, rh_err *e)
 {
     uint32_t round, shards;
     int p = plan_jobs_pending(dir, &round, &shards, e);
@@ -154,6 +154,17 @@ static int start_jobs_dir(const char *dir, int argc, char **argv, rh_err *e)
         return rh_fail(e, "%s: round %u's jobs are pending: run them, then `rehearse plan --collect %s`", dir, round,
                        dir);
     if (rh_mkdir_p(dir) < 0) return rh_fail(e, "%s: cannot create: %s", dir, strerror(errno));
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/question.txt", dir);
+    size_t n;
+    rh_err ignored;
+    char *kept = access(path, F_OK) == 0 ? rh_read_regular(path, "a plan's question", 1 << 20, &n, &ignored) : NULL;
+    int other = kept && strcmp(kept, question);
+    free(kept);
+    if (other)   /* its command.txt is that plan's: keep it */
+        return rh_fail(e, "%s holds the evaluations of another plan (its question.txt differs from this one's); "
+                          "give a new folder to --emit-jobs",
+                       dir);
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return rh_fail(e, "cannot read the current folder: %s", strerror(errno));
     size_t cap = strlen(cwd) + 2, len = 0;
@@ -173,7 +184,6 @@ static int start_jobs_dir(const char *dir, int argc, char **argv, rh_err *e)
         }
         len += (size_t)sprintf(text + len, "%s\n", argv[i]);
     }
-    char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/command.txt", dir);
     int rc = rh_write_file_atomic(path, text, len, e);
     free(text);
@@ -523,7 +533,6 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
         }
         o.resume_dir = emit_dir;
         o.emit_jobs = true;
-        if (!(mode && mode->collecting) && start_jobs_dir(emit_dir, argc, argv, &e) < 0) goto bad;
     }
     char prices_buf[PATH_MAX];
     if (!prices) {
@@ -607,6 +616,7 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
         model_path_of(model, model_buf, sizeof model_buf);
         model_path = model_buf;
     }
+    if (emit_dir && !(mode && mode->collecting) && start_jobs_dir(emit_dir, question, argc, argv, &e) < 0) goto bad;
     if (mode && mode->jobs_dir) {
         uint32_t done;
         o.progress = 0;

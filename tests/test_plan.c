@@ -568,6 +568,18 @@ static void test_emit_jobs_equals_local(void)
         snprintf(b, sizeof b, "%s/%s", viajobs, files[i]);
         CU_ASSERT(tu_same_file(a, b));
     }
+    /* Another question into the same folder is refused, the folder's own kept. */
+    char kept[700];
+    snprintf(kept, sizeof kept, "%s/command.txt", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.was' && %s plan %s --eta 3 --emit-jobs '%s' 2>&1", kept, kept, tu_bin(), q, dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "another plan") != NULL);
+    char was[720];
+    snprintf(was, sizeof was, "%s.was", kept);
+    CU_ASSERT(tu_same_file(was, kept));
+    snprintf(cmd, sizeof cmd, "%s plan --collect '%s' 2>&1", tu_bin(), dir);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 1);
+    CU_ASSERT(strstr(buf, "no round of jobs is pending") != NULL);
     printf("\n  %d rounds of jobs, the same plan.json and candidates.csv as one machine's\n", rounds);
 }
 
