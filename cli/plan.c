@@ -54,6 +54,9 @@ static const char plan_help[] =
     "  --speculative-steps LIST  draft steps, 0 for off (default 0,3)\n"
     "  --speculative-algorithm A the drafter when steps > 0 (default EAGLE; NEXTN for DeepSeek)\n"
     "  --routers LIST            router policies for 2+ replicas (default cache-aware)\n"
+    "  --parallel LIST           tp, ep, dp-attention, ep+dp-attention: experts spread (--ep-size) and\n"
+    "                            data-parallel attention, for tp >= 2 (default: all four for a model\n"
+    "                            with experts, tp alone otherwise)\n"
     "  --pd LIST                 none, or prefill:decode ratios such as 1:1,1:3 (default none)\n"
     "the search:\n"
     "  --rungs N, --eta E        successive halving: N rungs, each keeping 1/E (default: enough rungs for\n"
@@ -88,6 +91,7 @@ static const char plan_help[] =
 
 /* Knobs the plan searches: a single value would fight the search. */
 static const char *const searched[] = {"tp-size", "tp", "tensor-parallel-size", "replicas", "chunked-prefill-size",
+                                       "ep-size", "expert-parallel-size", "enable-dp-attention",
                                        "max-running-requests", "speculative-num-steps", "router", "router-policy",
                                        "prefill-replicas", "decode-replicas", "max-num-seqs", "max-num-batched-tokens"};
 
@@ -353,6 +357,7 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
     cost_model *costs[64] = {0};
     int n_gpus = 0, rc = 1;
     const char *emit_dir = NULL;
+    bool parallel_given = false;
     uint32_t shards = 100;
     tr_trace t;
     tr_trace_init(&t);
@@ -458,6 +463,20 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
                 }
                 sp.routers[sp.n_routers++] = p;
             }
+        } else if (!strcmp(name, "parallel")) {
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            sp.n_parallel = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int p = plan_parallel_parse(tok);
+                if (p < 0 || sp.n_parallel == 4) {
+                    rh_fail(&e, "--parallel: '%s' is not one of tp, ep, dp-attention, ep+dp-attention (each once)", tok);
+                    goto bad;
+                }
+                sp.parallel[sp.n_parallel++] = (uint8_t)p;
+            }
+            parallel_given = true;
         } else if (!strcmp(name, "pd")) {
             if (!(v = rh_args_value(&a, &e))) goto bad;
             char buf[256];
@@ -591,6 +610,16 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
     }
     sp.gpus = gpus;
     sp.n_gpus = n_gpus;
+    bool experts = plan_model_has_experts(gpus[0].cost);
+    if (!parallel_given && experts) {
+        for (int p = 0; p < 4; p++) sp.parallel[p] = (uint8_t)p;
+        sp.n_parallel = 4;
+    }
+    for (int p = 0; p < sp.n_parallel && !experts; p++)
+        if (sp.parallel[p] & PLAN_PAR_EP) {
+            rh_fail(&e, "--parallel %s: %s has no experts to spread", plan_parallel_name(sp.parallel[p]), model);
+            goto bad;
+        }
 
     tr_trace_free(&t);   /* the load starts it afresh (and leaves it freeable when it fails) */
     if (tr_trace_load(a.pos[0], &t, &e) < 0) goto bad;

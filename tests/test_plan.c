@@ -426,6 +426,93 @@ static void test_pd_split_and_launch(void)
     fixture_free(&f);
 }
 
+/* The printed `rehearse sim` flags of a candidate parsed as the command
+ * line parses them: "--name value", or a bare switch. */
+static int config_from_flags(const char *flags, sim_config *cfg, rh_err *e)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", flags);
+    char *tok[64];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && n < 64; t = strtok_r(NULL, " ", &save)) tok[n++] = t;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(tok[i], "--", 2)) return rh_fail(e, "'%s' is not a flag", tok[i]);
+        const char *name = tok[i] + 2, *v = "true";
+        if (i + 1 < n && strncmp(tok[i + 1], "--", 2)) v = tok[++i];
+        if (sim_config_set(cfg, name, v, e) != 1) return -1;
+    }
+    return 0;
+}
+
+/* A model with experts: plain TP, EP, DP attention and both are searched
+ * (at tp >= 2 only); each one's evaluation is `rehearse sim` with the flags
+ * the plan prints for it, the modes reach the simulation, and the launch
+ * lines say them as SGLang and vLLM spell them. A dense model has no EP. */
+static void test_expert_and_dp_attention(void)
+{
+    rh_err e = {{0}};
+    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"mixtral-8x7b\", \"gpu\": \"h100-sxm\"}",
+                               "test", &e);
+    cost_model *dense = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", \"gpu\": \"h100-sxm\"}",
+                                   "test", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dense);
+    CU_ASSERT(plan_model_has_experts(m));
+    CU_ASSERT(!plan_model_has_experts(dense));
+    plan_gpu g = {.name = "h100-sxm", .usd_per_gpu_hour = 3, .cost = m};
+    plan_space sp = {.gpus = &g, .n_gpus = 1, .tp = {1, 2}, .n_tp = 2, .max_replicas = 1, .max_gpus = 8,
+                     .chunk = {4096}, .n_chunk = 1, .max_running = {64}, .n_max_running = 1, .spec_steps = {0},
+                     .n_spec = 1, .routers = {ROUTER_CACHE_AWARE}, .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1,
+                     .parallel = {0, PLAN_PAR_EP, PLAN_PAR_DP_ATTENTION, PLAN_PAR_EP | PLAN_PAR_DP_ATTENTION},
+                     .n_parallel = 4};
+    plan_cand *c;
+    uint32_t n;
+    CU_ASSERT_EQUAL_FATAL(plan_enumerate(&sp, &c, &n, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(n, 5);   /* tp 1 plain; tp 2 in each of the four */
+    CU_ASSERT_EQUAL(c[0].tp, 1);
+    CU_ASSERT_EQUAL(c[0].parallel, 0);
+    plan_opts o;
+    plan_opts_default(&o);
+    o.slo = (plan_slo){.ttft_ms = 2000, .tpot_ms = 60, .quantile = 0.99};
+    tr_trace t;
+    make_trace(&t, 200, 8, 3);
+    plan_eval ev[5];
+    for (uint32_t i = 1; i < n; i++) {
+        CU_ASSERT_EQUAL(c[i].tp, 2);
+        CU_ASSERT_EQUAL(c[i].parallel, i - 1);
+        CU_ASSERT_EQUAL_FATAL(plan_simulate(&sp, &o, &c[i], &t, (uint32_t)t.n_requests, 1, &ev[i], &e), 0);
+        char flags[512];
+        plan_cand_flags(&sp, &c[i], flags, sizeof flags);
+        sim_config cfg = o.base;
+        CU_ASSERT_EQUAL_FATAL(config_from_flags(flags, &cfg, &e), 0);
+        cfg.series_points = 16;
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(sim_run(&cfg, &t, m, &r, &e), 0);
+        CU_ASSERT_DOUBLE_EQUAL(r.summary.ttft_ms.p99, ev[i].ttft_p99, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(r.summary.tpot_ms.p99, ev[i].tpot_p99, 1e-9);
+        sim_result_free(&r);
+        char name[160];
+        plan_cand_name(&sp, &c[i], name, sizeof name);
+        printf("\n  %-44s %s: p99 TTFT %.1f ms, TPOT %.2f ms", name, flags, ev[i].ttft_p99, ev[i].tpot_p99);
+    }
+    printf("\n");
+    CU_ASSERT(ev[3].tpot_p99 != ev[1].tpot_p99);   /* DP attention reached the simulation */
+    CU_ASSERT(ev[2].tpot_p99 != ev[1].tpot_p99);   /* and EP */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    plan_launch_lines(&sp, &c[4], "m", out);
+    fclose(out);
+    CU_ASSERT(strstr(text, "--tp-size 2 --chunked-prefill-size 4096 --max-running-requests 64 --ep-size 2 "
+                           "--enable-dp-attention --dp-size 2") != NULL);
+    CU_ASSERT(strstr(text, "vllm serve m --tensor-parallel-size 1 --data-parallel-size 2 --enable-expert-parallel") != NULL);
+    free(text);
+    free(c);
+    tr_trace_free(&t);
+    cost_free(m);
+    cost_free(dense);
+}
+
 /* The command line: what a user gets wrong gets one message. */
 static void test_cli(void)
 {
@@ -597,6 +684,7 @@ void register_test_plan(void)
     CU_add_test(s, "refusals, the rate search, launch lines, judging", test_refusals_and_judging);
     CU_add_test(s, "prefill-decode candidates and their launch lines", test_pd_split_and_launch);
     CU_add_test(s, "prediction intervals: the best bounded, judged by the bound", test_plan_intervals);
+    CU_add_test(s, "expert parallelism and DP attention searched, simulated and launched", test_expert_and_dp_attention);
     CU_add_test(s, "the command line", test_cli);
     CU_add_test(s, "a plan in rounds of jobs, collected: the local plan, byte for byte", test_emit_jobs_equals_local);
 }

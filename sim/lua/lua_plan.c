@@ -67,6 +67,8 @@ static double objective(void *ctx, const plan_space *sp, const plan_cand *c)
     set_num(L, "chunked_prefill_size", c->chunk);
     set_num(L, "max_running_requests", c->max_running);
     set_num(L, "speculative_num_steps", c->spec_steps);
+    lua_pushstring(L, plan_parallel_name(c->parallel));
+    lua_setfield(L, -2, "parallel");
     set_num(L, "gpus", c->gpus);
     set_num(L, "usd_per_hour", c->usd_hour);
     set_num(L, "requests", c->ev.requests);
@@ -125,7 +127,7 @@ static int list_u32(lua_State *L, int t, const char *key, uint32_t *out, int *n,
 static const char *const known[] = {"trace", "model", "slo_ttft_ms", "slo_tpot_ms", "slo_quantile", "slo_attainment",
                                     "prices", "gpus", "tp", "max_replicas", "max_gpus", "chunked_prefill_sizes",
                                     "max_running_requests", "speculative_steps", "speculative_algorithm", "routers",
-                                    "pd", "rungs", "eta", "keep", "min_requests", "workers", "rate_search",
+                                    "pd", "parallel", "rungs", "eta", "keep", "min_requests", "workers", "rate_search",
                                     "rate_scale", "knobs", "objective", NULL};
 
 static double num_field(lua_State *L, int t, const char *k, double dflt)
@@ -269,6 +271,15 @@ static int l_plan(lua_State *L)
             else return luaL_error(L, "plan: pd[%d]: '%s' is neither none nor PREFILL:DECODE", i + 1, names[i]);
         }
     }
+    bool parallel_given = list_str(L, 1, "parallel", names, 4, &n);
+    if (parallel_given) {
+        sp.n_parallel = n;
+        for (int i = 0; i < n; i++) {
+            int p = plan_parallel_parse(names[i]);
+            if (p < 0) return luaL_error(L, "plan: parallel[%d]: '%s' is not tp, ep, dp-attention or ep+dp-attention", i + 1, names[i]);
+            sp.parallel[i] = (uint8_t)p;
+        }
+    }
     /* Knobs every candidate takes. */
     lua_getfield(L, 1, "knobs");
     if (lua_istable(L, -1)) {
@@ -305,6 +316,10 @@ static int l_plan(lua_State *L)
     if (plan_gpus_load(model, names, n, prices, st->gpus, st->costs, &e) < 0) return luaL_error(L, "plan: %s", e.msg);
     sp.gpus = st->gpus;
     sp.n_gpus = n;
+    if (!parallel_given && plan_model_has_experts(sp.gpus[0].cost)) {   /* as the command's default */
+        for (int p = 0; p < 4; p++) sp.parallel[p] = (uint8_t)p;
+        sp.n_parallel = 4;
+    }
     /* The trace. */
     const tr_trace *t;
     lua_getfield(L, 1, "trace");

@@ -7,7 +7,10 @@
  * --disaggregation-mode; sglang_router.launch_router's --worker-urls,
  * --policy, --pd-disaggregation --prefill/--decode; vllm serve's
  * --tensor-parallel-size, --max-num-batched-tokens, --max-num-seqs,
- * --speculative-config. Replicas are numbered on consecutive ports and
+ * --speculative-config. Expert parallelism is SGLang's --ep-size N and
+ * vLLM's --enable-expert-parallel; data-parallel attention is SGLang's
+ * --enable-dp-attention --dp-size N, and vLLM's --data-parallel-size N
+ * over tensor-parallel 1 (its MoE layers then span all N GPUs). Replicas are numbered on consecutive ports and
  * GPUs, eight to a node, as a team would start them on one node; across
  * nodes the hosts change and the lines stay. */
 #include "sim/plan/launch.h"
@@ -56,6 +59,8 @@ void plan_launch_lines(const plan_space *sp, const plan_cand *c, const char *mod
                        "--speculative-num-draft-tokens %u",
                     sp->spec_algorithm, own ? "" : " --speculative-draft-model-path ", own ? "" : draft,
                     c->spec_steps, c->spec_steps + 1);
+        if (c->parallel & PLAN_PAR_EP) fprintf(f, " --ep-size %u", c->tp);
+        if (c->parallel & PLAN_PAR_DP_ATTENTION) fprintf(f, " --enable-dp-attention --dp-size %u", c->tp);
         if (c->prefill) fprintf(f, " --disaggregation-mode %s", i < c->prefill ? "prefill" : "decode");
         fprintf(f, " --port %u &\n", 30000 + i);
     }
@@ -85,9 +90,11 @@ void plan_launch_lines(const plan_space *sp, const plan_cand *c, const char *mod
     for (uint32_t i = 0; i < servers; i++) {
         char gpus[64];
         gpus_of(i * c->tp, c->tp, gpus, sizeof gpus);
-        fprintf(f, "CUDA_VISIBLE_DEVICES=%s vllm serve %s --tensor-parallel-size %u --enable-chunked-prefill "
-                   "--max-num-batched-tokens %d --max-num-seqs %u",
-                gpus, model_path, c->tp, c->chunk, c->max_running);
+        bool dp = c->parallel & PLAN_PAR_DP_ATTENTION;
+        fprintf(f, "CUDA_VISIBLE_DEVICES=%s vllm serve %s --tensor-parallel-size %u", gpus, model_path, dp ? 1 : c->tp);
+        if (dp) fprintf(f, " --data-parallel-size %u", c->tp);
+        if (c->parallel & PLAN_PAR_EP) fprintf(f, " --enable-expert-parallel");
+        fprintf(f, " --enable-chunked-prefill --max-num-batched-tokens %d --max-num-seqs %u", c->chunk, c->max_running);
         if (c->spec_steps) {
             const char *method = own ? "deepseek_mtp" : !strcmp(sp->spec_algorithm, "EAGLE3") ? "eagle3" : "eagle";
             fprintf(f, " --speculative-config '{\"method\": \"%s\"%s%s%s, \"num_speculative_tokens\": %u}'", method,

@@ -36,6 +36,11 @@
 
 #define PLAN_MAX_LIST 16
 
+/* How a replica's GPUs share a mixture-of-experts model beyond tensor
+ * parallelism (SGLang's --ep-size and --enable-dp-attention): bits of a
+ * candidate's `parallel`. Both need tp >= 2; EP needs experts. */
+enum { PLAN_PAR_EP = 1, PLAN_PAR_DP_ATTENTION = 2 };
+
 typedef struct plan_gpu {
     char name[48];           /* the GPU preset's name, "h100-sxm" */
     double usd_per_gpu_hour;
@@ -59,6 +64,8 @@ typedef struct plan_space {
     uint32_t spec_steps[PLAN_MAX_LIST];   /* 0: speculation off */
     int n_spec;
     char spec_algorithm[16];         /* the drafter for spec_steps > 0 ("EAGLE", "NEXTN", ...) */
+    uint8_t parallel[4];             /* PLAN_PAR_* combinations: 0 (plain TP), EP, DP attention, both */
+    int n_parallel;
     int routers[PLAN_MAX_LIST];      /* router_policy values; matter only with 2+ replicas */
     int n_routers;
     /* Prefill-decode splits as prefill:decode ratios (0:0 for colocated
@@ -99,6 +106,7 @@ typedef struct plan_cand {
     uint32_t prefill;                /* prefill replicas (0: colocated) */
     int32_t chunk;
     uint32_t max_running, spec_steps;
+    uint8_t parallel;                /* PLAN_PAR_* bits (0 for tp 1) */
     int router;
     uint32_t gpus;
     double usd_hour;
@@ -222,6 +230,11 @@ int plan_jobs_pending(const char *dir, uint32_t *round, uint32_t *shards, rh_err
 int plan_jobs_collect(const char *dir, uint32_t *round, rh_err *e);
 
 plan_verdict plan_judge(const plan_slo *slo, const plan_eval *ev);
+/* "tp", "ep", "dp-attention", "ep+dp-attention" and back (-1: none of them). */
+const char *plan_parallel_name(int parallel);
+int plan_parallel_parse(const char *name);
+/* Whether the model has experts to spread (EP candidates make sense). */
+bool plan_model_has_experts(const cost_model *m);
 /* A candidate's stable name: "h100-sxm tp4 x2 chunk4096 run128 spec0 cache-aware" (or "P1+D2"). */
 void plan_cand_name(const plan_space *sp, const plan_cand *c, char *buf, size_t n);
 /* The `rehearse sim` flags that simulate the candidate (space separated, after --cost). */

@@ -28,12 +28,12 @@ static double pct(double margin)
     return isfinite(margin) ? 100 * margin : -100;
 }
 
-static void print_row(FILE *f, const plan_opts *o, const plan_space *sp, const plan_cand *c, uint32_t rank)
+static void print_row(FILE *f, const plan_opts *o, const plan_space *sp, const plan_cand *c, uint32_t rank, int width)
 {
     char name[160];
     plan_cand_name(sp, c, name, sizeof name);
     plan_verdict v = plan_judge(&o->slo, &c->ev);
-    fprintf(f, "%4u  %-48s %4u %8.2f %8.3f %8.0f /%7.0f %7.1f /%6.1f   %+5.0f%% / %+5.0f%%  %s", rank, name, c->gpus,
+    fprintf(f, "%4u  %-*s %4u %8.2f %8.3f %8.0f /%7.0f %7.1f /%6.1f   %+5.0f%% / %+5.0f%%  %s", rank, width, name, c->gpus,
             c->usd_hour, c->ev.goodput, c->ev.ttft_p50, c->ev.ttft_p99, c->ev.tpot_p50, c->ev.tpot_p99,
             pct(v.margin_ttft), pct(v.margin_tpot), v.ok ? "yes" : "no");
     if (c->ev.ttft_hi > 0) fprintf(f, "   p95 bound: TTFT %.0f, TPOT %.1f", c->ev.ttft_hi, c->ev.tpot_hi);
@@ -65,9 +65,15 @@ void plan_print(FILE *f, const plan_opts *o, const plan_space *sp, const plan_re
     else
         fprintf(f, "SLOs: p%g TTFT <= %.0f ms, p%g TPOT <= %.0f ms\n", 100 * o->slo.quantile, o->slo.ttft_ms,
                 100 * o->slo.quantile, o->slo.tpot_ms);
-    fprintf(f, "\n%4s  %-48s %4s %8s %8s %16s %15s   %-17s %s\n", "rank", "deployment", "GPUs", "$/hour",
+    int width = 48;   /* the deployment column: as wide as its longest name shown */
+    for (uint32_t i = 0; i < r->n_ranked && i < top; i++) {
+        char name[160];
+        plan_cand_name(sp, &r->c[r->ranked[i]], name, sizeof name);
+        if ((int)strlen(name) > width) width = (int)strlen(name);
+    }
+    fprintf(f, "\n%4s  %-*s %4s %8s %8s %16s %15s   %-17s %s\n", "rank", width, "deployment", "GPUs", "$/hour",
             "goodput", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "margin TTFT/TPOT", "meets");
-    for (uint32_t i = 0; i < r->n_ranked && i < top; i++) print_row(f, o, sp, &r->c[r->ranked[i]], i + 1);
+    for (uint32_t i = 0; i < r->n_ranked && i < top; i++) print_row(f, o, sp, &r->c[r->ranked[i]], i + 1, width);
     if (!r->n_ranked) fprintf(f, "  (no candidate was simulated)\n");
     else if (!plan_judge(&o->slo, &r->c[r->ranked[0]].ev).ok)
         fprintf(f, "no candidate meets the SLOs: more GPUs (--max-gpus, --max-replicas), other GPU types, or looser "
@@ -109,6 +115,7 @@ static json_t *cand_json(const plan_opts *o, const plan_space *sp, const plan_ca
                           (json_int_t)c->spec_steps, "router", router_policy_name((router_policy)c->router), "gpus",
                           (json_int_t)c->gpus, "usd_per_hour", c->usd_hour, "state", state_name(c), "load", c->load,
                           "pool_tokens", (json_int_t)c->pool_tokens, "sim_flags", flags);
+    if (c->parallel) json_object_set_new(j, "parallel", json_string(plan_parallel_name(c->parallel)));
     if (c->state == PLAN_EVALUATED) {
         json_t *m = json_pack("{s:i, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:I}", "requests",
                               (json_int_t)c->ev.requests, "rate_scale", c->ev.rate_scale, "p50_ttft_ms",
@@ -209,14 +216,15 @@ int plan_write(const char *dir, const plan_opts *o, const plan_space *sp, const 
     FILE *f = open_memstream(&text, &len);
     if (!f) return rh_fail(e, "out of memory");
     fprintf(f, "name,gpu,tp,replicas,prefill_replicas,chunked_prefill_size,max_running_requests,speculative_num_steps,"
-               "router,gpus,usd_per_hour,state,load,pool_tokens,requests,p50_ttft_ms,p99_ttft_ms,p50_tpot_ms,"
+               "parallel,router,gpus,usd_per_hour,state,load,pool_tokens,requests,p50_ttft_ms,p99_ttft_ms,p50_tpot_ms,"
                "p99_tpot_ms,slo_quantile_ttft_ms,slo_quantile_tpot_ms,slo_attainment,request_goodput,meets_slos\n");
     for (uint32_t i = 0; i < r->n; i++) {
         const plan_cand *c = &r->c[i];
         char name[160];
         plan_cand_name(sp, c, name, sizeof name);
-        fprintf(f, "%s,%s,%u,%u,%u,%d,%u,%u,%s,%u,%.4f,%s,%.4f,%llu", name, sp->gpus[c->gpu].name, c->tp, c->replicas,
-                c->prefill, c->chunk, c->max_running, c->spec_steps, router_policy_name((router_policy)c->router),
+        fprintf(f, "%s,%s,%u,%u,%u,%d,%u,%u,%s,%s,%u,%.4f,%s,%.4f,%llu", name, sp->gpus[c->gpu].name, c->tp,
+                c->replicas, c->prefill, c->chunk, c->max_running, c->spec_steps, plan_parallel_name(c->parallel),
+                router_policy_name((router_policy)c->router),
                 c->gpus, c->usd_hour, state_name(c), c->load, (unsigned long long)c->pool_tokens);
         if (c->state == PLAN_EVALUATED)
             fprintf(f, ",%u,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.5f,%.5f,%d\n", c->ev.requests, c->ev.ttft_p50,

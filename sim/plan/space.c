@@ -47,7 +47,11 @@ int plan_enumerate(const plan_space *sp, plan_cand **out, uint32_t *n_out, rh_er
                     for (int k = 0; k < sp->n_chunk; k++)
                         for (int m = 0; m < sp->n_max_running; m++)
                             for (int s = 0; s < sp->n_spec; s++)
+                                for (int p = 0; p < (sp->n_parallel ? sp->n_parallel : 1); p++)
                                 for (int q = 0; q < sp->n_routers; q++) {
+                                    /* EP and DP attention split a replica's GPUs: none with one. */
+                                    uint8_t par = sp->n_parallel ? sp->parallel[p] : 0;
+                                    if (par && sp->tp[t] < 2) break;
                                     /* The router matters only where it picks among 2+ servers. */
                                     uint32_t pickable = pre ? pre : r;
                                     if (q > 0 && pickable < 2) break;
@@ -63,7 +67,8 @@ int plan_enumerate(const plan_space *sp, plan_cand **out, uint32_t *n_out, rh_er
                                     c[n++] = (plan_cand){.gpu = (uint16_t)g, .tp = sp->tp[t], .replicas = r,
                                                          .prefill = pre, .chunk = sp->chunk[k],
                                                          .max_running = sp->max_running[m],
-                                                         .spec_steps = sp->spec_steps[s], .router = sp->routers[q],
+                                                         .spec_steps = sp->spec_steps[s], .parallel = par,
+                                                         .router = sp->routers[q],
                                                          .gpus = gpus,
                                                          .usd_hour = gpus * sp->gpus[g].usd_per_gpu_hour,
                                                          .rung = -1, .score = NAN};
@@ -83,9 +88,9 @@ void plan_cand_name(const plan_space *sp, const plan_cand *c, char *buf, size_t 
     else
         snprintf(layout, sizeof layout, "x%u", c->replicas);
     uint32_t pickable = c->prefill ? c->prefill : c->replicas;
-    snprintf(buf, n, "%s tp%u %s chunk%d run%u spec%u%s%s", sp->gpus[c->gpu].name, c->tp, layout, c->chunk,
-             c->max_running, c->spec_steps, pickable >= 2 ? " " : "",
-             pickable >= 2 ? router_policy_name((router_policy)c->router) : "");
+    snprintf(buf, n, "%s tp%u %s chunk%d run%u spec%u%s%s%s%s", sp->gpus[c->gpu].name, c->tp, layout, c->chunk,
+             c->max_running, c->spec_steps, c->parallel ? " " : "", c->parallel ? plan_parallel_name(c->parallel) : "",
+             pickable >= 2 ? " " : "", pickable >= 2 ? router_policy_name((router_policy)c->router) : "");
 }
 
 int plan_cand_knobs(const plan_space *sp, const plan_cand *c, plan_knobs *k)
@@ -112,6 +117,8 @@ int plan_cand_knobs(const plan_space *sp, const plan_cand *c, plan_knobs *k)
         KNOB("speculative-algorithm", "%s", sp->spec_algorithm);
         KNOB("speculative-num-steps", "%u", c->spec_steps);
     }
+    if (c->parallel & PLAN_PAR_EP) KNOB("ep-size", "%u", c->tp);
+    if (c->parallel & PLAN_PAR_DP_ATTENTION) KNOB("enable-dp-attention", "%s", "");   /* a switch: bare */
 #undef KNOB
     return k->n;
 }
@@ -123,7 +130,8 @@ void plan_cand_flags(const plan_space *sp, const plan_cand *c, char *buf, size_t
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < k.n && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s--%s %s", i ? " " : "", k.kv[i][0], k.kv[i][1]);
+        len += (size_t)snprintf(buf + len, n - len, "%s--%s%s%s", i ? " " : "", k.kv[i][0], k.kv[i][1][0] ? " " : "",
+                                k.kv[i][1]);
 }
 
 int plan_cand_config(const plan_space *sp, const plan_cand *c, const sim_config *base, sim_config *cfg, rh_err *e)
@@ -142,6 +150,31 @@ void plan_space_default(plan_space *sp)
     *sp = (plan_space){.tp = {1, 2, 4, 8}, .n_tp = 4, .max_replicas = 16, .max_gpus = 64,
                        .chunk = {2048, 4096, 8192}, .n_chunk = 3, .max_running = {64, 128, 256, 512},
                        .n_max_running = 4, .spec_steps = {0, 3}, .n_spec = 2, .routers = {ROUTER_CACHE_AWARE},
-                       .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1};
+                       .n_routers = 1, .pd = {{0, 0}}, .n_pd = 1, .parallel = {0}, .n_parallel = 1};
     snprintf(sp->spec_algorithm, sizeof sp->spec_algorithm, "EAGLE");
+}
+
+static const char *const parallel_names[4] = {"tp", "ep", "dp-attention", "ep+dp-attention"};
+
+const char *plan_parallel_name(int parallel)
+{
+    return parallel >= 0 && parallel < 4 ? parallel_names[parallel] : "?";
+}
+
+int plan_parallel_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, parallel_names[i])) return i;
+    return -1;
+}
+
+bool plan_model_has_experts(const cost_model *m)
+{
+    /* The cost model's own check refuses --ep-size for a model without
+     * experts; tried at 8 GPUs, where every preset's layout divides. */
+    cost_serving sv;
+    cost_serving_default(m, 8, &sv);
+    sv.ep = 8;
+    rh_err ignored;
+    return cost_serving_check(m, 8, &sv, &ignored) == 0;
 }
