@@ -357,6 +357,8 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
     cost_model *costs[64] = {0};
     int n_gpus = 0, rc = 1;
     const char *emit_dir = NULL;
+    char knobs[2048] = "";   /* the knobs given for every candidate, as `rehearse sim` takes them */
+    size_t klen = 0;
     bool parallel_given = false;
     uint32_t shards = 100;
     tr_trace t;
@@ -532,6 +534,13 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
                 rh_fail(&e, "unknown flag --%s (see rehearse plan --help)", name);
                 goto bad;
             }
+            /* Every candidate's: the winner's `rehearse sim` line repeats it. */
+            char *qv = rh_shell_quote(v);
+            if (qv && klen < sizeof knobs)
+                klen += (size_t)snprintf(knobs + klen, sizeof knobs - klen, " --%s%s%s", name,
+                                         sim_config_takes_value(name) == 0 && !strcmp(v, "true") ? "" : " ",
+                                         sim_config_takes_value(name) == 0 && !strcmp(v, "true") ? "" : qv);
+            free(qv);
         }
         if (asks && qlen < sizeof question)
             qlen += (size_t)snprintf(question + qlen, sizeof question - qlen, "--%s %s\n", name, v ? v : "");
@@ -684,9 +693,10 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
             const plan_cand *w = &res.c[res.ranked[0]];
             char flags[512];
             plan_cand_flags(&sp, w, flags, sizeof flags);
-            printf("\nthe winner, simulated again on its own:\n  rehearse sim %s --cost <roofline %s on %s> %s "
+            printf("\nthe winner, simulated again on its own:\n  rehearse sim %s --cost <roofline %s on %s> %s%s "
                    "--rate-scale %.6g --slo-ttft %g --slo-tpot %g\n",
-                   a.pos[0], model, sp.gpus[w->gpu].name, flags, o.base.rate_scale, o.slo.ttft_ms, o.slo.tpot_ms);
+                   a.pos[0], model, sp.gpus[w->gpu].name, flags, knobs, o.base.rate_scale, o.slo.ttft_ms,
+                   o.slo.tpot_ms);
             printf("\nits launch lines:\n");
             plan_launch_lines(&sp, w, model_path, stdout);
         }

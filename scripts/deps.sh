@@ -8,10 +8,10 @@
 set -u
 pkgs=(build-essential pkg-config liblua5.4-dev libzstd-dev zstd libcunit1-dev libopenblas-dev
       libmicrohttpd-dev libjansson-dev libxxhash-dev libcurl4-openssl-dev libutf8proc-dev gnuplot-nox
-      python3-jinja2 valgrind slurmctld slurmd slurm-client munge)
+      python3-jinja2 valgrind slurmctld slurmd slurm-client munge jq)
       # python3-jinja2: the second reference of the chat-template test (it skips without); valgrind: make
       # bench counts instructions with callgrind; slurm and munge: tests/slurm/plan.sh starts a one-node
-      # Slurm on localhost for `rehearse plan --emit-jobs` (it skips without)
+      # Slurm on localhost for `rehearse plan --emit-jobs` (it skips without); jq: scripts/vidur_compare.sh
 check=0
 for a in "$@"; do
   case "$a" in

@@ -559,6 +559,14 @@ static void test_cli(void)
     json_decref(j);
     snprintf(path, sizeof path, "%s/candidates.csv", dir);
     CU_ASSERT(tu_file_exists(path));
+    /* The knobs every candidate was given are in the winner's own line. */
+    snprintf(cmd, sizeof cmd,
+             "%s plan %s --model llama-3-8b --slo-ttft-ms 1000 --slo-tpot-ms 50 --gpus a100-80g --tp 1 "
+             "--max-replicas 1 --chunked-prefill-sizes 2048 --max-running-requests-list 64 --speculative-steps 0 "
+             "--no-rate-search --scheduler vllm --disable-radix-cache 2>&1",
+             tu_bin(), trace);
+    CU_ASSERT_EQUAL(tu_run(cmd, buf, sizeof buf), 0);
+    CU_ASSERT(strstr(buf, "--max-running-requests 64 --scheduler 'vllm' --disable-radix-cache --rate-scale 1") != NULL);
 }
 
 /* Runs every line of DIR/jobs/round-K.parallel but shard `skip` (-1: none). */
