@@ -49,7 +49,7 @@ static const char plan_help[] =
     "  --tp LIST                 tensor-parallel sizes (default 1,2,4,8)\n"
     "  --max-replicas N          1..N replicas (default 16)\n"
     "  --max-gpus N              at most N GPUs a deployment (default 64)\n"
-    "  --chunked-prefill-sizes LIST   (default 2048,4096,8192)\n"
+    "  --chunked-prefill-sizes LIST   (default 2048,4096,8192; -1 or off: prompts prefilled whole)\n"
     "  --max-running-requests-list LIST   (default 64,128,256,512)\n"
     "  --speculative-steps LIST  draft steps, 0 for off (default 0,3)\n"
     "  --speculative-algorithm A the drafter when steps > 0 (default EAGLE; NEXTN for DeepSeek)\n"
@@ -431,9 +431,25 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
         } else if (!strcmp(name, "tp")) {
             if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 64, sp.tp, &sp.n_tp, &e) < 0) goto bad;
         } else if (!strcmp(name, "chunked-prefill-sizes")) {
-            uint32_t l[PLAN_MAX_LIST];
-            if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 1u << 24, l, &sp.n_chunk, &e) < 0) goto bad;
-            for (int i = 0; i < sp.n_chunk; i++) sp.chunk[i] = (int32_t)l[i];
+            /* -1 (SGLang's spelling) or off: each prompt prefilled whole. */
+            char buf[512];
+            if (!(v = rh_args_value(&a, &e))) goto bad;
+            snprintf(buf, sizeof buf, "%s", v);
+            sp.n_chunk = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                uint32_t u;
+                if (sp.n_chunk == PLAN_MAX_LIST) {
+                    rh_fail(&e, "--chunked-prefill-sizes: at most %d values", PLAN_MAX_LIST);
+                    goto bad;
+                }
+                if (!strcmp(tok, "-1") || !strcmp(tok, "off")) u = 0;
+                else if (rh_parse_u32(tok, "--chunked-prefill-sizes", 1, 1u << 24, &u, &e) < 0) goto bad;
+                sp.chunk[sp.n_chunk++] = u ? (int32_t)u : -1;
+            }
+            if (!sp.n_chunk) {
+                rh_fail(&e, "--chunked-prefill-sizes: an empty list");
+                goto bad;
+            }
         } else if (!strcmp(name, "max-running-requests-list")) {
             if (!(v = rh_args_value(&a, &e)) ||
                 parse_u32_list(name, v, 1, 1u << 20, sp.max_running, &sp.n_max_running, &e) < 0)

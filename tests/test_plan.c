@@ -507,6 +507,17 @@ static void test_expert_and_dp_attention(void)
                            "--enable-dp-attention --dp-size 2") != NULL);
     CU_ASSERT(strstr(text, "vllm serve m --tensor-parallel-size 1 --data-parallel-size 2 --enable-expert-parallel") != NULL);
     free(text);
+    /* Chunked prefill off (-1, SGLang's spelling): named, and launched so. */
+    c[0].chunk = -1;
+    char name0[160];
+    plan_cand_name(&sp, &c[0], name0, sizeof name0);
+    CU_ASSERT_STRING_EQUAL(name0, "h100-sxm tp1 x1 nochunk run64 spec0");
+    out = open_memstream(&text, &len);
+    plan_launch_lines(&sp, &c[0], "m", out);
+    fclose(out);
+    CU_ASSERT(strstr(text, "--tp-size 1 --chunked-prefill-size -1 --max-running-requests 64") != NULL);
+    CU_ASSERT(strstr(text, "--tensor-parallel-size 1 --no-enable-chunked-prefill --max-num-seqs 64") != NULL);
+    free(text);
     free(c);
     tr_trace_free(&t);
     cost_free(m);

@@ -94,7 +94,9 @@ void plan_launch_lines(const plan_space *sp, const plan_cand *c, const char *mod
         fprintf(f, "CUDA_VISIBLE_DEVICES=%s vllm serve %s --tensor-parallel-size %u", gpus, model_path, dp ? 1 : c->tp);
         if (dp) fprintf(f, " --data-parallel-size %u", c->tp);
         if (c->parallel & PLAN_PAR_EP) fprintf(f, " --enable-expert-parallel");
-        fprintf(f, " --enable-chunked-prefill --max-num-batched-tokens %d --max-num-seqs %u", c->chunk, c->max_running);
+        if (c->chunk > 0) fprintf(f, " --enable-chunked-prefill --max-num-batched-tokens %d", c->chunk);
+        else fprintf(f, " --no-enable-chunked-prefill");
+        fprintf(f, " --max-num-seqs %u", c->max_running);
         if (c->spec_steps) {
             const char *method = own ? "deepseek_mtp" : !strcmp(sp->spec_algorithm, "EAGLE3") ? "eagle3" : "eagle";
             fprintf(f, " --speculative-config '{\"method\": \"%s\"%s%s%s, \"num_speculative_tokens\": %u}'", method,

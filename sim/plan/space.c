@@ -88,7 +88,10 @@ void plan_cand_name(const plan_space *sp, const plan_cand *c, char *buf, size_t 
     else
         snprintf(layout, sizeof layout, "x%u", c->replicas);
     uint32_t pickable = c->prefill ? c->prefill : c->replicas;
-    snprintf(buf, n, "%s tp%u %s chunk%d run%u spec%u%s%s%s%s", sp->gpus[c->gpu].name, c->tp, layout, c->chunk,
+    char chunk[24];
+    if (c->chunk > 0) snprintf(chunk, sizeof chunk, "chunk%d", c->chunk);
+    else snprintf(chunk, sizeof chunk, "nochunk");
+    snprintf(buf, n, "%s tp%u %s %s run%u spec%u%s%s%s%s", sp->gpus[c->gpu].name, c->tp, layout, chunk,
              c->max_running, c->spec_steps, c->parallel ? " " : "", c->parallel ? plan_parallel_name(c->parallel) : "",
              pickable >= 2 ? " " : "", pickable >= 2 ? router_policy_name((router_policy)c->router) : "");
 }
