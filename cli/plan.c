@@ -110,6 +110,21 @@ static int parse_u32_list(const char *flag, const char *v, uint32_t lo, uint32_t
     return *n ? 0 : rh_fail(e, "--%s: an empty list", flag);
 }
 
+/* A comma-separated list's values (each under 48 bytes), at most max. The
+ * count, or -1 naming the flag. */
+static int split_list(const char *flag, const char *v, int max, char toks[][48], rh_err *e)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", v);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) return rh_fail(e, "--%s: at most %d values", flag, max);
+        if (strlen(tok) >= 48) return rh_fail(e, "--%s: '%s' is too long", flag, tok);
+        snprintf(toks[n++], 48, "%s", tok);
+    }
+    return n ? n : rh_fail(e, "--%s: an empty list", flag);
+}
+
 /* The Hugging Face id in a model preset's "source" URL, else its name. */
 static void model_path_of(const char *model, char *buf, size_t n)
 {
@@ -368,6 +383,7 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
         const char *v = NULL;
         uint32_t u;
         int n;
+        char toks[PLAN_MAX_LIST][48];
         /* What changes no result stays out of the question a resume folder checks. */
         bool asks = true;
         if (!strcmp(name, "json") || !strcmp(name, "progress") || !strcmp(name, "no-rate-search")) {
@@ -432,23 +448,14 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
             if (!(v = rh_args_value(&a, &e)) || parse_u32_list(name, v, 1, 64, sp.tp, &sp.n_tp, &e) < 0) goto bad;
         } else if (!strcmp(name, "chunked-prefill-sizes")) {
             /* -1 (SGLang's spelling) or off: each prompt prefilled whole. */
-            char buf[512];
-            if (!(v = rh_args_value(&a, &e))) goto bad;
-            snprintf(buf, sizeof buf, "%s", v);
-            sp.n_chunk = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                uint32_t u;
-                if (sp.n_chunk == PLAN_MAX_LIST) {
-                    rh_fail(&e, "--chunked-prefill-sizes: at most %d values", PLAN_MAX_LIST);
+            if (!(v = rh_args_value(&a, &e)) || (n = split_list(name, v, PLAN_MAX_LIST, toks, &e)) < 0) goto bad;
+            for (sp.n_chunk = 0; sp.n_chunk < n; sp.n_chunk++) {
+                uint32_t u = 0;
+                const char *tok = toks[sp.n_chunk];
+                if (strcmp(tok, "-1") && strcmp(tok, "off") &&
+                    rh_parse_u32(tok, "--chunked-prefill-sizes", 1, 1u << 24, &u, &e) < 0)
                     goto bad;
-                }
-                if (!strcmp(tok, "-1") || !strcmp(tok, "off")) u = 0;
-                else if (rh_parse_u32(tok, "--chunked-prefill-sizes", 1, 1u << 24, &u, &e) < 0) goto bad;
-                sp.chunk[sp.n_chunk++] = u ? (int32_t)u : -1;
-            }
-            if (!sp.n_chunk) {
-                rh_fail(&e, "--chunked-prefill-sizes: an empty list");
-                goto bad;
+                sp.chunk[sp.n_chunk] = u ? (int32_t)u : -1;
             }
         } else if (!strcmp(name, "max-running-requests-list")) {
             if (!(v = rh_args_value(&a, &e)) ||
@@ -464,49 +471,34 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
             sim_config_default(&probe);
             if (sim_config_set(&probe, "speculative-algorithm", v, &e) < 0) goto bad;
         } else if (!strcmp(name, "routers")) {
-            if (!(v = rh_args_value(&a, &e))) goto bad;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            sp.n_routers = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                int p = router_policy_parse(tok);
+            if (!(v = rh_args_value(&a, &e)) || (n = split_list(name, v, PLAN_MAX_LIST, toks, &e)) < 0) goto bad;
+            for (sp.n_routers = 0; sp.n_routers < n; sp.n_routers++) {
+                int p = router_policy_parse(toks[sp.n_routers]);
                 if (p < 0 || p == ROUTER_LUA) {
                     rh_fail(&e, "--routers: '%s' is not a router policy here (round-robin, least-outstanding, "
-                                "least-kv, power-of-two, cache-aware)", tok);
+                                "least-kv, power-of-two, cache-aware)", toks[sp.n_routers]);
                     goto bad;
                 }
-                if (sp.n_routers == PLAN_MAX_LIST) {
-                    rh_fail(&e, "--routers: at most %d", PLAN_MAX_LIST);
-                    goto bad;
-                }
-                sp.routers[sp.n_routers++] = p;
+                sp.routers[sp.n_routers] = p;
             }
         } else if (!strcmp(name, "parallel")) {
-            if (!(v = rh_args_value(&a, &e))) goto bad;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            sp.n_parallel = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                int p = plan_parallel_parse(tok);
-                if (p < 0 || sp.n_parallel == 4) {
-                    rh_fail(&e, "--parallel: '%s' is not one of tp, ep, dp-attention, ep+dp-attention (each once)", tok);
+            if (!(v = rh_args_value(&a, &e)) || (n = split_list(name, v, 4, toks, &e)) < 0) goto bad;
+            for (sp.n_parallel = 0; sp.n_parallel < n; sp.n_parallel++) {
+                int p = plan_parallel_parse(toks[sp.n_parallel]);
+                if (p < 0) {
+                    rh_fail(&e, "--parallel: '%s' is not one of tp, ep, dp-attention, ep+dp-attention",
+                            toks[sp.n_parallel]);
                     goto bad;
                 }
-                sp.parallel[sp.n_parallel++] = (uint8_t)p;
+                sp.parallel[sp.n_parallel] = (uint8_t)p;
             }
             parallel_given = true;
         } else if (!strcmp(name, "pd")) {
-            if (!(v = rh_args_value(&a, &e))) goto bad;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            sp.n_pd = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (!(v = rh_args_value(&a, &e)) || (n = split_list(name, v, PLAN_MAX_LIST, toks, &e)) < 0) goto bad;
+            for (sp.n_pd = 0; sp.n_pd < n; sp.n_pd++) {
                 unsigned p = 0, d = 0;
                 char tail;
-                if (sp.n_pd == PLAN_MAX_LIST) {
-                    rh_fail(&e, "--pd: at most %d", PLAN_MAX_LIST);
-                    goto bad;
-                }
+                const char *tok = toks[sp.n_pd];
                 if (!strcmp(tok, "none")) {
                     sp.pd[sp.n_pd][0] = sp.pd[sp.n_pd][1] = 0;
                 } else if (sscanf(tok, "%u:%u%c", &p, &d, &tail) == 2 && p >= 1 && d >= 1 && p <= 64 && d <= 64) {
@@ -516,7 +508,6 @@ static int plan_cmd(int argc, char **argv, const plan_mode *mode)
                     rh_fail(&e, "--pd: '%s' is neither none nor PREFILL:DECODE (such as 1:3)", tok);
                     goto bad;
                 }
-                sp.n_pd++;
             }
         } else if (!strcmp(name, "max-replicas") || !strcmp(name, "max-gpus") || !strcmp(name, "first") ||
                    !strcmp(name, "rungs") || !strcmp(name, "eta") || !strcmp(name, "top") ||
