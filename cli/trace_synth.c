@@ -89,6 +89,10 @@ static const char synth_help[] =
     "                            G groups of P prompts sharing an S-token system prompt\n"
     "  --turns T                 multi-turn sessions: turn k extends turn k-1's context\n"
     "  --sessions K              open sessions at once (open loop; default 16)\n"
+    "LoRA adapters:\n"
+    "  --adapters N              each request (or session) runs with adapter 1..N (default 0: base)\n"
+    "  --adapter-zipf A          adapter popularity ~ k^-A, S-LoRA's power law (default 1; 0 uniform)\n"
+    "  --adapter-rank R          recorded in the header as the adapters' rank (adapter.rank)\n"
     "  --model NAME              recorded in the header\n";
 
 int trace_cmd_synth(int argc, char **argv)

@@ -344,7 +344,7 @@ static tr_reader *open_items(const uint8_t *items, size_t n, uint8_t *file, size
 
 static void test_format_md_example(void)
 {
-    uint8_t items[] = {0xc0, 0x02, 0x80, 0x04, 0x00, 0x00, 0x00,                  /* header */
+    uint8_t items[] = {0xc0, 0x03, 0x80, 0x04, 0x00, 0x00, 0x00,                  /* header */
                        0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03, 0x03,            /* block header */
                        0x08, 0x88, 0x0a, 0x04, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02, /* streams */
                        0xc1, 0x01, 0x00};                                          /* end */
@@ -382,6 +382,26 @@ static void test_format_md_example(void)
     CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "record tag 0x88"));
     tr_reader_close(r);
+
+    /* Version 3's extras: mask 3 (a priority, zz(5) = 0a, and adapter 7);
+     * an empty mask or an unknown bit is refused, naming the field. */
+    uint8_t xitems[] = {0xc0, 0x03, 0x80, 0x04, 0x00, 0x00, 0x00, 0x80, 0x01, 0x01, 0x01, 0x01, 0x01, 0x06, 0x03,
+                        0x88, 0x88, 0x0a, 0x04, 0x03, 0x0a, 0x07, 0x01, 0x00, 0x02, 0x7a, 0xf4, 0x02,
+                        0xc1, 0x01, 0x00};
+    r = open_items(xitems, sizeof xitems, file, sizeof file, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL_FATAL(tr_reader_next(r, &rec, &e), 1);
+    CU_ASSERT(rec.req.priority == 5 && rec.req.adapter == 7 && rec.req.n_hashes == 2);
+    tr_reader_close(r);
+    uint8_t masks[] = {0x00, 0x04};
+    for (int i = 0; i < 2; i++) {
+        xitems[19] = masks[i];
+        r = open_items(xitems, sizeof xitems, file, sizeof file, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(tr_reader_next(r, &rec, &e), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "extras"));
+        tr_reader_close(r);
+    }
 
     /* The same with block_size 0: hashes are refused, naming the field. */
     items[2] = 0x00;

@@ -255,6 +255,65 @@ static void test_multi_turn(void)
     tr_trace_free(&t);
 }
 
+/* Adapters follow Zipf(alpha) over 1..N: the counts of the most and the
+ * tenth most popular against their closed-form shares (5 standard
+ * deviations), uniform at alpha 0; everything else equals the trace drawn
+ * without adapters; a session keeps its adapter through its turns. */
+static void test_adapters(void)
+{
+    tr_synth_opts o;
+    tr_synth_opts_init(&o);
+    o.requests = 20000;
+    tr_trace base, t;
+    synth_mem(&o, &base);
+    o.adapters = 100;
+    synth_mem(&o, &t);
+    CU_ASSERT_EQUAL_FATAL(t.n_requests, base.n_requests);
+    double h = 0;
+    for (int k = 1; k <= 100; k++) h += 1.0 / k;
+    uint32_t count[101] = {0};
+    int same = 1;
+    for (size_t i = 0; i < t.n_requests; i++) {
+        const tr_request *a = &t.requests[i], *b = &base.requests[i];
+        same &= a->arrival == b->arrival && a->input_len == b->input_len && a->output_len == b->output_len &&
+                a->n_hashes == b->n_hashes && b->adapter == 0;
+        CU_ASSERT_FATAL(a->adapter >= 1 && a->adapter <= 100);
+        count[a->adapter]++;
+    }
+    CU_ASSERT(same);
+    int ks[] = {1, 10};
+    for (int i = 0; i < 2; i++) {
+        double p = 1.0 / ks[i] / h, mean = p * 20000, sd = sqrt(20000 * p * (1 - p));
+        CU_ASSERT(fabs(count[ks[i]] - mean) < 5 * sd);
+    }
+    tr_trace_free(&t);
+    o.adapter_zipf = 0;
+    synth_mem(&o, &t);
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < t.n_requests; i++) count[t.requests[i].adapter]++;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int k = 1; k <= 100; k++) lo = count[k] < lo ? count[k] : lo, hi = count[k] > hi ? count[k] : hi;
+    CU_ASSERT(lo > 200 - 5 * 14 && hi < 200 + 5 * 14);   /* sd of Binomial(20000, 0.01) is 14.07 */
+    tr_trace_free(&t);
+    tr_trace_free(&base);
+
+    o.turns = 4;
+    o.adapter_zipf = 1;
+    synth_mem(&o, &t);
+    uint32_t *of = calloc(t.n_requests + 2, sizeof *of);
+    int kept = 1, distinct = 0;
+    for (size_t i = 0; i < t.n_requests; i++) {
+        const tr_request *r = &t.requests[i];
+        if (r->turn == 0) of[r->session_id] = r->adapter, distinct += r->adapter != t.requests[0].adapter;
+        else kept &= of[r->session_id] == r->adapter;
+    }
+    CU_ASSERT(kept);
+    CU_ASSERT(distinct > 100);
+    CU_ASSERT_STRING_EQUAL(tr_header_get(&t.header, "synth.adapters"), "100");
+    free(of);
+    tr_trace_free(&t);
+}
+
 /* Lengths drawn from `text` (a trace file named `name`): two kinds of
  * request, each drawn about half the time, and nothing else. */
 static void lengths_from(const char *name, const char *text)
@@ -396,6 +455,7 @@ void register_test_trace_synth(void)
     CU_add_test(s, "closed loop", test_closed_loop);
     CU_add_test(s, "shared-prefix groups share their blocks", test_shared_prefix_groups);
     CU_add_test(s, "multi-turn sessions extend the previous turn", test_multi_turn);
+    CU_add_test(s, "adapters: Zipf popularity, the rest unchanged, one per session", test_adapters);
     CU_add_test(s, "lengths drawn from another trace, or a length-only one", test_lengths_from_another_trace);
     CU_add_test(s, "slice: window, sample, first N, rate and length scales, length bounds", test_slice);
 }

@@ -33,7 +33,7 @@ static inline int th_req_equal(const tr_request *a, const tr_request *b)
                b->f);                                                                                  \
         return 0;                                                                                      \
     }
-    TH_F(id) TH_D(arrival) TH_F(input_len) TH_F(output_len) TH_F(session_id) TH_F(turn) TH_F(flags) TH_F(priority) TH_F(n_hashes)
+    TH_F(id) TH_D(arrival) TH_F(input_len) TH_F(output_len) TH_F(session_id) TH_F(turn) TH_F(flags) TH_F(priority) TH_F(adapter) TH_F(n_hashes)
     TH_D(ttft) TH_D(e2e) TH_F(cached_tokens) TH_F(spec_proposed) TH_F(spec_accepted) TH_F(retractions) TH_F(finish)
     TH_F(n_times)
     for (uint32_t i = 0; i < a->n_hashes; i++) TH_F(hashes[i])
@@ -88,6 +88,9 @@ static inline void th_random_request(rh_rng *r, uint64_t id, double t, uint32_t 
     /* a priority for one request in four, either sign, from the id (no draw:
      * the records the generator gave before priorities existed stay as they were) */
     if (rh_hash64(q->id) % 4 == 0) q->priority = (int32_t)(uint32_t)(rh_hash64(q->id) >> 16);
+    /* an adapter for one in three, from the id too: small ids, and now and then the largest */
+    uint64_t ha = rh_hash64(q->id ^ 0xada);
+    if (ha % 3 == 0) q->adapter = ha % 7 == 0 ? UINT32_MAX : 1 + (uint32_t)(ha >> 40) % 1000;
     uint32_t max = tr_blocks(q->input_len, block_size);
     if (max && rh_rng_below(r, 4)) {
         uint32_t n = (uint32_t)rh_rng_below(r, max < 64 ? max : 64) + 1;

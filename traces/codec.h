@@ -30,7 +30,10 @@
 #define TR_TAG_KIND_MASK   0xC0u
 #define TR_TAG_REQUEST     0x00u
 #define TR_TAG_STEP        0x40u
-#define TR_TAG_REQUEST_X   0x80u   /* version 2: a request with a priority after its FLAGS group */
+#define TR_TAG_REQUEST_X   0x80u   /* a request with extras after its FLAGS group: version 2, a
+                                          priority; version 3 on, VARS a mask of TR_RX_* then those */
+#define TR_RX_PRIORITY     0x01u   /* zz(priority), nonzero */
+#define TR_RX_ADAPTER      0x02u   /* adapter, nonzero */
 
 #define TR_RQ_ID       0x01u   /* id is not the previous id + 1 */
 #define TR_RQ_SESSION  0x02u   /* session_id, turn */
@@ -54,7 +57,7 @@ enum { TR_S_TAGS, TR_S_TIMES, TR_S_INLEN, TR_S_OUTLEN, TR_S_VARS, TR_S_BITS, TR_
 
 typedef struct tr_codec {
     uint32_t block_size;
-    uint32_t version;           /* the file's format version (TR_TAG_REQUEST_X from 2 on) */
+    uint32_t version;           /* the file's format version (TR_TAG_REQUEST_X from 2 on, extras mask from 3) */
     uint64_t next_id;           /* previous request id + 1 */
     int64_t arrival_ns;         /* previous whole-ns arrival */
     uint64_t session;           /* previous session id */

@@ -266,11 +266,24 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
     }
     r->flags = (tag & TR_RQ_FLAGS) ? get_u32(d, "flags") : 0;
     r->priority = 0;
+    r->adapter = 0;
     if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST_X) {
-        int64_t p = unzz(get_uv(d, "priority"));
-        if (p == 0 || p < INT32_MIN || p > INT32_MAX)
-            return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "priority");
-        r->priority = (int32_t)p;
+        /* Version 2 knows one extra, the priority; from 3 a mask says which. */
+        uint64_t extras = c->version >= 3 ? get_uv(d, "extras") : TR_RX_PRIORITY;
+        if (d->bad) return TR_DEC_BAD;
+        if (!extras || (extras & ~(uint64_t)(TR_RX_PRIORITY | TR_RX_ADAPTER)))
+            return bad_msg(d, e, "field '%s' is empty or names an unknown field", "extras");
+        if (extras & TR_RX_PRIORITY) {
+            int64_t p = unzz(get_uv(d, "priority"));
+            if (p == 0 || p < INT32_MIN || p > INT32_MAX)
+                return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "priority");
+            r->priority = (int32_t)p;
+        }
+        if (extras & TR_RX_ADAPTER) {
+            uint64_t a = get_uv(d, "adapter");
+            if (a == 0 || a > UINT32_MAX) return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "adapter");
+            r->adapter = (uint32_t)a;
+        }
     }
     r->n_hashes = 0;
     r->hashes = NULL;

@@ -154,7 +154,8 @@ static int measured_present(const tr_request *r)
 int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 {
     if (reserve_record(b, r->n_hashes, r->n_times) < 0) return -1;
-    unsigned tag = r->priority ? TR_TAG_REQUEST_X : TR_TAG_REQUEST;
+    unsigned extras = (r->priority ? TR_RX_PRIORITY : 0) | (r->adapter ? TR_RX_ADAPTER : 0);
+    unsigned tag = extras ? TR_TAG_REQUEST_X : TR_TAG_REQUEST;
     if (r->id != c->next_id) tag |= TR_RQ_ID;
     if (r->session_id || r->turn) tag |= TR_RQ_SESSION;
     if (r->flags) tag |= TR_RQ_FLAGS;
@@ -174,7 +175,11 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
         put_uv(v, r->turn);
     }
     if (tag & TR_RQ_FLAGS) put_uv(v, r->flags);
-    if (r->priority) put_uv(v, zz(r->priority));
+    if (extras) {
+        put_uv(v, extras);
+        if (r->priority) put_uv(v, zz(r->priority));
+        if (r->adapter) put_uv(v, r->adapter);
+    }
     if (tag & TR_RQ_HASHES) {
         /* Runs of consecutive ids: fresh blocks get consecutive ids in
          * Mooncake-style traces, so a prompt is a few runs. A run's start is

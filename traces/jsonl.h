@@ -6,7 +6,7 @@
  * and tr_step fields:
  *   {"type":"request","id":0,"arrival":0.25,"input_len":6758,"output_len":500,"hashes":[0,1,2]}
  *   {"type":"step","index":0,"start":1.5,"duration":0.031,...every tr_step field...}
- * A request line omits fields that are zero (session_id/turn, flags, priority,
+ * A request line omits fields that are zero (session_id/turn, flags, priority, adapter,
  * hashes, token_times) and the measured group (ttft, e2e, cached_tokens,
  * spec_proposed, spec_accepted, retractions, finish) when all of it is zero.
  * Times are printed in the shortest form that reads back bit-exact; finish

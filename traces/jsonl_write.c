@@ -121,6 +121,7 @@ static int request_line(tr_jsonl_writer *w, const tr_request *r)
         p = put(p, r->priority < 0 ? ",\"priority\":-" : ",\"priority\":");
         p += tr_format_u64(p, r->priority < 0 ? (uint64_t)(-(int64_t)r->priority) : (uint64_t)r->priority);
     }
+    if (r->adapter) p = put_u(p, ",\"adapter\":", r->adapter);
     if (r->n_hashes) {
         p = put(p, ",\"hashes\":[");
         for (uint32_t i = 0; i < r->n_hashes; i++) {

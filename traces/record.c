@@ -3,6 +3,7 @@
 #include "traces/trace.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const finish_names[] = {"none", "length", "stop", "abort", "error"};
@@ -11,6 +12,16 @@ const char *tr_finish_name(int finish)
 {
     if (finish < 0 || finish > TR_FINISH_ERROR) return "?";
     return finish_names[finish];
+}
+
+const char *tr_adapter_name(const tr_header *h, uint32_t adapter, char *buf, size_t n)
+{
+    char key[32];
+    snprintf(key, sizeof key, "adapter.%u", adapter);
+    const char *v = h ? tr_header_get(h, key) : NULL;
+    if (v && *v) return v;
+    snprintf(buf, n, "lora-%u", adapter);
+    return buf;
 }
 
 int tr_finish_parse(const char *name)

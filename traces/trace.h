@@ -26,7 +26,7 @@
 
 #include "util/err.h"
 
-#define TR_FORMAT_VERSION 2   /* 2: a request may carry a priority (1 is read too) */
+#define TR_FORMAT_VERSION 3   /* 2: a request may carry a priority; 3: and a LoRA adapter (1 and 2 are read too) */
 #define TR_MAGIC "RHTRACE1"            /* 8 bytes at offset 0 */
 #define TR_MAGIC_LEN 8
 
@@ -58,6 +58,8 @@ typedef struct tr_request {
     uint32_t turn;              /* 0-based turn within the session */
     uint32_t flags;             /* TR_REQ_* */
     int32_t priority;           /* the request's scheduling priority (SGLang's and vLLM's "priority"); 0: none */
+    uint32_t adapter;           /* the LoRA adapter it runs with: 0 the base model, K the header's
+                                   adapter.K (tr_adapter_name) */
     uint32_t n_hashes;          /* prefix block hashes, one per block_size prompt tokens */
     const uint64_t *hashes;
     /* measured (flags & TR_REQ_MEASURED) */
@@ -208,6 +210,9 @@ int tr_check_step(const tr_step *s, rh_err *e);
 double tr_round_ns(double seconds);
 /* Blocks of `block_size` tokens that a prompt of `len` tokens spans (rounded up). */
 uint32_t tr_blocks(uint32_t len, uint32_t block_size);
+/* Adapter K's name: the header's "adapter.K", else "lora-K" (K >= 1);
+ * written into buf (at least 32 bytes) when the header has none. */
+const char *tr_adapter_name(const tr_header *h, uint32_t adapter, char *buf, size_t n);
 const char *tr_finish_name(int finish);     /* "none", "length", "stop", "abort", "error" */
 int tr_finish_parse(const char *name);      /* the enum, or -1 */
 

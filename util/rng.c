@@ -2,6 +2,7 @@
 #include "util/rng.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 void rh_rng_seed(rh_rng *r, uint64_t seed)
 {
@@ -84,4 +85,34 @@ double rh_rng_gamma(rh_rng *r, double shape, double scale)
         if (u < 1.0 - 0.0331 * x * x * x * x) return d * v * scale;
         if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v * scale;
     }
+}
+
+int rh_zipf_init(rh_zipf *z, uint32_t n, double alpha)
+{
+    z->n = n;
+    z->cdf = malloc((size_t)n * sizeof *z->cdf);
+    if (!z->cdf) return -1;
+    double sum = 0;
+    for (uint32_t k = 1; k <= n; k++) z->cdf[k - 1] = sum += exp(-alpha * log((double)k));
+    for (uint32_t k = 0; k < n; k++) z->cdf[k] /= sum;
+    z->cdf[n - 1] = 1;
+    return 0;
+}
+
+uint32_t rh_zipf_draw(const rh_zipf *z, rh_rng *r)
+{
+    double u = rh_rng_uniform(r);
+    uint32_t lo = 0, hi = z->n - 1;     /* the first k with u < cdf[k] */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (u < z->cdf[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo + 1;
+}
+
+void rh_zipf_free(rh_zipf *z)
+{
+    free(z->cdf);
+    z->cdf = NULL;
 }

@@ -41,4 +41,16 @@ double rh_rng_exp(rh_rng *r, double rate);
 double rh_rng_normal(rh_rng *r);
 double rh_rng_gamma(rh_rng *r, double shape, double scale);
 
+/* Zipf over 1..n: P(k) proportional to k^-alpha (alpha 0: uniform), as
+ * S-LoRA draws each adapter's share of the traffic. A table of n cumulative
+ * weights, so a draw is one uniform and a binary search. */
+typedef struct rh_zipf {
+    double *cdf;                /* cdf[k-1] = P(draw <= k); cdf[n-1] = 1 */
+    uint32_t n;
+} rh_zipf;
+
+int rh_zipf_init(rh_zipf *z, uint32_t n, double alpha);   /* 0, or -1 out of memory; n >= 1 */
+uint32_t rh_zipf_draw(const rh_zipf *z, rh_rng *r);       /* in [1, n] */
+void rh_zipf_free(rh_zipf *z);
+
 #endif

@@ -1,7 +1,7 @@
 /* lua_trace.c — rehearse.trace: Trace objects in Lua.
  *   trace.load(path)              a trace file: binary, or any importable format
  *   trace.new{block_size=, model=}  an empty trace, filled with t:add
- *   t:add{arrival=, input_len=, output_len=, id=, session_id=, priority=, hashes={...}}
+ *   t:add{arrival=, input_len=, output_len=, id=, session_id=, priority=, adapter=, hashes={...}}
  *   t:slice{from=, to=, first=, sample=, seed=, rate_scale=, input_scale=,
  *           output_scale=, length_scale=}   a new trace, cut as `trace slice` cuts
  *   trace.import(path, {format=, model=, block_size=})   with explicit import options
@@ -100,6 +100,7 @@ static int l_trace_add(lua_State *L)
     lua_pop(L, 1);
     if (prio < INT32_MIN || prio > INT32_MAX) return luaL_error(L, "trace:add: priority must fit in 32 bits");
     r.priority = (int32_t)prio;
+    r.adapter = opt_u32(L, 2, "adapter", 0);
     uint64_t hashes[4096];
     lua_getfield(L, 2, "hashes");
     if (lua_istable(L, -1)) {
@@ -292,6 +293,8 @@ static int l_trace_request(lua_State *L)
     lua_setfield(L, -2, "session_id");
     lua_pushinteger(L, (lua_Integer)r->priority);
     lua_setfield(L, -2, "priority");
+    lua_pushinteger(L, (lua_Integer)r->adapter);
+    lua_setfield(L, -2, "adapter");
     lua_pushinteger(L, r->n_hashes);
     lua_setfield(L, -2, "n_hashes");
     if (r->flags & TR_REQ_MEASURED) {

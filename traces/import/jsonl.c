@@ -157,6 +157,7 @@ static int parse_request(jctx *c, tr_request *r, uint64_t next_id, uint32_t bloc
         else if (jl_key_is(j, f, "turn")) rc = get_u32(c, f, &r->turn, e);
         else if (jl_key_is(j, f, "flags")) rc = get_u32(c, f, &r->flags, e);
         else if (jl_key_is(j, f, "priority")) rc = get_i32(c, f, &r->priority, e);
+        else if (jl_key_is(j, f, "adapter")) rc = get_u32(c, f, &r->adapter, e);
         else if (jl_key_is(j, f, "ttft")) rc = get_f64(c, f, &r->ttft, e);
         else if (jl_key_is(j, f, "e2e")) rc = get_f64(c, f, &r->e2e, e);
         else if (jl_key_is(j, f, "cached_tokens")) rc = get_u32(c, f, &r->cached_tokens, e);

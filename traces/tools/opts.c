@@ -76,6 +76,9 @@ int tr_synth_opts_set(tr_synth_opts *o, const char *name_in, const char *v, rh_e
     else if (!strcmp(name, "system-prompt-len")) r = u32(flag, v, &o->system_prompt, e);
     else if (!strcmp(name, "turns")) r = u32(flag, v, &o->turns, e);
     else if (!strcmp(name, "sessions")) r = u32(flag, v, &o->sessions, e);
+    else if (!strcmp(name, "adapters")) r = u32(flag, v, &o->adapters, e);
+    else if (!strcmp(name, "adapter-zipf")) r = num(flag, v, &o->adapter_zipf, e);
+    else if (!strcmp(name, "adapter-rank")) r = u32(flag, v, &o->adapter_rank, e);
     else if (!strcmp(name, "model")) r = (o->model = v) ? 0 : -1;
     else return 0;
     return r < 0 ? -1 : 1;

@@ -25,6 +25,7 @@ void tr_synth_opts_init(tr_synth_opts *o)
     o->block_size = 512;
     o->turns = 1;
     o->sessions = 16;
+    o->adapter_zipf = 1;
 }
 
 static int check_len(const tr_len_dist *d, const char *which, rh_err *e)
@@ -60,6 +61,10 @@ int tr_synth_check(const tr_synth_opts *o, rh_err *e)
             return rh_fail(e, "--prefix-groups x --prompts-per-group: more than 100 million prompts");
         if (o->system_prompt > TR_MAX_TOKENS / 2) return rh_fail(e, "--system-prompt-len: %u is absurd", o->system_prompt);
     }
+    if (o->adapters > 10000000) return rh_fail(e, "--adapters: %u is absurd (at most 10000000)", o->adapters);
+    if (!(o->adapter_zipf >= 0 && o->adapter_zipf <= 10))
+        return rh_fail(e, "--adapter-zipf: %g is outside [0, 10]", o->adapter_zipf);
+    if (o->adapter_rank > 65536) return rh_fail(e, "--adapter-rank: %u is absurd", o->adapter_rank);
     if (o->turns < 1 || o->turns > 100000) return rh_fail(e, "--turns: %u is not in [1, 100000]", o->turns);
     if (o->turns > 1 && (o->sessions < 1 || o->sessions > 10000000))
         return rh_fail(e, "--sessions: %u is not in [1, 10000000]", o->sessions);
@@ -97,6 +102,7 @@ static int pairs_record(void *ctx, const tr_record *r, rh_err *e)
 typedef struct session {
     uint64_t id;
     uint32_t turn, input, output;
+    uint32_t adapter;
     uint64_t *hashes;
     uint32_t n_hashes, cap;
     int open;
@@ -104,7 +110,8 @@ typedef struct session {
 
 typedef struct synth {
     const tr_synth_opts *o;
-    rh_rng arrivals, inputs, outputs, choice;
+    rh_rng arrivals, inputs, outputs, choice, adapters;
+    rh_zipf zipf;               /* adapter popularity (cdf NULL: no adapters) */
     pairs pool;
     uint64_t next_hash, n_sessions;
     uint32_t n_prompts;
@@ -275,6 +282,11 @@ static int make_header(const tr_synth_opts *o, tr_header *h)
         rc |= set_kv(h, "synth.prompts_per_group", "%u", o->prompts_per_group);
         rc |= set_kv(h, "synth.system_prompt_len", "%u", o->system_prompt);
     }
+    if (o->adapters) {
+        rc |= set_kv(h, "synth.adapters", "%u", o->adapters);
+        rc |= set_kv(h, "synth.adapter_zipf", "%.17g", o->adapter_zipf);
+    }
+    if (o->adapter_rank) rc |= set_kv(h, "adapter.rank", "%u", o->adapter_rank);
     if (o->turns > 1) {
         rc |= set_kv(h, "synth.turns", "%u", o->turns);
         if (o->arrival != TR_ARRIVAL_CLOSED) rc |= set_kv(h, "synth.sessions", "%u", o->sessions);
@@ -294,6 +306,7 @@ static void synth_free(synth *s)
         for (uint32_t i = 0; i < s->n_slots; i++) free(s->sessions[i].hashes);
     free(s->sessions);
     free(s->hashes);
+    rh_zipf_free(&s->zipf);
 }
 
 static int synth_setup(synth *s, const tr_synth_opts *o, rh_err *e)
@@ -306,6 +319,8 @@ static int synth_setup(synth *s, const tr_synth_opts *o, rh_err *e)
     rh_rng_seed(&s->inputs, rh_hash64(o->seed) ^ 2);
     rh_rng_seed(&s->outputs, rh_hash64(o->seed) ^ 3);
     rh_rng_seed(&s->choice, rh_hash64(o->seed) ^ 4);
+    rh_rng_seed(&s->adapters, rh_hash64(o->seed) ^ 5);
+    if (o->adapters && rh_zipf_init(&s->zipf, o->adapters, o->adapter_zipf) < 0) return rh_fail(e, "out of memory");
     if (o->lengths_from) {
         tr_sink sink = {&s->pool, NULL, pairs_record};
         if (tr_read(o->lengths_from, NULL, &sink, NULL, e) < 0) return -1;
@@ -378,8 +393,12 @@ int tr_synth(const tr_synth_opts *o, const tr_sink *sink, rh_err *e)
                 ss->id = ++s.n_sessions;
                 ss->turn = 0;
             }
+            if (ss->turn == 0) ss->adapter = s.zipf.cdf ? rh_zipf_draw(&s.zipf, &s.adapters) : 0;
             r->session_id = ss->id;
             r->turn = ss->turn;
+            r->adapter = ss->adapter;
+        } else if (s.zipf.cdf) {
+            r->adapter = rh_zipf_draw(&s.zipf, &s.adapters);
         }
         rc = (ss && ss->turn > 0) ? next_turn(&s, ss, new_len, r, e) : first_prompt(&s, first_prompts++, new_len, r, e);
         if (rc < 0) break;

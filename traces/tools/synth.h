@@ -30,7 +30,12 @@
  * Block hashes (block_size > 0): ids are handed out in order of first use,
  * one per block, as in Mooncake traces. Blocks that hold the same prefix
  * carry the same id: the full blocks of a group's system prompt, all blocks
- * of a repeated prompt, and the full blocks of turn k-1's prompt in turn k. */
+ * of a repeated prompt, and the full blocks of turn k-1's prompt in turn k.
+ *
+ * Adapters: with `adapters` N, each request (each session, with turns) runs
+ * with LoRA adapter k in 1..N drawn by Zipf with exponent `adapter_zipf`
+ * (0: uniform; S-LoRA's power-law popularity), from its own seeded stream,
+ * so the rest of the trace is the same as without adapters. */
 #ifndef RH_TRACES_SYNTH_H
 #define RH_TRACES_SYNTH_H
 
@@ -60,6 +65,9 @@ typedef struct tr_synth_opts {
     uint32_t groups, prompts_per_group, system_prompt;
     uint32_t turns;             /* 1: single-turn */
     uint32_t sessions;          /* open sessions (open loop with turns) */
+    uint32_t adapters;          /* LoRA adapters (0: every request runs on the base model) */
+    double adapter_zipf;        /* their popularity's Zipf exponent */
+    uint32_t adapter_rank;      /* written to the header as adapter.rank (0: not written) */
     const char *model;          /* header model, may be NULL */
     int requests_set;           /* `requests` was given (else defaults apply) */
 } tr_synth_opts;
