@@ -279,6 +279,7 @@ static void admit_request(replica *rep, uint32_t i, double sent, double now)
         .n_block_hashes = q->n_hashes,
         .block_size = r->trace->header.block_size,
         .priority = q->priority,
+        .adapter = q->adapter,
         .user = s,
     };
     if (rep->role == ROLE_PREFILL) d.max_new_tokens = 1;   /* the prompt and its first token */

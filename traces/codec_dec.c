@@ -358,7 +358,7 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
 
 static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, rh_err *e)
 {
-    if (tag & ~(TR_ST_INDEX | TR_ST_SPEC | TR_ST_SCHED | TR_ST_FLAGS | TR_ST_RETRACT))
+    if (tag & ~(TR_ST_INDEX | TR_ST_SPEC | TR_ST_SCHED | TR_ST_FLAGS | TR_ST_RETRACT | (c->version >= 3 ? TR_ST_LORA : 0)))
         return bad_msg(d, e, "unknown step tag bits (field '%s')", "tag");
     st->index = c->next_index;
     if (tag & TR_ST_INDEX) st->index += (uint64_t)unzz(get_uv(d, "index"));
@@ -385,6 +385,11 @@ static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, 
     st->running = get_u32(d, "running");
     st->finished = get_u32(d, "finished");
     st->retractions = (tag & TR_ST_RETRACT) ? get_u32(d, "retractions") : 0;
+    st->adapters = st->adapter_loads = 0;
+    if (tag & TR_ST_LORA) {
+        st->adapters = get_u32(d, "adapters");
+        st->adapter_loads = get_u32(d, "adapter_loads");
+    }
     st->spec_proposed = st->spec_accepted = 0;
     if (tag & TR_ST_SPEC) {
         st->spec_proposed = get_u32(d, "spec_proposed");

@@ -104,6 +104,8 @@ typedef struct tr_step {
     uint32_t finished;          /* requests that finished at the end of this step */
     double sched_time;          /* s of CPU spent forming the batch (engine), 0 in the simulator */
     uint32_t flags;             /* TR_STEP_* */
+    uint32_t adapters;          /* distinct LoRA adapters in the batch (the base not counted) */
+    uint32_t adapter_loads;     /* of which loaded into a GPU slot for this step */
 } tr_step;
 
 typedef struct tr_record {

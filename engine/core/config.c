@@ -9,7 +9,7 @@
 #include "engine/core/core.h"
 #include "util/args.h"
 
-enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR, K_VLLM_POLICY };
+enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR, K_VLLM_POLICY, K_LORA_EVICT };
 
 typedef struct knob {
     const char *name, *alias;
@@ -68,6 +68,15 @@ static const knob knobs[] = {
     {"policy-max-failures", NULL, K_U32, OFF(policy_max_failures), "N",
      "Lua policy failures in a row after which it is not called for a back-off of 64 steps, doubling while "
      "it keeps failing (fcfs meanwhile); 0: never (16)"},
+    {"enable-lora", NULL, K_BOOL, OFF(enable_lora), NULL,
+     "LoRA adapters: the adapter cap and slots below apply from the first step (a request naming an adapter "
+     "turns them on too); the base model then holds a slot under the sglang scheduler"},
+    {"max-loras-per-batch", "max-loras", K_U32, OFF(max_loras_per_batch), "N",
+     "distinct LoRA adapters in one batch, and the GPU's adapter slots; the sglang scheduler counts the base "
+     "model as one (SGLang's rule), vllm does not (vLLM's --max-loras); a request whose adapter would pass it "
+     "waits (8)"},
+    {"lora-eviction-policy", NULL, K_LORA_EVICT, OFF(lora_eviction), "P",
+     "the adapter slot a load takes when none is free: lru or fifo (lru)"},
 };
 #undef OFF
 #define N_KNOBS (sizeof knobs / sizeof knobs[0])
@@ -87,6 +96,7 @@ static const struct {
 static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua", "dfs-weight"};
 static const char *preset_names[] = {"sglang", "vllm"};
 static const char *evict_names[] = {"lru", "lfu", "slru"};
+static const char *lora_evict_names[] = {"lru", "fifo"};
 
 void core_config_default(core_config *cfg)
 {
@@ -106,6 +116,7 @@ void core_config_default(core_config *cfg)
     cfg->policy_max_seconds = 1.0;
     cfg->policy_window = 256;
     cfg->policy_max_failures = 16;
+    cfg->max_loras_per_batch = 8;
 }
 
 static const knob *find_knob(const char *name)
@@ -234,6 +245,10 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
         cfg->enable_priority_scheduling = cfg->low_priority_values_first = en == 1;
         break;
     }
+    case K_LORA_EVICT:
+        if (parse_enum(value, lora_evict_names, 2, k, &en, e) < 0) return -1;
+        cfg->lora_eviction = (core_lora_evict)en;
+        break;
     case K_STR:
         if (!*value) return rh_fail(e, "%s: empty path", what);
         *(const char **)field = value;
@@ -313,6 +328,10 @@ int core_config_validate(const core_config *cfg, rh_err *e)
     if (cfg->policy_max_memory < (1u << 20) || cfg->policy_max_memory > (1ull << 40))
         return rh_fail(e, "--policy-max-memory %llu: must be 1 MiB..1 TiB (1048576..1099511627776 bytes)",
                        (unsigned long long)cfg->policy_max_memory);
+    if (cfg->max_loras_per_batch < 1 || cfg->max_loras_per_batch > 65536)
+        return rh_fail(e, "--max-loras-per-batch %u: must be 1..65536", cfg->max_loras_per_batch);
+    if ((unsigned)cfg->lora_eviction > CORE_LORA_EVICT_FIFO)
+        return rh_fail(e, "--lora-eviction-policy: unknown policy %d", (int)cfg->lora_eviction);
     if (!(cfg->policy_max_seconds >= 0.001 && cfg->policy_max_seconds <= 3600))
         return rh_fail(e, "--policy-max-seconds %g: must be 0.001..3600", cfg->policy_max_seconds);
     return 0;
@@ -325,6 +344,11 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         const knob *k = &knobs[i];
         const char *field = (const char *)cfg + k->off;
         const char *s = v;
+        /* the LoRA knobs only when set: headers of runs without them read as they always have */
+        if ((field == (const char *)&cfg->enable_lora && !cfg->enable_lora) ||
+            (field == (const char *)&cfg->max_loras_per_batch && cfg->max_loras_per_batch == 8) ||
+            (field == (const char *)&cfg->lora_eviction && cfg->lora_eviction == CORE_LORA_EVICT_LRU))
+            continue;
         switch (k->kind) {
         case K_U32: snprintf(v, sizeof v, "%u", *(const uint32_t *)field); break;
         case K_U64:
@@ -347,6 +371,7 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_DFS_WEIGHT ? cfg->policy : 0]; break;
         case K_PRESET: s = preset_names[cfg->preset <= CORE_PRESET_VLLM ? cfg->preset : 0]; break;
         case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_SLRU ? cfg->evict : 0]; break;
+        case K_LORA_EVICT: s = lora_evict_names[cfg->lora_eviction <= CORE_LORA_EVICT_FIFO ? cfg->lora_eviction : 0]; break;
         case K_STR:
             s = *(const char *const *)field;
             if (!s) continue;

@@ -265,6 +265,7 @@ int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
     wait_unlink(c, r);
     r->phase = PH_PREFILL;
     c->n_active++;
+    lora_admitted(c, r);
     if (!r->admitted_once) {
         r->admitted_once = true;
         c->st.prompt_tokens += r->prompt_len;
@@ -331,6 +332,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     c->cfg.lua_policy_path = c->policy_path;
 
     if (kv_init(&c->kv, (uint32_t)c->cfg.total_pages, c->ps, (kv_order)cfg->evict, e) < 0) goto fail;
+    if (lora_init(c, e) < 0) goto fail;
     c->map_mask = 1023;
     c->map_ids = malloc((c->map_mask + 1) * sizeof *c->map_ids);
     c->map_reqs = calloc(c->map_mask + 1, sizeof *c->map_reqs);
@@ -375,6 +377,7 @@ void core_free(core *c)
     }
     clua_close(c->lua);
     kv_destroy(&c->kv);
+    lora_free(c);
     free(c->map_ids);
     free(c->map_reqs);
     free(c->run);
@@ -441,7 +444,7 @@ core_req *core_add(core *c, const core_req_desc *d, double now, rh_err *e)
     r->max_new = d->max_new_tokens;
     r->priority = d->priority;
     r->kv_ready = d->kv_ready && c->cfg.preset == CORE_PRESET_SGLANG;
-    if (keys_init_req(c, r, d, e) < 0 || map_put(c, r) < 0) {
+    if (lora_attach(c, r, d->adapter, e) < 0 || keys_init_req(c, r, d, e) < 0 || map_put(c, r) < 0) {
         if (!e || !e->msg[0]) rh_fail(e, "request %llu: out of memory", id);
         free_req(r);
         return NULL;
@@ -514,6 +517,7 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     c->step.start = now;
     c->sched_now = now;
 
+    lora_step_begin(c);
     if (c->cfg.preset == CORE_PRESET_VLLM) sched_vllm(c, now);
     else sched_sglang(c, now);
 
@@ -535,6 +539,7 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     out->index = c->step_index;
     for (uint32_t i = 0; i < c->n_seqs && !out->spec_steps; i++)
         if (c->seqs[i].n_spec) out->spec_steps = c->cfg.spec_steps;
+    lora_step_end(c, out);
     c->batch = *out;
     c->in_flight = true;
     c->step_index++;
@@ -667,6 +672,11 @@ int64_t core_flush_cache(core *c)
 {
     if (!core_idle(c)) return -1;
     return (int64_t)kv_evict_all(&c->kv);
+}
+
+uint32_t core_lora_resident(const core *c, uint32_t *ids, uint32_t cap)
+{
+    return lora_resident(c, ids, cap);
 }
 
 const char *core_policy_error(const core *c)

@@ -52,6 +52,11 @@ typedef enum core_evict {
     CORE_EVICT_SLRU,        /* segmented LRU: pages reused twice outlive the rest (SGLang's slru) */
 } core_evict;
 
+typedef enum core_lora_evict {
+    CORE_LORA_EVICT_LRU = 0,    /* the adapter slot used longest ago */
+    CORE_LORA_EVICT_FIFO,       /* the adapter loaded first */
+} core_lora_evict;
+
 typedef struct core_config {
     uint32_t page_size;              /* --page-size: tokens per KV page */
     uint64_t total_pages;            /* pool size in pages, used when max_total_tokens is 0 */
@@ -89,6 +94,12 @@ typedef struct core_config {
     uint32_t policy_window;          /* --policy-window: waiting requests shown to a Lua policy */
     uint32_t policy_max_failures;    /* --policy-max-failures: failures in a row that trip the policy's
                                         circuit breaker (engine/core/lua_box.h); 0: never */
+    bool enable_lora;                /* --enable-lora: the adapter rule from the first step (else from
+                                        the first request that names an adapter) */
+    uint32_t max_loras_per_batch;    /* --max-loras-per-batch (vLLM: --max-loras): distinct LoRA adapters
+                                        a batch may hold, and the GPU's adapter slots; the sglang
+                                        scheduler counts the base model as one, vllm does not (8) */
+    core_lora_evict lora_eviction;   /* --lora-eviction-policy: which adapter slot a load takes */
 } core_config;
 
 /* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
@@ -134,6 +145,8 @@ typedef struct core_req_desc {
     uint32_t n_block_hashes;
     uint32_t block_size;
     int32_t priority;                 /* with enable_priority_scheduling: its place in the queue (0: none) */
+    uint32_t adapter;                 /* LoRA adapter (0: the base model); its prefix-cache keys are
+                                         its own, as SGLang's and vLLM's caches key by adapter */
     void *user;                       /* the caller's per-request data, handed back in batches and events */
     /* The K and V of the prompt arrive with the request (the decode server
      * of a prefill-decode pair; SGLang scheduler only). prompt_len then
@@ -170,6 +183,9 @@ typedef struct core_batch {
     uint32_t decode_tokens; /* sum of n_new over decodes (1 + draft slots each) */
     uint32_t spec_steps;    /* draft forward passes before this step's verify (0: no drafts) */
     uint64_t index;         /* step number, as in the step record */
+    uint32_t n_adapters;    /* distinct LoRA adapters among the sequences (the base not counted) */
+    uint32_t adapter_loads; /* of which loaded into a slot for this step (engine/core/lora.c) */
+    uint32_t adapter_tokens;/* tokens computed with an adapter */
 } core_batch;
 
 /* What the runner reports per sequence of a batch (NULL results means: every
@@ -253,6 +269,7 @@ typedef struct core_stats {
     uint64_t steps, retractions, finished, aborted;
     uint64_t prompt_tokens, cached_tokens;                       /* cumulative over first admissions, for the hit rate */
     uint64_t evicted_pages;                                      /* cumulative */
+    uint64_t adapter_loads;                                      /* cumulative LoRA slot loads */
     uint64_t policy_errors;                                      /* Lua calls that fell back to fcfs */
     uint64_t policy_trips, policy_skipped;                       /* the breaker's trips, and the calls it
                                                                     did not make (fcfs) */
@@ -265,6 +282,8 @@ void core_get_stats(const core *c, core_stats *s);
  * whether a run goes on is its driver's call (the simulator stops unless
  * --policy-fallback; a server keeps serving). */
 const char *core_policy_error(const core *c);
+/* The LoRA adapters in GPU slots now (ids into ids[0..cap)); how many there are. */
+uint32_t core_lora_resident(const core *c, uint32_t *ids, uint32_t cap);
 /* The resolved configuration (pool size in pages, strings copied). */
 const core_config *core_get_config(const core *c);
 /* Every invariant (free + used + cached = total, reference and lock counts,

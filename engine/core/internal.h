@@ -19,6 +19,7 @@
 #include "engine/core/breaker.h"
 #include "engine/core/core.h"
 #include "engine/core/kv.h"
+#include "util/hashmap.h"
 
 /* SGLang's constants: the estimate of a request's future tokens is clipped so
  * a huge max_new_tokens does not block admission; retraction frees room for
@@ -67,6 +68,8 @@ struct core_req {
     core_req *prev, *next;     /* waiting list */
     int64_t qseq;              /* queue position key: the list is in ascending qseq */
     int32_t priority;          /* core_req_desc.priority */
+    uint32_t adapter;          /* core_req_desc.adapter */
+    uint32_t lora;             /* its record in c->lora_ads (0: the base model) */
     uint32_t lof_idx;          /* slot in c->lof_v, or KV_NONE */
     core_req *zombie_next;
     /* Each field below means one thing, for the one sort or check that
@@ -78,6 +81,14 @@ struct core_req {
 };
 
 typedef struct core_lua core_lua;
+
+/* One LoRA adapter the core has seen (lora.c). */
+typedef struct lora_ad {
+    uint32_t id;
+    uint32_t slot;              /* its GPU slot, or UINT32_MAX */
+    uint64_t in_set;            /* c->lora_gen when it joined this step's set */
+    uint64_t in_batch;          /* c->lora_gen when this step's batch first counted it */
+} lora_ad;
 
 struct core {
     core_config cfg;
@@ -132,6 +143,16 @@ struct core {
     uint64_t rng;
     uint64_t nonce, step_index;
     core_stats st;
+
+    /* LoRA (lora.c): adapters by id, the step's set, the GPU slots */
+    bool lora_seen;             /* a request with an adapter arrived: from then on the rule applies */
+    rh_map64 lora_map;          /* adapter id -> index in lora_ads */
+    lora_ad *lora_ads;          /* [0] is the base model */
+    uint32_t n_lora_ads, cap_lora_ads;
+    uint64_t lora_gen;          /* the step being formed */
+    uint32_t n_lora_set;        /* adapters (and the SGLang base) in this step's set */
+    uint32_t *lora_slot;        /* per slot: index in lora_ads, or UINT32_MAX */
+    uint64_t *lora_stamp;       /* per slot: step of last use (lru) or of the load (fifo) */
 
     core_lua *lua;
     breaker breaker;            /* around the Lua policy */
@@ -229,6 +250,16 @@ void clua_close(core_lua *l);
  * out[]; returns how many to consider, or -1 with err filled. */
 int clua_order(core *c, core_lua *l, double now, core_req **reqs, uint32_t n, core_req **out, char *err,
                size_t errn);
+
+/* ---- lora.c: adapters per batch and in slots ---- */
+int lora_init(core *c, rh_err *e);
+void lora_free(core *c);
+int lora_attach(core *c, core_req *r, uint32_t adapter, rh_err *e);
+void lora_step_begin(core *c);                       /* the set: the running requests' adapters */
+bool lora_admits(const core *c, const core_req *r);  /* r may join this step's set */
+void lora_admitted(core *c, const core_req *r);      /* r joined it (core_admit) */
+void lora_step_end(core *c, core_batch *out);        /* slots for the batch; loads counted */
+uint32_t lora_resident(const core *c, uint32_t *ids, uint32_t cap);
 
 /* ---- sched_sglang.c / sched_vllm.c ---- */
 void sched_sglang(core *c, double now);

@@ -30,6 +30,16 @@
 #define SEED_BLOCKS 0x52484b5630424c4bull
 #define SEED_UNIQUE 0x52484b56304e4f4eull
 
+/* Where a request's key chain starts: its adapter's own point, so pages
+ * computed under one adapter never match another's (its K and V differ);
+ * the base model keeps the plain seed. */
+static uint64_t chain_start(const core_req *r, uint64_t seed)
+{
+    if (!r->adapter) return seed;
+    uint64_t a = r->adapter;
+    return XXH64(&a, sizeof a, seed ^ 0x4c6f5241ull);
+}
+
 static uint64_t unique_key(core *c, uint64_t prev)
 {
     uint64_t buf[2] = {prev, ++c->nonce};
@@ -59,7 +69,7 @@ int keys_init_req(core *c, core_req *r, const core_req_desc *d, rh_err *e)
         r->tok = malloc(sizeof *r->tok);
         if (!r->keys || !r->tok) return rh_fail(e, "request %llu: out of memory", (unsigned long long)d->id);
         uint32_t full = d->prompt_len / ps;
-        uint64_t prev = SEED_TOKENS;
+        uint64_t prev = chain_start(r, SEED_TOKENS);
         for (uint32_t i = 0; i < full; i++) {
             prev = XXH64(d->prompt_tokens + (size_t)i * ps, (size_t)ps * sizeof(int32_t), prev);
             r->keys[i] = prev;
@@ -98,7 +108,7 @@ int keys_fill_prompt(core *c, core_req *r)
      * (keys_cache_pages). */
     uint32_t full = r->prompt_len / ps;
     if (full > r->n_content) full = r->blocks ? r->n_content : 0;
-    uint64_t prev = 0;
+    uint64_t prev = chain_start(r, 0);
     for (uint32_t i = 0; i < full; i++) {
         prev = block_key(r, i, ps, prev);
         r->keys[i] = prev;
@@ -155,7 +165,7 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
      * prompt still recomputes its last page. */
     uint32_t limit = (req_fill(r) - 1) / c->ps;
     uint32_t parent = KV_NONE, i = 0;
-    uint64_t prev = 0;
+    uint64_t prev = chain_start(r, 0);
     for (; i < limit; i++) {
         uint64_t key;
         if (i < r->n_keys) key = r->keys[i];

@@ -15,6 +15,8 @@
  *   - --chunked-prefill-size: a prompt that does not fit the rest of the
  *     chunk budget is cut at a page boundary and becomes the one chunked
  *     request, continued first next step.
+ * A request whose LoRA adapter would pass --max-loras-per-batch is skipped
+ * before these checks and keeps its place (engine/core/lora.c).
  * Decode: every running request gets one token slot (plus draft slots).
  * When their pages do not fit, requests are retracted — fewest output tokens
  * first, then longest prompt — until the survivors have room for 20 more
@@ -168,6 +170,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         if (end) break;
         if (!r) continue;
         if (c->n_active >= cfg->max_running_requests) break;
+        if (!lora_admits(c, r)) continue;   /* its adapter would pass the cap: skipped, keeps its place */
         bool progress = c->n_active == 0;   /* nothing runs: start something */
         if (r->kv_ready) {
             /* Its prompt's K and V arrive with it: pages, no prefill budget,

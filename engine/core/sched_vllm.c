@@ -15,7 +15,9 @@
  * --long-prefill-token-threshold caps one request's prompt tokens per step,
  * so a long prompt leaves part of the budget to the requests behind it.
  * With chunking off a prompt runs whole, and only in a step whose budget it
- * fits or as the step's first work. */
+ * fits or as the step's first work. A request with a LoRA adapter new to
+ * the batch is skipped while --max-loras adapters are in it (base requests
+ * never are; engine/core/lora.c). */
 #include "engine/core/internal.h"
 
 static uint64_t cap_long_prefill(const core_config *cfg, uint64_t n)
@@ -72,6 +74,7 @@ void sched_vllm(core *c, double now)
         core_req *r = cand_at(&cl, idx, &walk, &end);
         if (end) break;
         if (!r) continue;
+        if (!lora_admits(c, r)) continue;   /* a new adapter past --max-loras: skipped, keeps its place */
         uint32_t limit = (req_fill(r) - 1) / c->ps;
         if (core_match_room(c, limit + 1) < 0) break;
         uint32_t m_cached, m = keys_match(c, r, c->match_pages, &m_cached);
