@@ -26,7 +26,8 @@ static bool is_serving_knob(const char *name)
                                         "moe-a2a-backend", "deepep-mode", "enable-two-batch-overlap",
                                         "expert-imbalance", "enable-eplb", "cuda-graph-max-bs",
                                         "disable-cuda-graph", "disable-overlap-schedule", "moe-dense-tp-size",
-                                        "ep-num-redundant-experts"};
+                                        "ep-num-redundant-experts", "max-lora-rank", "lora-target-modules",
+                                        "max-loras-per-batch", "max-loras"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i])) return true;
     return false;
@@ -110,12 +111,15 @@ static const char *show_help =
     "  prefill=N[@CTX]   one prompt chunk of N tokens after CTX cached tokens (repeatable)\n"
     "  decode=N[@CTX]    N decoding sequences with CTX tokens of context each\n"
     "  spec=K            each decode verifies K drafts made by K draft forward passes\n"
+    "  lora=K            every token runs under one of K LoRA adapters (needs --max-lora-rank)\n"
+    "  loads=N           N of them loaded into GPU slots before the step\n"
     "e.g. --batch prefill=8192 --batch decode=64@2000,spec=3. Without --batch a\n"
     "few typical shapes are shown.\n"
     "  --tp N    tensor-parallel size (default: the cost file's own)\n"
     "  --ep-size N, --enable-dp-attention, --dp-size N, --moe-a2a-backend B, --deepep-mode M,\n"
     "  --enable-two-batch-overlap, --expert-imbalance X, --cuda-graph-max-bs N,\n"
-    "  --disable-cuda-graph, --disable-overlap-schedule\n"
+    "  --disable-cuda-graph, --disable-overlap-schedule, --max-lora-rank R,\n"
+    "  --lora-target-modules LIST, --max-loras-per-batch N\n"
     "            the server's layout and host, as rehearse sim takes them (a roofline)\n"
     "  --json    print JSON instead of tables\n";
 

@@ -246,6 +246,12 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
              * statistical imbalance, which --expert-imbalance overrides */
             if (on && !(c->serve_set & SIM_SERVE_IMBALANCE)) c->serve_flags.expert_imbalance = 0;
         } else c->serve_flags.overlap = !on, c->serve_set |= SIM_SERVE_OVERLAP;
+    } else if (!strcmp(name, "max-lora-rank")) {
+        if (rh_parse_u64(v, "--max-lora-rank", &u, e) < 0) return -1;
+        if (u > 4096) return rh_fail(e, "--max-lora-rank must be 0..4096 (got %s)", v);
+        c->serve_flags.lora_rank = (uint32_t)u, c->serve_set |= SIM_SERVE_LORA_RANK;
+    } else if (!strcmp(name, "lora-target-modules")) {
+        if (cost_lora_targets_parse(v, &c->serve_flags.lora_targets, e) < 0) return -1;
     } else if (!strcmp(name, "moe-a2a-backend")) {
         if (!strcmp(v, "deepep")) c->serve_flags.deepep = true;
         else if (!strcmp(v, "none")) c->serve_flags.deepep = false;
@@ -297,7 +303,7 @@ int sim_config_takes_value(const char *name_in)
                                         "pd-kv-bytes-per-token", "ep-size", "expert-parallel-size", "dp-size",
                                         "cuda-graph-max-bs", "moe-a2a-backend", "deepep-mode", "expert-imbalance",
                                         "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts",
-                                        "stream-interval"};
+                                        "stream-interval", "max-lora-rank", "lora-target-modules"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback") || !strcmp(name, "enable-dp-attention") ||
@@ -400,6 +406,9 @@ const char *sim_config_help(void)
 void sim_config_from_header(sim_config *c, const tr_header *h)
 {
     rh_err ignore;
+    const char *rank = tr_header_get(h, "adapter.rank");
+    unsigned long long u;
+    if (rank && rh_parse_u64(rank, "adapter.rank", &u, &ignore) == 0 && u <= 4096) c->lora_rank_header = (uint32_t)u;
     for (uint32_t i = 0; i < h->n_kv; i++)
         if (core_config_takes_value(h->kv[i].key) >= 0) core_config_set(&c->core, h->kv[i].key, h->kv[i].value, &ignore);
 }
@@ -444,6 +453,12 @@ int sim_serving_resolve(sim_config *c, const cost_model *cost, rh_err *e)
     if (c->serve_set & SIM_SERVE_OVERLAP) sv->overlap = f->overlap;
     if (c->serve_set & SIM_SERVE_DENSE_TP) sv->dense_tp = f->dense_tp == g ? 0 : f->dense_tp;
     if (c->serve_set & SIM_SERVE_REDUNDANT) sv->redundant_experts = f->redundant_experts;
+    /* LoRA: priced when the trace names adapters (or --enable-lora), at the
+     * rank given, else the trace's, else vLLM's default 16 */
+    sv->lora_slots = c->core.max_loras_per_batch;
+    sv->lora_targets = f->lora_targets;
+    if (c->serve_set & SIM_SERVE_LORA_RANK) sv->lora_rank = f->lora_rank;
+    else if (c->trace_adapters || c->core.enable_lora) sv->lora_rank = c->lora_rank_header ? c->lora_rank_header : 16;
     if (sv->deepep && sv->dp <= 1)
         return rh_fail(e, "--moe-a2a-backend deepep moves each attention group's tokens to the experts: it needs "
                           "--enable-dp-attention");

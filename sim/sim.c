@@ -777,7 +777,8 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
             draft_seqs++;
         }
     }
-    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving};
+    cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving,
+                     .lora_adapters = b->n_adapters, .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
@@ -1243,13 +1244,17 @@ static const char *group_label(const sim_group *g, char *buf, size_t n)
  * its KV pool from its GPUs' memory, as one server's is), the prefill
  * groups moved first (stable), and under PD the KV bytes a prompt token
  * moves per GPU of each prefill group. */
-static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv_bytes, sim_result *out, rh_err *e)
+static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv_bytes, bool adapters,
+                       sim_result *out, rh_err *e)
 {
     if (!n) return rh_fail(e, "a cluster needs at least one group of replicas");
     uint32_t at = 0, whole = 0, prefill = 0, decode = 0;
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < n; i++)
-            if ((in[i].role == SIM_ROLE_PREFILL) == (pass == 0)) g[at++] = in[i];
+            if ((in[i].role == SIM_ROLE_PREFILL) == (pass == 0)) {
+                g[at] = in[i];
+                g[at++].cfg.trace_adapters = adapters;
+            }
     for (uint32_t i = 0; i < n; i++) {
         whole += g[i].role == SIM_ROLE_BOTH;
         prefill += g[i].role == SIM_ROLE_PREFILL;
@@ -1288,6 +1293,13 @@ static int size_groups(const sim_group *in, uint32_t n, sim_group *g, double *kv
     return 0;
 }
 
+static bool trace_names_adapters(const tr_trace *t)
+{
+    for (size_t i = 0; i < t->n_requests; i++)
+        if (t->requests[i].adapter) return true;
+    return false;
+}
+
 int sim_run_groups(const sim_config *cfg, const sim_group *groups, uint32_t n_groups, const tr_trace *trace,
                    sim_result *out, rh_err *e)
 {
@@ -1298,7 +1310,7 @@ int sim_run_groups(const sim_config *cfg, const sim_group *groups, uint32_t n_gr
     int rc = -1;
     if (!g || !kv_bytes) {
         rh_fail(e, "out of memory");
-    } else if (size_groups(groups, n_groups, g, kv_bytes, out, e) == 0) {
+    } else if (size_groups(groups, n_groups, g, kv_bytes, trace_names_adapters(trace), out, e) == 0) {
         double wall0 = rh_now();
         run r;
         rc = run_open(&r, cfg, g, kv_bytes, n_groups, trace, e) < 0 || run_loop(&r, e) < 0 || run_finish(&r, out, e) < 0

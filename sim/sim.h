@@ -91,13 +91,18 @@ typedef struct sim_config {
     unsigned serve_set;
     cost_serving serve_flags, serving;
     uint32_t serve_dp_size;      /* --dp-size (serve_flags.dp says whether --enable-dp-attention is on) */
+    /* LoRA: the adapters' rank when --max-lora-rank is not given and the
+     * trace names adapters (or --enable-lora): the header's adapter.rank,
+     * else 16 (vLLM's default --max-lora-rank); set when a run starts. */
+    uint32_t lora_rank_header;
+    bool trace_adapters;         /* some request of the trace runs with an adapter */
     double spec_accept_length;   /* --speculative-accept-length: mean tokens a verify commits; 0: off */
 } sim_config;
 
 enum {
     SIM_SERVE_EP = 1, SIM_SERVE_DP = 2, SIM_SERVE_DP_SIZE = 4, SIM_SERVE_A2A = 8, SIM_SERVE_DEEPEP_MODE = 16,
     SIM_SERVE_TBO = 32, SIM_SERVE_IMBALANCE = 64, SIM_SERVE_GRAPH_BS = 128, SIM_SERVE_OVERLAP = 256,
-    SIM_SERVE_DENSE_TP = 512, SIM_SERVE_REDUNDANT = 1024
+    SIM_SERVE_DENSE_TP = 512, SIM_SERVE_REDUNDANT = 1024, SIM_SERVE_LORA_RANK = 2048
 };
 /* cfg->serving from the cost model's own and the flags, checked against
  * what the cost model can price. 0, or -1 naming the flag. */

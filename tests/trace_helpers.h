@@ -47,7 +47,7 @@ static inline int th_step_equal(const tr_step *a, const tr_step *b)
 #define TH_KEY a->index
     TH_F(index) TH_D(start) TH_D(duration) TH_F(prefill_tokens) TH_F(prefill_seqs) TH_F(decode_seqs)
     TH_F(decode_tokens) TH_F(prefill_context) TH_F(prefill_attn) TH_F(decode_context) TH_F(spec_proposed)
-    TH_F(spec_accepted) TH_F(pages_used) TH_F(pages_total) TH_F(waiting) TH_F(running) TH_F(retractions) TH_F(adapters) TH_F(adapter_loads)
+    TH_F(spec_accepted) TH_F(pages_used) TH_F(pages_total) TH_F(waiting) TH_F(running) TH_F(retractions) TH_F(adapters) TH_F(adapter_loads) TH_F(adapter_tokens)
     TH_F(finished) TH_D(sched_time) TH_F(flags)
     return 1;
 #undef TH_F
@@ -149,6 +149,7 @@ static inline void th_random_step(rh_rng *r, uint64_t index, double t, tr_step *
     if (rh_hash64(s->index ^ 0x10a) % 3 == 0) {
         s->adapters = 1 + (uint32_t)(rh_hash64(s->index) % 64);
         s->adapter_loads = (uint32_t)(rh_hash64(s->index) >> 32) % (s->adapters + 1);
+        s->adapter_tokens = (uint32_t)(rh_hash64(s->index) >> 8) % 100000;
     }
 }
 

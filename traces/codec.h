@@ -47,7 +47,7 @@
 #define TR_ST_SCHED    0x04u
 #define TR_ST_FLAGS    0x08u
 #define TR_ST_RETRACT  0x10u
-#define TR_ST_LORA     0x20u   /* version 3 on: adapters, adapter_loads */
+#define TR_ST_LORA     0x20u   /* version 3 on: adapters, adapter_loads, adapter_tokens */
 
 enum { TR_S_TAGS, TR_S_TIMES, TR_S_INLEN, TR_S_OUTLEN, TR_S_VARS, TR_S_BITS, TR_STREAMS };
 

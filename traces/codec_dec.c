@@ -385,10 +385,11 @@ static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, 
     st->running = get_u32(d, "running");
     st->finished = get_u32(d, "finished");
     st->retractions = (tag & TR_ST_RETRACT) ? get_u32(d, "retractions") : 0;
-    st->adapters = st->adapter_loads = 0;
+    st->adapters = st->adapter_loads = st->adapter_tokens = 0;
     if (tag & TR_ST_LORA) {
         st->adapters = get_u32(d, "adapters");
         st->adapter_loads = get_u32(d, "adapter_loads");
+        st->adapter_tokens = get_u32(d, "adapter_tokens");
     }
     st->spec_proposed = st->spec_accepted = 0;
     if (tag & TR_ST_SPEC) {

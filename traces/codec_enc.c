@@ -234,7 +234,7 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
     if (bits_of(s->sched_time)) tag |= TR_ST_SCHED;
     if (s->flags) tag |= TR_ST_FLAGS;
     if (s->retractions) tag |= TR_ST_RETRACT;
-    if (s->adapters || s->adapter_loads) tag |= TR_ST_LORA;
+    if (s->adapters || s->adapter_loads || s->adapter_tokens) tag |= TR_ST_LORA;
     tr_bytes *v = &b->s[TR_S_VARS];
     put_byte(&b->s[TR_S_TAGS], tag);
     if (tag & TR_ST_INDEX) put_uv(v, zz((int64_t)(s->index - c->next_index)));
@@ -260,6 +260,7 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
     if (tag & TR_ST_LORA) {
         put_uv(v, s->adapters);
         put_uv(v, s->adapter_loads);
+        put_uv(v, s->adapter_tokens);
     }
     if (tag & TR_ST_SPEC) {
         put_uv(v, s->spec_proposed);

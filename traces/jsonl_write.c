@@ -179,9 +179,10 @@ static int step_line(tr_jsonl_writer *w, const tr_step *s)
     p = put_u(p, ",\"finished\":", s->finished);
     p = put_d(p, ",\"sched_time\":", s->sched_time);
     p = put_u(p, ",\"flags\":", s->flags);
-    if (s->adapters || s->adapter_loads) {
+    if (s->adapters || s->adapter_loads || s->adapter_tokens) {
         p = put_u(p, ",\"adapters\":", s->adapters);
         p = put_u(p, ",\"adapter_loads\":", s->adapter_loads);
+        p = put_u(p, ",\"adapter_tokens\":", s->adapter_tokens);
     }
     *p++ = '}';
     return emit(w, p);

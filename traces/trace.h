@@ -106,6 +106,7 @@ typedef struct tr_step {
     uint32_t flags;             /* TR_STEP_* */
     uint32_t adapters;          /* distinct LoRA adapters in the batch (the base not counted) */
     uint32_t adapter_loads;     /* of which loaded into a GPU slot for this step */
+    uint32_t adapter_tokens;    /* tokens computed under an adapter */
 } tr_step;
 
 typedef struct tr_record {

@@ -172,6 +172,7 @@ void lora_step_end(core *c, core_batch *out)
     }
     c->step.adapters = out->n_adapters;
     c->step.adapter_loads = out->adapter_loads;
+    c->step.adapter_tokens = out->adapter_tokens;
 }
 
 uint32_t lora_resident(const core *c, uint32_t *ids, uint32_t cap)

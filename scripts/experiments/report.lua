@@ -44,6 +44,11 @@ local sections = {
   {name = "pd_vs_colocated", head = "Prefill-decode disaggregation against colocated serving",
    text = "The same GPUs as colocated replicas or split into a prefill and a decode pool, the KV moved over "
        .. "the link between them: goodput under a TTFT and a TPOT SLO against the split."},
+  {name = "lora", head = "Many LoRA adapters on one base model",
+   text = "Throughput and p99 TTFT against the number of adapters (1 to 1,000), their popularity's skew and "
+       .. "--max-loras-per-batch, on llama-3-8b on one H100, in the shape of S-LoRA's evaluation; then S-LoRA's "
+       .. "setting S1 with its published throughputs beside the prediction. A request whose adapter would pass "
+       .. "the cap waits (SGLang's rule); each adapter entering a slot is copied from host memory first."},
   {name = "head_of_line", head = "Head-of-line blocking",
    text = "One long prompt arrives among short ones, with and without chunked prefill."},
 }

@@ -25,7 +25,7 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
 {
     memset(b, 0, sizeof *b);
     b->seqs = seqs;
-    uint64_t spec_k = 0;
+    uint64_t spec_k = 0, lora_k = 0, lora_loads = 0;
     const char *p = spec;
     while (*p) {
         const char *end = strchr(p, ',');
@@ -46,6 +46,10 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
         if (klen == 4 && !memcmp(p, "spec", 4)) {
             if (at || star || n > 64) return rh_fail(e, "--batch: '%s': spec=K takes a draft count of at most 64", item);
             spec_k = n;
+        } else if ((klen == 4 && !memcmp(p, "lora", 4)) || (klen == 5 && !memcmp(p, "loads", 5))) {
+            if (at || star) return rh_fail(e, "--batch: '%s': lora=K and loads=N take a count", item);
+            if (klen == 4) lora_k = n;
+            else lora_loads = n;
         } else if ((klen == 7 && !memcmp(p, "prefill", 7)) || (klen == 6 && !memcmp(p, "decode", 6))) {
             bool prefill = klen == 7;
             uint64_t count = (prefill ? 1 : n) * times;
@@ -54,7 +58,7 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
             for (uint64_t i = 0; i < count; i++)
                 seqs[b->n++] = (cost_seq){prefill ? (uint32_t)n : 1, (uint32_t)ctx, prefill};
         } else {
-            return rh_fail(e, "--batch: unknown key in '%s' (prefill, decode, spec)", item);
+            return rh_fail(e, "--batch: unknown key in '%s' (prefill, decode, spec, lora, loads)", item);
         }
         p += len + (end ? 1 : 0);
     }
@@ -62,6 +66,13 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
     for (uint32_t i = 0; i < b->n; i++)
         if (!seqs[i].prefill) seqs[i].n_new = 1 + (uint32_t)spec_k;
     cost_batch_summarize(b);
+    if (lora_loads > lora_k) return rh_fail(e, "--batch: loads=%llu is more than the lora=%llu adapters",
+                                            (unsigned long long)lora_loads, (unsigned long long)lora_k);
+    if (lora_k) {   /* every token under one of K adapters */
+        b->lora_adapters = (uint32_t)lora_k;
+        b->lora_loads = (uint32_t)lora_loads;
+        b->lora_tokens = b->prefill_tokens + b->decode_tokens;
+    }
     if (spec_k && b->decode_seqs) {
         b->draft_steps = (uint32_t)spec_k;
         b->draft_seqs = b->decode_seqs;

@@ -3,7 +3,9 @@
  *
  * prefill=N[@CTX][*COUNT] adds COUNT (1) prompt chunks of N tokens at
  * context CTX; decode=N[@CTX] adds N decodes at context CTX each; spec=K makes
- * every decode verify K drafts made by K draft forward passes. Lengths are
+ * every decode verify K drafts made by K draft forward passes; lora=K puts
+ * every token under one of K LoRA adapters, loads=N of which were loaded
+ * into GPU slots for the step (priced with --max-lora-rank). Lengths are
  * bounded as the trace format bounds them; a bad item is named in the
  * message. */
 #ifndef RH_COST_BATCH_SPEC_H

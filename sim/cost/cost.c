@@ -193,6 +193,9 @@ void cost_batch_from_step(cost_batch *b, const tr_step *s)
     b->decode_context = s->decode_context;
     b->prefill_context = s->prefill_context;
     b->prefill_attn = s->prefill_attn;
+    b->lora_adapters = s->adapters;
+    b->lora_loads = s->adapter_loads;
+    b->lora_tokens = s->adapter_tokens;
     if (s->decode_seqs && s->decode_tokens > s->decode_seqs) {
         b->draft_steps = (s->decode_tokens - s->decode_seqs) / s->decode_seqs;
         b->draft_seqs = b->draft_steps ? s->decode_seqs : 0;
@@ -287,6 +290,33 @@ void cost_serving_default(const cost_model *m, uint32_t tp, cost_serving *out)
     if (m->ops->serving) m->ops->serving(m, tp, out);
 }
 
+int cost_lora_targets_parse(const char *list, uint32_t *bits, rh_err *e)
+{
+    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    uint32_t out = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ", ");
+        if (n) {
+            int found = -1;
+            if ((n == 3 && !strncmp(p, "all", 3)) || (n == 10 && !strncmp(p, "all-linear", 10))) {
+                out |= COST_LORA_ALL;
+                found = 0;
+            }
+            for (int i = 0; i < 7 && found < 0; i++)
+                if (strlen(names[i]) == n && !strncmp(p, names[i], n)) out |= 1u << i, found = i;
+            if (found < 0)
+                return rh_fail(e, "--lora-target-modules: '%.*s' is not q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                                  "up_proj, down_proj or all", (int)n, p);
+        }
+        p += n;
+        p += strspn(p, ", ");
+    }
+    if (!out) return rh_fail(e, "--lora-target-modules: no module named");
+    *bits = out;
+    return 0;
+}
+
 int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
 {
     if (m->ops->check_serving) return m->ops->check_serving(m, tp, s, e);
@@ -294,6 +324,10 @@ int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, 
                        : s->two_batch_overlap ? "--enable-two-batch-overlap"
                        : s->expert_imbalance > 1 ? "--expert-imbalance"
                        : s->redundant_experts ? "--ep-num-redundant-experts" : NULL;
+    if (!what && s->lora_rank)
+        return rh_fail(e, "%s: a %s cost model prices no LoRA adapters (a roofline does; --max-lora-rank 0 "
+                          "simulates the adapter cap with the adapters' work free)",
+                       m->path[0] ? m->path : "cost model", m->ops->kind);
     if (what)
         return rh_fail(e, "%s: a %s cost model prices no expert or data parallelism (%s needs a roofline)",
                        m->path[0] ? m->path : "cost model", m->ops->kind, what);

@@ -54,7 +54,20 @@ typedef struct cost_serving {
                                     own tokens) or 0 (split over every GPU, every group's tokens gathered) */
     uint32_t redundant_experts;  /* --ep-num-redundant-experts: extra copies of busy experts spread with the rest */
     bool overlap;                /* the overlap scheduler (off: --disable-overlap-schedule) */
+    /* LoRA (--max-lora-rank, --max-loras-per-batch, --lora-target-modules): adapters of lora_rank on
+     * the modules of lora_targets (COST_LORA_* bits; 0: all seven) in lora_slots GPU slots; rank 0:
+     * no LoRA served. A roofline prices their kernels, loads and slots; other kinds refuse a rank. */
+    uint32_t lora_rank, lora_slots, lora_targets;
 } cost_serving;
+
+enum {
+    COST_LORA_Q = 1, COST_LORA_K = 2, COST_LORA_V = 4, COST_LORA_O = 8,
+    COST_LORA_GATE = 16, COST_LORA_UP = 32, COST_LORA_DOWN = 64, COST_LORA_ALL = 127
+};
+/* "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" (commas or
+ * spaces; "all" or "all-linear" for every one) into COST_LORA_* bits; -1
+ * naming the module it does not know. */
+int cost_lora_targets_parse(const char *list, uint32_t *bits, rh_err *e);
 
 typedef struct cost_batch {
     const cost_seq *seqs;
@@ -74,6 +87,9 @@ typedef struct cost_batch {
      * draft_seqs sequences (0 when speculation is off). */
     uint32_t draft_steps, draft_seqs;
     uint32_t draft_width;   /* tokens per drafted sequence in each pass (an EAGLE tree's topk); 0 or 1: one */
+    /* LoRA: distinct adapters among the sequences, their tokens, and the
+     * adapters loaded into GPU slots before this step (core_batch's) */
+    uint32_t lora_adapters, lora_tokens, lora_loads;
 } cost_batch;
 
 /* Fills the aggregate fields from seqs (leaves tp and the draft fields). */

@@ -22,6 +22,7 @@ typedef struct memo_key {
     uint64_t decode_context, prefill_context, prefill_attn, prefill_causal;
     uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
     uint32_t draft_steps, draft_seqs, draft_width, used;   /* used: 1 in a filled slot */
+    uint32_t lora_adapters, lora_tokens, lora_loads, pad;
 } memo_key;
 
 struct cost_memo {
@@ -63,7 +64,7 @@ void cost_memo_free(cost_memo *memo)
     free(memo);
 }
 
-_Static_assert(sizeof(memo_key) == 64, "memo_key has no padding");
+_Static_assert(sizeof(memo_key) == 80, "memo_key has no padding");
 
 static void key_of(const cost_batch *b, memo_key *k)
 {
@@ -79,14 +80,17 @@ static void key_of(const cost_batch *b, memo_key *k)
     k->draft_steps = b->draft_steps;
     k->draft_seqs = b->draft_seqs;
     k->draft_width = b->draft_width;
+    k->lora_adapters = b->lora_adapters;
+    k->lora_tokens = b->lora_tokens;
+    k->lora_loads = b->lora_loads;
     k->used = 1;
 }
 
 static uint64_t hash_of(const memo_key *k)
 {
-    uint64_t w[8], h = 0;
+    uint64_t w[10], h = 0;
     memcpy(w, k, sizeof w);
-    for (int i = 0; i < 8; i++) h = rh_mix64(h ^ w[i]);
+    for (int i = 0; i < 10; i++) h = rh_mix64(h ^ w[i]);
     return h;
 }
 

@@ -18,6 +18,7 @@ static const char *const op_names[RL_N_OPS] = {
     "embed", "norm", "qkv_proj", "mla_down_proj", "mla_up_proj", "attn_prefill", "attn_decode",
     "o_proj", "mlp", "moe_gate", "moe_experts", "shared_expert", "mtp_proj", "lm_head", "rope", "activation",
     "allreduce", "alltoall", "logits_gather", "quant", "kv_store", "copy", "moe_route", "attn_meta", "sample",
+    "lora", "lora_load",
 };
 
 const char *rl_op_name(int op)
@@ -56,7 +57,7 @@ double rl_comm_call_s(const cost_roofline *r, int kind, double msg, double n, co
 
 static rl_shape shape_of(const cost_batch *b)
 {
-    rl_shape s;
+    rl_shape s = {0};
     s.Tp = b->prefill_tokens;
     s.Sp = b->prefill_seqs;
     s.Td = b->decode_tokens > b->decode_seqs ? b->decode_tokens : b->decode_seqs;
@@ -85,6 +86,7 @@ static rl_shape shape_share(const rl_shape *all, double ranks)
     rl_shape s = *all;
     double f = 1 / ranks;
     s.Tp *= f, s.Sp *= f, s.Td *= f, s.Sd *= f, s.pctx *= f, s.pairs_p *= f, s.dctx *= f, s.pairs_d *= f;
+    s.lora_T *= f;   /* each micro-batch still reads every adapter: lora_k stays */
     return s;
 }
 
@@ -261,6 +263,14 @@ static int roofline_check_serving(const cost_model *m, uint32_t tp, const cost_s
     if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
         return rh_fail(e, "%s: --expert-imbalance %g: the busiest GPU has at least the mean (>= 1)", at,
                        sv->expert_imbalance);
+    if (sv->lora_rank) {
+        if (r->model.mla)
+            return rh_fail(e, "%s: LoRA adapters on %s's MLA attention are not priced (a GQA model's are)", at,
+                           r->model.name);
+        if (sv->dp > 1) return rh_fail(e, "%s: LoRA adapters under --enable-dp-attention are not priced", at);
+        if (!(r->gpu.host_link_GBps > 0))
+            return rh_fail(e, "%s: GPU preset %s has no host_link_GBps to load LoRA adapters over", at, r->gpu.name);
+    }
     return check_with(m, tp, sv, e);
 }
 
@@ -339,6 +349,12 @@ static int breakdown_with(const cost_roofline *r, const cost_batch *b, rl_breakd
     if (check_with(&r->base, b->tp, sv, e) < 0) return -1;
     uint32_t g = b->tp ? b->tp : r->tp;
     rl_shape all = shape_of(b);
+    if (sv->lora_rank && b->lora_tokens) {
+        all.lora_T = b->lora_tokens;
+        all.lora_k = b->lora_adapters ? b->lora_adapters : 1;
+        all.lora_r = sv->lora_rank;
+        all.lora_targets = sv->lora_targets ? sv->lora_targets : COST_LORA_ALL;
+    }
     if (sv->dp > 1 && g > 1 && b->seqs && b->n) return per_group(r, b, g, sv, &all, out, e);
     rl_layout l = layout_of(r, &r->model, g, sv, &all);
     /* a batch known only by its aggregates (a step record) is spread evenly */
@@ -407,6 +423,45 @@ static double roofline_draft(const cost_model *m, uint32_t n, uint64_t context, 
     return draft_with(r, n, n, context, tp, &r->serving, &bd, NULL) < 0 ? NAN : bd.total_s;
 }
 
+double rl_lora_bytes(const rl_model *md, double g, double r, uint32_t targets, double *copies)
+{
+    double h = md->hidden, q = (double)md->heads * md->head_dim, kv = (double)md->kv_heads * md->head_dim;
+    double I = md->intermediate, L = md->layers;
+    if (!targets) targets = COST_LORA_ALL;
+    double col = 0, row = 0;   /* Σ (in + out / g) over column-parallel modules; Σ (in / g + out) over row-parallel */
+    if (targets & COST_LORA_Q) col += h + q / g;
+    if (targets & COST_LORA_K) col += h + kv / g;
+    if (targets & COST_LORA_V) col += h + kv / g;
+    if (targets & COST_LORA_GATE) col += h + I / g;
+    if (targets & COST_LORA_UP) col += h + I / g;
+    if (targets & COST_LORA_O) row += q / g + h;
+    if (targets & COST_LORA_DOWN) row += I / g + h;
+    if (copies) {
+        double fused = ((targets & (COST_LORA_Q | COST_LORA_K | COST_LORA_V)) != 0) + ((targets & COST_LORA_O) != 0) +
+                       ((targets & (COST_LORA_GATE | COST_LORA_UP)) != 0) + ((targets & COST_LORA_DOWN) != 0);
+        *copies = 2 * fused * L;
+    }
+    return AB * L * r * (col + row);
+}
+
+/* Adapters loaded into GPU slots before the step, as SGLang loads them
+ * without --enable-lora-overlap-loading: synchronously, each A and B of
+ * each fused module of each layer copied from host memory, the GPU
+ * waiting. A load takes its bytes over the host link or the host's launch
+ * of every copy, whichever is longer (the copies run while later ones are
+ * issued). The slots are sized for --max-lora-rank (SGLang pads); the
+ * copies carry that rank too, as every adapter of a trace has one rank. */
+static double lora_load_s(const cost_roofline *r, const cost_batch *b, const cost_serving *sv, double *bytes)
+{
+    *bytes = 0;
+    if (!sv->lora_rank || !b->lora_loads) return 0;
+    uint32_t g = b->tp ? b->tp : r->tp;
+    double copies, one = rl_lora_bytes(&r->model, g, sv->lora_rank, sv->lora_targets, &copies);
+    *bytes = one * b->lora_loads;
+    double link = one / (r->gpu.host_link_GBps * 1e9 * r->eff[RL_LORA_LOAD]);
+    return b->lora_loads * fmax(link, copies * r->host.eager_launch_s);
+}
+
 /* The host's launches a forward's GPU waits for: none in a graph; eagerly
  * one launch per kernel, and the GPU idle where they fall behind. */
 static double eager_excess(const cost_roofline *r, const rl_breakdown *bd)
@@ -430,7 +485,8 @@ static void roofline_parts(const cost_model *m, const cost_batch *b, cost_parts 
         p->forward_s = NAN;
         return;
     }
-    p->forward_s = bd->total_s;
+    double load_bytes;
+    p->forward_s = bd->total_s + lora_load_s(r, b, sv, &load_bytes);
     p->launch_s = eager_excess(r, bd);
     if (b->draft_steps && b->draft_seqs && (r->has_draft || r->model.mtp_layers)) {
         uint32_t w = b->draft_width > 1 ? b->draft_width : 1, n = b->draft_seqs * w;
@@ -478,6 +534,8 @@ static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t
         t[n++] = (cost_term){"hidden by two-batch overlap", -bd->overlap_saved_s, 0, 0, "overlap"};
     if (bd->sm_share_s > 0 && n < max)
         t[n++] = (cost_term){"SMs DeepEP takes meanwhile", bd->sm_share_s, 0, 0, "overlap"};
+    double load_bytes, load = lora_load_s(as_roofline(m), b, serving_of(as_roofline(m), b), &load_bytes);
+    if (load > 0 && n < max) t[n++] = (cost_term){"lora_load", load, 0, load_bytes, "link"};
     free(bd);
     return n;
 }
@@ -552,6 +610,8 @@ static void roofline_memory(const cost_model *m, uint32_t tp, const cost_serving
     snprintf(out->gpu_name, sizeof out->gpu_name, "%s", r->gpu.name);
     snprintf(out->model_name, sizeof out->model_name, "%s", r->model.name);
     model_memory(r, &r->model, g, sv, false, &out->weight_bytes, &out->kv_bytes_per_token);
+    /* the adapter slots, each sized for the largest rank (SGLang's LoRAMemoryPool, vLLM's max_loras) */
+    if (sv->lora_rank) out->weight_bytes += sv->lora_slots * rl_lora_bytes(&r->model, g, sv->lora_rank, sv->lora_targets, NULL);
     if (r->has_draft)
         model_memory(r, &r->draft, g, sv, false, &out->draft_weight_bytes, &out->draft_kv_bytes_per_token);
     else if (r->model.mtp_layers)

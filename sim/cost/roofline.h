@@ -77,6 +77,7 @@ typedef struct rl_gpu {
     double memory_GB, hbm_GBps, bf16_tflops, fp8_tflops, nvlink_GBps, ib_GBps;
     uint32_t gpus_per_node;
     uint32_t sms;             /* streaming multiprocessors (0: not given): DeepEP's kernels take some */
+    double host_link_GBps;    /* host memory to this GPU, achieved (pinned, copy engine); 0: not given */
     rl_links links;
     rl_kernel kern[RL_K_N];   /* the "kernels" object (kernel_time.h); the pure roofline's without one */
 } rl_gpu;
@@ -111,6 +112,8 @@ enum rl_op {
     RL_MOE_ROUTE,   /* top-k selection, the expert sort (moe_align), the weighted sum of expert outputs */
     RL_ATTN_META,   /* attention's per-layer scheduling kernels (prepare, split-KV combine) */
     RL_SAMPLE,      /* sampling the next token (outside a CUDA graph) */
+    RL_LORA,        /* LoRA's segmented shrink and expand GEMMs (SGLang's sgemm_lora_a, qkv_lora_b, ...) */
+    RL_LORA_LOAD,   /* adapter weights copied from host memory into a GPU slot */
     RL_N_OPS
 };
 /* "embed", "norm", "qkv_proj", ...: also the keys of the "efficiency" object. */
@@ -177,6 +180,12 @@ int roofline_draft_breakdown(const cost_model *m, uint32_t n, uint32_t tokens, u
 /* The presets a roofline model was built from (NULL if m is another kind). */
 const rl_model *roofline_model(const cost_model *m);
 const rl_gpu *roofline_gpu(const cost_model *m);
+/* Bytes of one LoRA adapter of rank r on the modules of `targets`
+ * (COST_LORA_*) that one of g GPUs holds (column-parallel modules: A whole,
+ * B split; row-parallel: A split, B whole), every layer, bf16; *copies:
+ * the host-to-GPU copies SGLang makes to load it (A and B of qkv, o,
+ * gate_up and down per layer, those present). */
+double rl_lora_bytes(const rl_model *md, double g, double r, uint32_t targets, double *copies);
 /* The file's own tensor-parallel size and whether experts are spread (ep). */
 uint32_t roofline_tp(const cost_model *m, bool *ep);
 

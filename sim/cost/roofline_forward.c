@@ -275,6 +275,30 @@ static void norm_after_reduce(rl_counter *c, const char *name, double calls, dou
     if (!l->fused_ar_norm) norm(c, name, calls, rows, h);
 }
 
+/* ---- LoRA ----
+ * SGLang's triton LoRA backend (python/sglang/srt/lora/backend, triton_ops)
+ * beside each target module: a segmented shrink x·Aᵀ (T × in into T × n·r,
+ * the stacked A of a fused module's n slices) and a segmented expand
+ * adding u·Bᵀ into the base output, one segment per request; each kernel
+ * reads every adapter of the batch once, so a decode step's LoRA time
+ * grows with the distinct adapters. Priced as grouped GEMMs over
+ * lora_T rows and lora_k weight sets. Under tensor parallelism the
+ * column-parallel modules (q, k, v, gate, up) shrink whole and expand their
+ * shard; the row-parallel ones (o, down) shrink their shard and expand
+ * whole (the T × r partial sums' all-reduce is left out: r values a token). */
+static void lora_pair(rl_counter *c, const char *shrink, const char *expand, double L, const rl_shape *s, double in,
+                      double slices, double out)
+{
+    if (!s || s->lora_T <= 0 || s->lora_k <= 0 || s->lora_r <= 0 || slices <= 0 || out <= 0) return;
+    rl_grouped(c, shrink, RL_LORA, RL_K_GROUPED, L, s->lora_T, s->lora_k, in, slices * s->lora_r, AB, false);
+    rl_grouped(c, expand, RL_LORA, RL_K_GROUPED, L, s->lora_T, s->lora_k, s->lora_r, out, AB, false);
+}
+
+static double has(uint32_t targets, uint32_t bit)
+{
+    return (targets & bit) ? 1 : 0;
+}
+
 /* ---- attention ---- */
 
 static void gqa_attention(rl_counter *c, const rl_model *md, double L, const rl_shape *s, const rl_layout *l)
@@ -282,6 +306,9 @@ static void gqa_attention(rl_counter *c, const rl_model *md, double L, const rl_
     double h = md->hidden, hd = md->head_dim, qh = l->qh, kvh = l->kvh, kvb = c->r->kv_bytes;
     double T = s->Tp + s->Td;
     layer_gemm(c, "qkv_proj", "qkv_quant", RL_QKV_PROJ, L, T, h, (qh + 2 * kvh) * hd);
+    uint32_t lt = s->lora_targets;
+    lora_pair(c, "qkv_lora_a", "qkv_lora_b", L, s, h, has(lt, COST_LORA_Q) + has(lt, COST_LORA_K) + has(lt, COST_LORA_V),
+              (has(lt, COST_LORA_Q) * qh + (has(lt, COST_LORA_K) + has(lt, COST_LORA_V)) * kvh) * hd);
     /* rotary on Q and K in place, reading its cos/sin cache */
     rl_stream(c, "rope", RL_ROPE, RL_K_ROPE, L, 0, 4 * T * (qh + kvh) * hd + 2 * T * hd, (qh + kvh) * hd);
     rl_stream(c, "kv_store", RL_KV_STORE, RL_K_ADD, L, 0, 2 * T * 2 * kvh * hd * kvb, 2 * kvh * hd);
@@ -298,6 +325,7 @@ static void gqa_attention(rl_counter *c, const rl_model *md, double L, const rl_
         small(c, "attn_combine", RL_ATTN_META, L, 4 * s->Td * qh * hd * AB, qh * hd);
     }
     layer_gemm(c, "o_proj", "o_quant", RL_O_PROJ, L, T, qh * hd, h);
+    lora_pair(c, "o_lora_a", "o_lora_b", L, s, qh * hd, has(lt, COST_LORA_O), h);
 }
 
 /* MLA (DeepSeek). The projections run over every token of the rank; the
@@ -358,14 +386,20 @@ static double gathered_rows(const rl_shape *s, const rl_layout *l)
     return l->dp > 1 ? s->T_all : s->Tp + s->Td;
 }
 
-static void dense_mlp(rl_counter *c, const char *tag, double L, double rows, double h, double I_gpu)
+/* lora: the batch's LoRA work on the dense MLPs (NULL: none, the shared experts) */
+static void dense_mlp(rl_counter *c, const char *tag, double L, double rows, double h, double I_gpu,
+                      const rl_shape *lora)
 {
     bool up = !strcmp(tag, "mlp");
+    uint32_t lt = lora ? lora->lora_targets : 0;
     layer_gemm(c, up ? "gate_up_proj" : "shared_gate_up", up ? "gate_up_quant" : "shared_up_quant",
                up ? RL_MLP : RL_SHARED_EXPERT, L, rows, h, 2 * I_gpu);
+    double gu = has(lt, COST_LORA_GATE) + has(lt, COST_LORA_UP);
+    lora_pair(c, "gate_up_lora_a", "gate_up_lora_b", L, lora, h, gu, gu * I_gpu);
     rl_stream(c, up ? "silu_and_mul" : "shared_silu_and_mul", RL_ACT, RL_K_ACT, L, 0, 3 * rows * I_gpu * AB, I_gpu);
     layer_gemm(c, up ? "down_proj" : "shared_down", up ? "down_quant" : "shared_down_quant",
                up ? RL_MLP : RL_SHARED_EXPERT, L, rows, I_gpu, h);
+    lora_pair(c, "down_lora_a", "down_lora_b", L, lora, I_gpu, has(lt, COST_LORA_DOWN), h);
 }
 
 /* The statistical imbalance of uniform routing: the busiest of g GPUs
@@ -446,7 +480,7 @@ static void moe_layers(rl_counter *c, const rl_model *md, double Lm, const rl_sh
     if (md->shared_experts && !fused) {
         /* apart: with DeepEP on the rank's own tokens, whole; else split g ways */
         double rows_sh = l->deepep ? Tr : Tg, Is_gpu = l->deepep ? Is : Is / g;
-        dense_mlp(c, "shared", Lm, rows_sh, h, Is_gpu);
+        dense_mlp(c, "shared", Lm, rows_sh, h, Is_gpu, NULL);
     }
 }
 
@@ -498,8 +532,8 @@ void rl_count_forward(rl_counter *c, const rl_model *md, double Ld, double Lm, b
         rl_collective(c, "dp_scatter", RL_ALLREDUCE, RL_COMM_REDUCE_SCATTER, gather_layers, s->T_all * h * AB, l->g, l);
     }
     if (Ld > 0) {
-        if (l->dense_dp) dense_mlp(c, "mlp", Ld, T, h, md->intermediate);
-        else dense_mlp(c, "mlp", Ld, Tg, h, md->intermediate / l->g);
+        if (l->dense_dp) dense_mlp(c, "mlp", Ld, T, h, md->intermediate, NULL);
+        else dense_mlp(c, "mlp", Ld, Tg, h, md->intermediate / l->g, s);
         if (l->dp <= 1) block_reduce(c, l->fused_ar_norm ? "allreduce_add_norm" : "mlp_allreduce", Ld, T, h, l->g, l);
     }
     if (Lm > 0 && md->moe) {

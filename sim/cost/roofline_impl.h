@@ -57,6 +57,9 @@ typedef struct rl_shape {
     double dctx, pairs_d;    /* Σ decode context; pairs of the decodes' 1 + k queries */
     double T_all;            /* every rank's tokens: what the gathered dense parts and the experts serve */
     double R_all;            /* every rank's rows that want logits */
+    double lora_T, lora_k;   /* tokens under a LoRA adapter, distinct adapters (0: none) */
+    double lora_r;           /* their rank */
+    uint32_t lora_targets;   /* COST_LORA_* */
 } rl_shape;
 
 /* One forward's counting and timing into out. */

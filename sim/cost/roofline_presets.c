@@ -270,7 +270,8 @@ static int gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, int depth, r
 {
     static const char *const allowed[] = {"name", "comment", "source", "sources", "memory_GB", "hbm_GBps",
                                           "bf16_tflops", "fp8_tflops", "nvlink_GBps", "ib_GBps",
-                                          "gpus_per_node", "sms", "collectives", "kernels", NULL};
+                                          "gpus_per_node", "sms", "host_link_GBps", "collectives", "kernels",
+                                          NULL};
     memset(g, 0, sizeof *g);
     if (!json_is_object(o)) return rh_fail(e, "%s: a GPU preset is a JSON object", src->label);
     const char *name;
@@ -284,7 +285,8 @@ static int gpu_from_json(json_t *o, const cost_src *src, rl_gpu *g, int depth, r
         cj_number(o, "", "nvlink_GBps", 1, 0, 0.001, 1e7, &g->nvlink_GBps, src, e) < 0 ||
         cj_number(o, "", "ib_GBps", 1, 0, 0.001, 1e7, &g->ib_GBps, src, e) < 0 ||
         cj_uint(o, "", "gpus_per_node", 1, 0, 1, 1024, &g->gpus_per_node, src, e) < 0 ||
-        cj_uint(o, "", "sms", 0, 0, 0, 100000, &g->sms, src, e) < 0)
+        cj_uint(o, "", "sms", 0, 0, 0, 100000, &g->sms, src, e) < 0 ||
+        cj_number(o, "", "host_link_GBps", 0, 0, 0, 1e6, &g->host_link_GBps, src, e) < 0)
         return -1;
     if (g->fp8_tflops > 0 && g->fp8_tflops < 0.001)
         return cj_fail(src, "", "fp8_tflops", e, "must be 0 (no FP8) or at least 0.001");

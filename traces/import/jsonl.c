@@ -241,6 +241,7 @@ static int parse_step(jctx *c, tr_step *s, uint64_t next_index, rh_err *e)
         else if (jl_key_is(j, f, "retractions")) rc = get_u32(c, f, &s->retractions, e);
         else if (jl_key_is(j, f, "adapters")) rc = get_u32(c, f, &s->adapters, e);
         else if (jl_key_is(j, f, "adapter_loads")) rc = get_u32(c, f, &s->adapter_loads, e);
+        else if (jl_key_is(j, f, "adapter_tokens")) rc = get_u32(c, f, &s->adapter_tokens, e);
         else if (jl_key_is(j, f, "finished")) rc = get_u32(c, f, &s->finished, e);
         else if (jl_key_is(j, f, "sched_time")) rc = get_f64(c, f, &s->sched_time, e);
         else if (jl_key_is(j, f, "flags")) rc = get_u32(c, f, &s->flags, e);
