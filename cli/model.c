@@ -11,6 +11,7 @@
 #include "engine/model/tokenizer.h"
 #include "util/args.h"
 #include "util/mem.h"
+#include "engine/model/peft.h"
 #include "util/progress.h"
 
 static const char *usage_text =
@@ -18,6 +19,10 @@ static const char *usage_text =
     "       rehearse model list\n"
     "       rehearse model generate MODEL [--prompt TEXT] [-n N] [sampling and engine flags]\n"
     "       rehearse model save MODEL -o DIR [--dtype f32|f16|bf16] [--weight-seed S]\n"
+    "       rehearse model save-lora MODEL -o DIR [--rank R] [--alpha A] [--target-modules LIST]\n"
+    "                                [--dtype f32|f16|bf16] [--seed S]\n"
+    "                            a seeded LoRA adapter for MODEL in PEFT's format (adapter_config.json,\n"
+    "                            adapter_model.safetensors): rank 8, alpha 16, all seven modules by default\n"
     "\n"
     "MODEL is a preset name, a config.json, or a Hugging Face model directory\n"
     "(config.json + model.safetensors or model.safetensors.index.json).\n"
@@ -254,6 +259,46 @@ static int cmd_save(int argc, char **argv)
     return 0;
 }
 
+static int cmd_save_lora(int argc, char **argv)
+{
+    rh_args a;
+    rh_err e;
+    rh_args_init(&a, argc, argv);
+    a.i = 1;
+    const char *out = NULL, *v, *n;
+    unsigned long long seed = 1, rank = 8;
+    double alpha = 0;
+    uint32_t targets = LORA_ALL_MODULES;
+    st_dtype dt = ST_F32;
+    while ((n = rh_args_next(&a))) {
+        if (!(v = rh_args_value(&a, &e))) return fail(e.msg);
+        if (!strcmp(n, "o")) out = v;
+        else if (!strcmp(n, "seed")) {
+            if (rh_parse_u64(v, "--seed", &seed, &e)) return fail(e.msg);
+        } else if (!strcmp(n, "rank") || !strcmp(n, "r")) {
+            if (rh_parse_u64(v, "--rank", &rank, &e)) return fail(e.msg);
+            if (rank < 1 || rank > 4096) return fail("--rank: must be 1..4096");
+        } else if (!strcmp(n, "alpha") || !strcmp(n, "lora-alpha")) {
+            if (rh_parse_double(v, "--alpha", &alpha, &e)) return fail(e.msg);
+            if (!(alpha > 0)) return fail("--alpha: must be > 0");
+        } else if (!strcmp(n, "target-modules")) {
+            if (lora_targets_parse(v, &targets, &e)) return fail(e.msg);
+        } else if (!strcmp(n, "dtype")) {
+            if (st_dtype_parse(v, &dt)) return fail("--dtype: expected f32, f16 or bf16");
+        } else {
+            return fprintf(stderr, "rehearse model save-lora: unknown flag --%s\n", n), 1;
+        }
+    }
+    if (a.npos != 1 || !out) return fail("save-lora needs one MODEL and -o DIR (rehearse model --help)");
+    model_config c;
+    if (model_config_resolve(a.pos[0], &c, &e)) return fail(e.msg);
+    if (model_lora_save_seeded(out, &c, (uint32_t)rank, alpha > 0 ? alpha : 2.0 * (double)rank, targets, seed, dt, &e))
+        return fail(e.msg);
+    printf("wrote %s/adapter_config.json and %s/adapter_model.safetensors (rank %llu, %s)\n", out, out, rank,
+           st_dtype_name(dt));
+    return 0;
+}
+
 int model_main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -269,6 +314,7 @@ int model_main(int argc, char **argv)
     if (!strcmp(sub, "list")) return cmd_list();
     if (!strcmp(sub, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(sub, "save")) return cmd_save(argc - 1, argv + 1);
+    if (!strcmp(sub, "save-lora")) return cmd_save_lora(argc - 1, argv + 1);
     fprintf(stderr, "rehearse model: unknown subcommand '%s'\n", sub);
     usage(stderr);
     return 1;

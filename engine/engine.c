@@ -127,7 +127,7 @@ static int warm_up(engine *g, rh_err *e)
     if (n > 64) n = 64;
     int32_t tokens[64] = {0};
     uint32_t pages[2] = {0, 1};
-    runner_seq s = {tokens, n, 0, pages, n_pages, 1};
+    runner_seq s = {tokens, n, 0, pages, n_pages, 1, NULL};
     const float *logits;
     return runner_forward(g->run, &s, 1, &logits, e);
 }
@@ -224,7 +224,9 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
 
     core_hooks hooks = {.ctx = g, .on_step = engine_core_on_step, .on_event = engine_core_on_event,
                         .on_message = engine_core_on_message, .guard_clock = guard_clock};
+    if (cfg->lora_paths && *cfg->lora_paths) k->enable_lora = true;   /* the base holds its slot from the start */
     if (!(g->c = core_new(k, &hooks, e))) goto fail;
+    if (engine_lora_start(g, e) < 0) goto fail;
     g->cap_seqs = k->max_running_requests + 1;
     g->seqs = calloc(g->cap_seqs, sizeof *g->seqs);
     g->results = calloc(g->cap_seqs, sizeof *g->results);
@@ -289,6 +291,7 @@ void engine_free(engine *g)
 {
     if (!g) return;
     core_free(g->c);
+    engine_lora_free_all(g);
     for (ereq *q = g->live, *n; q; q = n) {
         n = q->next;
         free_req(q);
@@ -394,6 +397,8 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
     if (runner_sampling_check(&r->sampling, e) < 0) return rh_prefix(e, "request %llu", id);
     if (r->n_stop_ids && !r->stop_ids) return rh_fail(e, "request %llu: %u stop ids but no array", id, r->n_stop_ids);
     if (check_rules(g, r, e) < 0) return -1;
+    eadapter *ad = r->adapter ? engine_adapter(g, r->adapter) : NULL;
+    if (r->adapter && !ad) return rh_fail(e, "request %llu: adapter %u is not served", id, r->adapter);
 
     ereq *q = calloc(1, sizeof *q);
     if (!q || !(q->toks = malloc(total * sizeof *q->toks)) ||
@@ -422,12 +427,15 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
         .max_new_tokens = r->max_tokens,
         .prompt_tokens = r->prompt_logprobs ? NULL : q->toks,   /* NULL: shares no cached prefix */
         .priority = r->priority,
+        .adapter = r->adapter,
         .user = q,
     };
+    q->adapter = r->adapter;
     if (!core_add(g->c, &d, now, e)) {
         free_req(q);
         return -1;
     }
+    if (ad) ad->requests++;
     q->next = g->live;
     if (g->live) g->live->prev = q;
     g->live = q;
@@ -484,6 +492,8 @@ void engine_core_on_event(void *ctx, const core_event *ev)
     if (g->cfg.hooks.on_event) g->cfg.hooks.on_event(g->cfg.hooks.ctx, &out);
     if (ev->kind == CORE_EV_FINISHED || ev->kind == CORE_EV_ABORTED) {
         if (g->drafter && g->drafter->forget) g->drafter->forget(g->drafter->ctx, q->id, q->draft_state);
+        eadapter *a = q->adapter ? engine_adapter(g, q->adapter) : NULL;
+        if (a && a->requests) a->requests--;
         unlink_req(g, q);
         free_req(q);
     }

@@ -112,6 +112,9 @@ typedef struct engine_config {
     spec_config spec;           /* --speculative-algorithm and its knobs: the engine builds the
                                    drafter (needs core.spec_steps; 3 when 0) */
     const engine_pricer *pricer;/* NULL: the runner computes each forward; else it is priced */
+    const char *lora_paths;     /* --lora-paths NAME=PATH[,NAME=PATH...] (a bare PATH is named by itself):
+                                   PEFT adapters served from the start (engine_lora_add) */
+    uint32_t max_lora_rank;     /* --max-lora-rank: the largest rank accepted; 0: any */
     double (*clock)(void *ctx); /* seconds, non-decreasing; NULL: monotonic time since engine_new */
     void *clock_ctx;
     engine_hooks hooks;
@@ -155,6 +158,7 @@ typedef struct engine_request {
     bool prompt_logprobs;       /* also each prompt id's (echo): every prompt position is computed, so
                                    the request neither reads nor fills the prefix cache */
     int32_t priority;           /* its place in the queue under --enable-priority-scheduling */
+    uint32_t adapter;           /* LoRA adapter (engine_lora_find); 0: the base model */
     void *user;                 /* handed back in events */
 } engine_request;
 
@@ -200,6 +204,22 @@ void engine_get_spec_stats(const engine *g, engine_spec_stats *s);
 /* The drafter the engine built from config.spec (draft pool stats and
  * checks, spec.h), or NULL: no speculation, or the caller's own drafter. */
 const spec_drafter *engine_spec_drafter(const engine *g);
+
+/* LoRA adapters (PEFT folders, engine/model/peft.h). An adapter gets an id
+ * (>= 1) for engine_request.adapter; the core caps how many run in a batch
+ * (--max-loras-per-batch) and says which sit in its GPU slots: the engine
+ * copies an adapter's weights into the backend when it enters a slot and
+ * frees them when it leaves. Not while a batch is in flight; not under
+ * tensor parallel. engine_lora_add: the id, or -1 (a name already served,
+ * a rank above --max-lora-rank, a folder the loader refuses). remove: -1
+ * while requests use it or when unknown. find: the id, 0 when unknown. */
+int engine_lora_add(engine *g, const char *name, const char *path, rh_err *e);
+int engine_lora_remove(engine *g, const char *name, rh_err *e);
+uint32_t engine_lora_find(const engine *g, const char *name);
+/* The adapters served, in the order added: *n of them; name and path of
+ * the i-th, its id, and its requests queued or running. */
+uint32_t engine_lora_count(const engine *g);
+const char *engine_lora_name(const engine *g, uint32_t i, const char **path, uint32_t *id, uint32_t *requests);
 
 /* Sets a trace header's model, hardware, "weights" (a path, or the dummy
  * seed) and every core knob (the resolved values), so a recording says what

@@ -37,6 +37,11 @@ static const flag flags[] = {
     {"node-rank", NULL, NULL, F_U32, OFF(tp.node_rank), 0, 4095, "K", "this node's rank; nodes other than 0 follow node 0 (0)"},
     {"dist-init-addr", NULL, NULL, F_ADDR, OFF(tp.dist_init_addr), 0, 0, "HOST:PORT",
      "where the nodes meet (NCCL's bootstrap; needed with --nnodes)"},
+    {"lora-paths", NULL, "lora-modules", F_STR, OFF(lora_paths), 0, 0, "NAME=PATH,...",
+     "LoRA adapters (PEFT folders) to serve; a bare PATH is named by itself; requests pick one by "
+     "model \"BASE:NAME\" or \"NAME\" (see --max-loras-per-batch)"},
+    {"max-lora-rank", NULL, NULL, F_U32, OFF(max_lora_rank), 0, 4096, "R",
+     "the largest adapter rank accepted; 0: any (0)"},
 };
 #undef OFF
 #define N_FLAGS (sizeof flags / sizeof flags[0])

@@ -8,12 +8,23 @@
 /* One live request. toks holds the prompt, then the outputs as they are
  * committed; a decode's drafts are written just past the committed tokens,
  * where verification overwrites them with the tokens actually drawn. */
+/* One LoRA adapter served (engine_lora.c). */
+typedef struct eadapter {
+    uint32_t id;                /* engine_request.adapter; 0: the slot is free */
+    char name[128];
+    char path[512];
+    struct model_lora *host;    /* the weights read from the folder */
+    runner_lora *dev;           /* the copy in a GPU slot, or NULL */
+    uint32_t requests;          /* queued or running */
+} eadapter;
+
 typedef struct ereq {
     uint64_t id;
     void *user;
     int32_t *toks;              /* [prompt_len + max_tokens] */
     uint32_t prompt_len, max_tokens;
     uint32_t n_out;             /* committed outputs */
+    uint32_t adapter;           /* LoRA adapter id, 0: the base */
     kern_sampling sampling;
     uint64_t rng;
     uint64_t seed;              /* the request's own (a priced forward's tokens come from it) */
@@ -73,7 +84,20 @@ struct engine {
     float *work;                /* rows with a request's logit rules applied */
     size_t cap_work;
     engine_spec_stats spec_stats;
+
+    /* LoRA (engine_lora.c) */
+    eadapter *adapters;
+    uint32_t n_adapters, cap_adapters;
+    uint32_t next_adapter_id;
 };
+
+/* engine_lora.c */
+eadapter *engine_adapter(engine *g, uint32_t id);      /* NULL: unknown */
+int engine_lora_start(engine *g, rh_err *e);            /* --lora-paths, at engine_new */
+/* Before a forward: a backend copy for each adapter of the batch; after
+ * the core's evictions, the copies of adapters no longer in a slot freed. */
+int engine_lora_prepare(engine *g, const core_batch *b, rh_err *e);
+void engine_lora_free_all(engine *g);
 
 /* engine.c: the core's hooks, turned into the engine's. */
 void engine_core_on_event(void *ctx, const core_event *ev);

@@ -242,6 +242,14 @@ int engine_step_begin(engine *g, rh_err *e)
         return rh_fail(e, "engine: a batch of %u sequences exceeds the %u the core allows", n, g->cap_seqs);
     for (uint32_t i = 0; i < n; i++)
         if (lay_out(&g->batch.seqs[i], &g->seqs[i], e) < 0) return -1;
+    if (g->n_adapters) {   /* each sequence under its adapter's copy in a GPU slot */
+        if (engine_lora_prepare(g, &g->batch, e) < 0) return -1;
+        for (uint32_t i = 0; i < n; i++) {
+            const ereq *q = g->batch.seqs[i].user;
+            const eadapter *a = q->adapter ? engine_adapter(g, q->adapter) : NULL;
+            g->seqs[i].lora = a ? a->dev : NULL;
+        }
+    }
     g->sched_time = cpu_seconds() - cpu0;
     return 1;
 }

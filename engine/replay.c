@@ -145,6 +145,16 @@ static void send(replay *r, uint32_t i, double t)
     }
     if (!(s->times = malloc(max_tokens * sizeof *s->times))) goto oom;
     tr_prompt_tokens(q, r->trace->header.block_size, mc->vocab_size, r->cfg->prompt_seed, r->prompt);
+    uint32_t adapter = 0;
+    if (q->adapter) {   /* the trace's adapter K by its name (header adapter.K, else lora-K) among those served */
+        char buf[32];
+        const char *name = tr_adapter_name(&r->trace->header, q->adapter, buf, sizeof buf);
+        if (!(adapter = engine_lora_find(r->g, name))) {
+            rh_fail(&e, "request %llu: adapter %s is not served (give it with --lora-paths %s=PATH)",
+                    (unsigned long long)q->id, name, name);
+            goto refuse;
+        }
+    }
     engine_request req = {
         .id = q->id,
         .prompt = r->prompt,
@@ -154,6 +164,7 @@ static void send(replay *r, uint32_t i, double t)
         .seed = rh_hash64(r->cfg->engine.core.seed ^ rh_hash64(i)),
         .ignore_eos = true,
         .priority = q->priority,
+        .adapter = adapter,
         .user = s,
     };
     if (engine_add(r->g, &req, t, &e) == 0) return;

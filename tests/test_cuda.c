@@ -493,14 +493,14 @@ static uint32_t drive(runner *r, const int32_t *tok, uint32_t n, uint32_t chunk,
     if (!chunk) chunk = n;
     for (uint32_t at = 0; at < n; at += chunk) {
         uint32_t k = n - at < chunk ? n - at : chunk;
-        runner_seq s = {tok + at, k, at, pages, n_pages, 1};
+        runner_seq s = {tok + at, k, at, pages, n_pages, 1, NULL};
         int rc = runner_forward(r, &s, 1, &lg, &e);
         if (rc) printf("\n  %s\n", e.msg);
         CU_ASSERT_FATAL(rc == 0);
         if (at + k == n) memcpy(out + (size_t)rows++ * V, lg, (size_t)V * 4);
     }
     for (uint32_t t = 0; t < dec; t++) {
-        runner_seq s = {tok + n + t, 1, n + t, pages, n_pages, 1};
+        runner_seq s = {tok + n + t, 1, n + t, pages, n_pages, 1, NULL};
         int rc = runner_forward(r, &s, 1, &lg, &e);
         if (rc) printf("\n  %s\n", e.msg);
         CU_ASSERT_FATAL(rc == 0);

@@ -63,7 +63,7 @@ static float *drive(runner *r, uint32_t *n_rows)
     const float *lg;
     for (uint32_t at = 0; at < PROMPT; at += CHUNK) {
         uint32_t n = PROMPT - at < CHUNK ? PROMPT - at : CHUNK;
-        runner_seq s = {toks + at, n, at, pages, 16, 1};
+        runner_seq s = {toks + at, n, at, pages, 16, 1, NULL};
         CU_ASSERT_FATAL(runner_forward(r, &s, 1, &lg, &e) == 0);
         memcpy(all + (size_t)rows++ * c->vocab_size, lg, c->vocab_size * sizeof *lg);
     }
@@ -71,7 +71,7 @@ static float *drive(runner *r, uint32_t *n_rows)
         /* The next token is the argmax of the one-rank run's logits would be;
          * a fixed token keeps the runs comparable even if argmaxes tie. */
         toks[PROMPT + t] = (int32_t)((t * 101 + 3) % c->vocab_size);
-        runner_seq s = {toks + PROMPT + t, 1, PROMPT + t, pages, 16, 1};
+        runner_seq s = {toks + PROMPT + t, 1, PROMPT + t, pages, 16, 1, NULL};
         CU_ASSERT_FATAL(runner_forward(r, &s, 1, &lg, &e) == 0);
         memcpy(all + (size_t)rows++ * c->vocab_size, lg, c->vocab_size * sizeof *lg);
     }

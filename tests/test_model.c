@@ -62,7 +62,7 @@ static runner *new_runner(const model *m, uint32_t page_size, uint32_t pages)
 static float *step(runner *r, const int32_t *tok, uint32_t n, uint32_t start, const uint32_t *pages, uint32_t np,
                    uint32_t n_logits)
 {
-    runner_seq s = {tok, n, start, pages, np, n_logits};
+    runner_seq s = {tok, n, start, pages, np, n_logits, NULL};
     const float *lg;
     rh_err e;
     int rc = runner_forward(r, &s, 1, &lg, &e);
@@ -241,10 +241,10 @@ static void test_mixed_batch_equals_alone(void)
         step(alone, dec2 + 5, 1, 5, pd2, 2, 1),
     };
     runner_seq seqs[4] = {
-        {dec1 + 20, 1, 20, pd1, 6, 1},
-        {fresh, 12, 0, pf, 3, 12},
-        {dec2 + 5, 1, 5, pd2, 2, 1},
-        {chunked + 16, 10, 16, pc, 7, 2},
+        {dec1 + 20, 1, 20, pd1, 6, 1, NULL},
+        {fresh, 12, 0, pf, 3, 12, NULL},
+        {dec2 + 5, 1, 5, pd2, 2, 1, NULL},
+        {chunked + 16, 10, 16, pc, 7, 2, NULL},
     };
     const int order[4] = {2, 0, 3, 1};   /* seqs[i] is want[order[i]] */
     const float *lg;
@@ -351,18 +351,18 @@ static void test_bad_input_is_an_error(void)
     runner *r = new_runner(m, 16, 4);
     uint32_t pages[4] = {0, 1, 2, 3}, bad_pages[4] = {0, 4, 1, 2};
     int32_t ok[3] = {1, 2, 3}, big[3] = {1, 512, 3}, neg[3] = {1, -1, 3};
-    expect_error(r, (runner_seq){big, 3, 0, pages, 4, 1}, "id 512 is outside the vocabulary");
-    expect_error(r, (runner_seq){neg, 3, 0, pages, 4, 1}, "id -1 is outside the vocabulary");
-    expect_error(r, (runner_seq){ok, 3, 2046, pages, 4, 1}, "context length 2048");
-    expect_error(r, (runner_seq){ok, 3, UINT32_MAX - 1, pages, 4, 1}, "context length");
-    expect_error(r, (runner_seq){ok, 3, 20, bad_pages, 4, 1}, "page 4 is outside the pool");
-    expect_error(r, (runner_seq){ok, 3, 30, pages, 2, 1}, "page table has 2 pages");
-    expect_error(r, (runner_seq){ok, 3, 0, NULL, 0, 1}, "page table");
-    expect_error(r, (runner_seq){ok, 3, 0, pages, 4, 4}, "asks for 4 logits");
-    expect_error(r, (runner_seq){ok, 0, 0, pages, 4, 0}, "no new tokens");
-    expect_error(r, (runner_seq){NULL, 3, 0, pages, 4, 0}, "token ids are missing");
+    expect_error(r, (runner_seq){big, 3, 0, pages, 4, 1, NULL}, "id 512 is outside the vocabulary");
+    expect_error(r, (runner_seq){neg, 3, 0, pages, 4, 1, NULL}, "id -1 is outside the vocabulary");
+    expect_error(r, (runner_seq){ok, 3, 2046, pages, 4, 1, NULL}, "context length 2048");
+    expect_error(r, (runner_seq){ok, 3, UINT32_MAX - 1, pages, 4, 1, NULL}, "context length");
+    expect_error(r, (runner_seq){ok, 3, 20, bad_pages, 4, 1, NULL}, "page 4 is outside the pool");
+    expect_error(r, (runner_seq){ok, 3, 30, pages, 2, 1, NULL}, "page table has 2 pages");
+    expect_error(r, (runner_seq){ok, 3, 0, NULL, 0, 1, NULL}, "page table");
+    expect_error(r, (runner_seq){ok, 3, 0, pages, 4, 4, NULL}, "asks for 4 logits");
+    expect_error(r, (runner_seq){ok, 0, 0, pages, 4, 0, NULL}, "no new tokens");
+    expect_error(r, (runner_seq){NULL, 3, 0, pages, 4, 0, NULL}, "token ids are missing");
     /* A batch with one bad sequence fails whole, naming that sequence. */
-    runner_seq two[2] = {{ok, 3, 0, pages, 4, 1}, {big, 3, 0, pages, 4, 1}};
+    runner_seq two[2] = {{ok, 3, 0, pages, 4, 1, NULL}, {big, 3, 0, pages, 4, 1, NULL}};
     const float *lg;
     rh_err e;
     CU_ASSERT_EQUAL(runner_forward(r, two, 2, &lg, &e), -1);

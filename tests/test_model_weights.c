@@ -193,7 +193,7 @@ static float *logits_of(const model *m)
     int32_t tok[30];
     for (int i = 0; i < 30; i++) tok[i] = (i * 37 + 11) % 500;
     uint32_t pages[2] = {0, 1};
-    runner_seq s = {tok, 30, 0, pages, 2, 30};
+    runner_seq s = {tok, 30, 0, pages, 2, 30, NULL};
     const float *lg;
     CU_ASSERT_FATAL(runner_forward(r, &s, 1, &lg, &e) == 0);
     size_t bytes = (size_t)30 * m->cfg.vocab_size * sizeof(float);

@@ -23,7 +23,7 @@ int64_t gen_run(runner *r, const int32_t *prompt, uint32_t n_prompt, const gen_p
     for (uint32_t at = 0; at < n_prompt; at += chunk) {
         uint32_t n = n_prompt - at < chunk ? n_prompt - at : chunk;
         int last = at + n == n_prompt;
-        runner_seq s = {prompt + at, n, at, pages, total, last && p->max_new ? 1 : 0};
+        runner_seq s = {prompt + at, n, at, pages, total, last && p->max_new ? 1 : 0, NULL};
         if (runner_forward(r, &s, 1, &logits, e)) goto fail;
         if (p->progress) rh_progress_update(p->progress, at + n);
     }
@@ -32,7 +32,7 @@ int64_t gen_run(runner *r, const int32_t *prompt, uint32_t n_prompt, const gen_p
         out[made++] = tok;
         if (p->progress) rh_progress_update(p->progress, n_prompt + (uint64_t)made);
         if (tok == p->stop_id || (uint64_t)made == p->max_new) break;
-        runner_seq s = {&out[made - 1], 1, n_prompt + (uint32_t)made - 1, pages, total, 1};
+        runner_seq s = {&out[made - 1], 1, n_prompt + (uint32_t)made - 1, pages, total, 1, NULL};
         if (runner_forward(r, &s, 1, &logits, e)) goto fail;
     }
     free(pages);

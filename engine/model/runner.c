@@ -12,6 +12,7 @@
  * recorded on the second sighting of a key, so the first run has grown
  * every buffer; any buffer that moves invalidates them all. */
 #include "engine/model/runner.h"
+#include "engine/model/peft.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -58,7 +59,65 @@ struct runner {
     staged arr[ST_COUNT];
     float *host_logits;              /* == buf.logits on host backends */
     kern_cand *cand;                 /* sampling scratch, vocab entries */
+    fwd_lora_seg *segs;              /* the batch's LoRA segments (host) */
+    uint32_t cap_segs;
+    uint64_t lora_u_cap;             /* floats in buf.lora_u */
 };
+
+struct runner_lora {
+    fwd_lora w;
+    float **a, **b;                  /* per layer and module, backend; NULL where absent */
+    size_t n;
+    uint64_t bytes;
+};
+
+runner_lora *runner_lora_load(runner *r, const model_lora *l, rh_err *e)
+{
+    const model_config *c = r->c;
+    if (r->comm && r->comm->size > 1) return rh_fail(e, "adapter %s: LoRA under tensor parallel is not served", l->name), NULL;
+    if (l->n_layers != c->n_layers)
+        return rh_fail(e, "adapter %s: %u layers, the model has %u", l->name, l->n_layers, c->n_layers), NULL;
+    runner_lora *h = calloc(1, sizeof *h);
+    size_t n = (size_t)c->n_layers * LORA_N_MODULES;
+    if (h) h->a = calloc(n, sizeof *h->a), h->b = calloc(n, sizeof *h->b);
+    if (!h || !h->a || !h->b) goto oom;
+    h->n = n;
+    h->w = (fwd_lora){.rank = l->rank, .a = h->a, .b = h->b};
+    for (size_t i = 0; i < n; i++) {
+        if (!l->a[i]) continue;
+        uint32_t in, out;
+        lora_module_dims(c, (int)(i % LORA_N_MODULES), &in, &out);
+        size_t na = (size_t)l->rank * in, nb = (size_t)out * l->rank;
+        h->a[i] = r->K->alloc(na * sizeof(float));
+        h->b[i] = r->K->alloc(nb * sizeof(float));
+        if (!h->a[i] || !h->b[i]) goto oom;
+        r->K->copy_in(h->a[i], l->a[i], na * sizeof(float));
+        r->K->copy_in(h->b[i], l->b[i], nb * sizeof(float));
+        h->bytes += (na + nb) * sizeof(float);
+    }
+    return h;
+oom:
+    runner_lora_free(r, h);
+    rh_fail(e, "adapter %s: out of memory loading it", l->name);
+    return NULL;
+}
+
+void runner_lora_free(runner *r, runner_lora *h)
+{
+    if (!h) return;
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->a && h->a[i]) r->K->free(h->a[i]);
+        if (h->b && h->b[i]) r->K->free(h->b[i]);
+    }
+    free(h->a);
+    free(h->b);
+    free(h);
+}
+
+uint64_t runner_lora_bytes(const runner_lora *h)
+{
+    return h ? h->bytes : 0;
+}
 
 const model_config *runner_model(const runner *r) { return &r->m->cfg; }
 uint32_t runner_page_size(const runner *r) { return r->page_size; }
@@ -103,6 +162,8 @@ void runner_free(runner *r)
         free(r->arr[i].host);
     }
     free(r->cand);
+    free(r->segs);
+    if (r->buf.lora_u) r->K->free(r->buf.lora_u);
     model_shard_free(r->sh);
     free(r);
 }
@@ -424,6 +485,44 @@ int runner_follow(runner *r, rh_err *e)
     return 1;
 }
 
+/* The batch's runs of consecutive sequences under one adapter, and a
+ * shrink buffer for the largest rank among them. */
+static int lora_segments(runner *r, const runner_seq *seqs, uint32_t n, fwd_batch *b, rh_err *e)
+{
+    uint32_t row = 0, k = 0, rank = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const runner_lora *h = seqs[i].lora;
+        if (h) {
+            if (k && r->segs[k - 1].w == &h->w && r->segs[k - 1].row0 + r->segs[k - 1].rows == row) {
+                r->segs[k - 1].rows += seqs[i].n_new;
+            } else {
+                if (k == r->cap_segs) {
+                    uint32_t cap = r->cap_segs ? r->cap_segs * 2 : 16;
+                    fwd_lora_seg *s = realloc(r->segs, cap * sizeof *s);
+                    if (!s) return rh_fail(e, "runner: out of memory");
+                    r->segs = s;
+                    r->cap_segs = cap;
+                }
+                r->segs[k++] = (fwd_lora_seg){row, seqs[i].n_new, &h->w};
+            }
+            if (h->w.rank > rank) rank = h->w.rank;
+        }
+        row += seqs[i].n_new;
+    }
+    b->lora = r->segs;
+    b->n_lora = k;
+    if (!k) return 0;
+    if (tp_group(r)) return rh_fail(e, "runner: LoRA under tensor parallel is not served");
+    uint64_t need = (uint64_t)row * rank;
+    if (need > r->lora_u_cap) {
+        if (r->buf.lora_u) r->K->free(r->buf.lora_u);
+        r->buf.lora_u = r->K->alloc(need * sizeof(float));
+        r->lora_u_cap = r->buf.lora_u ? need : 0;
+        if (!r->buf.lora_u) return rh_fail(e, "runner: out of memory for LoRA's activations");
+    }
+    return 0;
+}
+
 int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **logits, rh_err *e)
 {
     *logits = NULL;
@@ -472,7 +571,8 @@ int runner_forward(runner *r, const runner_seq *seqs, uint32_t n, const float **
     if (tp_group(r)) broadcast_batch(r, OP_BATCH, n, rows, pages, ctx);
 
     fwd_batch b = staged_batch(r, n, rows, lrows);
-    run_staged(r, &b, graph_for(r, seqs, n, rows, lrows, ctx));
+    if (lora_segments(r, seqs, n, &b, e) < 0) return -1;
+    run_staged(r, &b, b.n_lora ? NULL : graph_for(r, seqs, n, rows, lrows, ctx));
     if (!r->K->host_memory && lrows)
         r->K->copy_out(r->host_logits, r->buf.logits, (size_t)lrows * c->vocab_size * sizeof(float));
     *logits = r->host_logits;

@@ -46,9 +46,20 @@ typedef struct runner_seq {
     const uint32_t *pages;       /* page table: page i holds positions [i*page_size, (i+1)*page_size) */
     uint32_t n_pages;
     uint32_t n_logits;           /* logits for the last n_logits new positions (0 .. n_new) */
+    const struct runner_lora *lora;   /* the LoRA adapter it runs under (runner_lora_load); NULL: the base */
 } runner_seq;
 
 typedef struct runner runner;
+typedef struct runner_lora runner_lora;
+struct model_lora;
+
+/* An adapter's weights copied into the backend's memory: what loading it
+ * into a GPU slot is. Sequences under it then add (x·Aᵀ)·Bᵀ at each of its
+ * modules, one shrink and one expand GEMM per run of consecutive sequences
+ * under the same adapter. Not under tensor parallel (refused). */
+runner_lora *runner_lora_load(runner *r, const struct model_lora *l, rh_err *e);
+void runner_lora_free(runner *r, runner_lora *h);
+uint64_t runner_lora_bytes(const runner_lora *h);
 
 /* Fails before allocating when the pool does not fit the memory limit. */
 runner *runner_new(const model *m, const runner_config *rc, rh_err *e);

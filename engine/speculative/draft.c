@@ -193,7 +193,7 @@ static int catch_up(draft_model *dm, spec_draft *d, uint32_t n, rh_err *e)
             if (!d[i].k || st->kv + 1 >= d[i].n) continue;
             uint32_t len = d[i].n - 1 - st->kv;
             if (len > CATCHUP_ROWS - rows) len = CATCHUP_ROWS - rows;
-            dm->seqs[m++] = (runner_seq){d[i].tokens + st->kv, len, st->kv, st->pages, st->n_pages, 0};
+            dm->seqs[m++] = (runner_seq){d[i].tokens + st->kv, len, st->kv, st->pages, st->n_pages, 0, NULL};
             dm->who[m - 1] = i;
             rows += len;
         }
@@ -265,7 +265,7 @@ int draft_propose_batch(void *ctx, spec_draft *d, uint32_t n, rh_err *e)
             if (d[i].k <= j) continue;
             dstate *st = d[i].state;
             const int32_t *tok = j ? d[i].out + j - 1 : d[i].tokens + d[i].n - 1;
-            dm->seqs[m] = (runner_seq){tok, 1, d[i].n - 1 + j, st->pages, st->n_pages, 1};
+            dm->seqs[m] = (runner_seq){tok, 1, d[i].n - 1 + j, st->pages, st->n_pages, 1, NULL};
             dm->who[m++] = i;
         }
         const float *logits;

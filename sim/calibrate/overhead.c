@@ -159,7 +159,7 @@ int calib_bench_batch_prep(calib_ctx *x, calib_grid *g, rh_err *e)
     tokens[0] = 1;
     for (uint32_t i = 0; i < B * pages_per; i++) pages[i] = i;
     for (uint32_t i = 0; i < B; i++)
-        b.seqs[i] = (runner_seq){tokens, 1, ctx_tokens, pages + (size_t)i * pages_per, pages_per, 1};
+        b.seqs[i] = (runner_seq){tokens, 1, ctx_tokens, pages + (size_t)i * pages_per, pages_per, 1, NULL};
     rc_ = calib_grid_measure(x, g, prep_set, prep_sample, &b, e);
     if (b.failed) rc_ = rh_fail(e, "calibrate: batch_prep: %s", b.err.msg);
 done:

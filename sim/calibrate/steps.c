@@ -82,7 +82,7 @@ static int step_set(void *p, uint32_t k)
     for (uint32_t i = 0; i < n_seqs; i++) {
         uint32_t start = b->op == CT_STEP_PREFILL ? ctx : (uint32_t)((uint64_t)ctx * (2 * i + 1) / n_seqs);
         sum += start;
-        b->seqs[i] = (runner_seq){b->tokens, n_new, start, b->pages + (size_t)i * per, 0, 1};
+        b->seqs[i] = (runner_seq){b->tokens, n_new, start, b->pages + (size_t)i * per, 0, 1, NULL};
     }
     for (uint32_t i = 0; sum < want; i = (i + 1) % n_seqs, sum++) b->seqs[i].start++;   /* the remainder */
     for (uint32_t i = 0; i < n_seqs; i++) b->seqs[i].n_pages = (b->seqs[i].start + n_new + ps - 1) / ps;

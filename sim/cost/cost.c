@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model/peft.h"
 #include "sim/cost/cost_impl.h"
 #include "util/fs.h"
 
@@ -292,29 +293,9 @@ void cost_serving_default(const cost_model *m, uint32_t tp, cost_serving *out)
 
 int cost_lora_targets_parse(const char *list, uint32_t *bits, rh_err *e)
 {
-    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-    uint32_t out = 0;
-    const char *p = list;
-    while (*p) {
-        size_t n = strcspn(p, ", ");
-        if (n) {
-            int found = -1;
-            if ((n == 3 && !strncmp(p, "all", 3)) || (n == 10 && !strncmp(p, "all-linear", 10))) {
-                out |= COST_LORA_ALL;
-                found = 0;
-            }
-            for (int i = 0; i < 7 && found < 0; i++)
-                if (strlen(names[i]) == n && !strncmp(p, names[i], n)) out |= 1u << i, found = i;
-            if (found < 0)
-                return rh_fail(e, "--lora-target-modules: '%.*s' is not q_proj, k_proj, v_proj, o_proj, gate_proj, "
-                                  "up_proj, down_proj or all", (int)n, p);
-        }
-        p += n;
-        p += strspn(p, ", ");
-    }
-    if (!out) return rh_fail(e, "--lora-target-modules: no module named");
-    *bits = out;
-    return 0;
+    _Static_assert(COST_LORA_Q == 1u << LORA_Q && COST_LORA_DOWN == 1u << LORA_DOWN && COST_LORA_ALL == LORA_ALL_MODULES,
+                   "the cost model's LoRA module bits are the engine's");
+    return lora_targets_parse(list, bits, e);
 }
 
 int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
