@@ -37,6 +37,11 @@ int64_t engine_flush_cache(engine *g)
     return g->in_step ? -1 : core_flush_cache(g->c);
 }
 
+bool engine_in_flight(const engine *g)
+{
+    return g->in_step;
+}
+
 bool engine_idle(const engine *g) { return core_idle(g->c) && g->n_pending == 0; }
 
 /* The Lua policy's watchdog (--policy-max-seconds) on real time. */

@@ -189,6 +189,8 @@ int engine_step_begin(engine *g, rh_err *e);
 int engine_step_run(engine *g, rh_err *e);
 int engine_step_end(engine *g, rh_err *e);
 bool engine_idle(const engine *g);
+/* A batch is in flight (engine_step_begin .. engine_step_end). */
+bool engine_in_flight(const engine *g);
 /* core_flush_cache, between steps (-1 while a batch is in flight). */
 int64_t engine_flush_cache(engine *g);
 /* The engine's clock. */

@@ -240,8 +240,25 @@ static void test_parse_requests(void)
     CU_ASSERT(e.status == 400 && e.param && !strcmp(e.param, "top_p") && !strcmp(e.code, "invalid_value"));
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"top_p\":1e-30}", &r, &e), 0);
     oa_request_free(&r);
-    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"x\"}", &r, &e), -1);
+    /* Another model names a LoRA adapter (whether it is served, the
+     * scheduler says): vLLM's bare name, SGLang's BASE:NAME, or lora_path,
+     * which the model overrides; a name with a colon left is no adapter. */
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"x\"}", &r, &e), 0);
+    CU_ASSERT_STRING_EQUAL(r.adapter, "x");
+    oa_request_free(&r);
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"tiny-llama:y\",\"lora_path\":\"z\"}", &r, &e), 0);
+    CU_ASSERT_STRING_EQUAL(r.adapter, "y");
+    oa_request_free(&r);
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"tiny-llama\",\"lora_path\":\"z\"}", &r, &e), 0);
+    CU_ASSERT_STRING_EQUAL(r.adapter, "z");
+    oa_request_free(&r);
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"tiny-llama\"}", &r, &e), 0);
+    CU_ASSERT_STRING_EQUAL(r.adapter, "");
+    oa_request_free(&r);
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"model\":\"a:b:c\"}", &r, &e), -1);
     CU_ASSERT(e.status == 404 && !strcmp(e.code, "model_not_found"));
+    CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"lora_path\":7}", &r, &e), -1);
+    CU_ASSERT(e.status == 400 && !strcmp(e.param, "lora_path"));
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"max_tokens\":100}", &r, &e), -1);
     CU_ASSERT(e.status == 400 && !strcmp(e.code, "context_length_exceeded"));
     CU_ASSERT_EQUAL(parse(OA_COMPLETIONS, "{\"prompt\":[1],\"max_tokens\":99}", &r, &e), 0);

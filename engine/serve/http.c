@@ -29,7 +29,8 @@
 
 enum route {
     R_COMPLETIONS = 1, R_CHAT, R_GENERATE, R_SERVER_INFO, R_MODEL_INFO, R_FLUSH, R_MODELS, R_MODEL, R_HEALTH, R_METRICS,
-    R_HEALTH_GENERATE, R_VERSION, R_TOKENIZE, R_DETOKENIZE, R_ABORT, R_NOT_FOUND, R_BAD_METHOD
+    R_HEALTH_GENERATE, R_VERSION, R_TOKENIZE, R_DETOKENIZE, R_ABORT, R_LORA_LOAD, R_LORA_UNLOAD, R_V1_LORA_LOAD,
+    R_V1_LORA_UNLOAD, R_NOT_FOUND, R_BAD_METHOD
 };
 
 /* One HTTP request, from its first call to its completion. */
@@ -101,7 +102,10 @@ static int route_of(const char *url, const char *method)
                   {"/flush_cache", "POST", R_FLUSH},        {"/flush_cache", "GET", R_FLUSH},
                   {"/health_generate", "GET", R_HEALTH_GENERATE}, {"/version", "GET", R_VERSION},
                   {"/tokenize", "POST", R_TOKENIZE},         {"/detokenize", "POST", R_DETOKENIZE},
-                  {"/abort_request", "POST", R_ABORT}};
+                  {"/abort_request", "POST", R_ABORT},
+                  {"/load_lora_adapter", "POST", R_LORA_LOAD},  {"/unload_lora_adapter", "POST", R_LORA_UNLOAD},
+                  {"/v1/load_lora_adapter", "POST", R_V1_LORA_LOAD},
+                  {"/v1/unload_lora_adapter", "POST", R_V1_LORA_UNLOAD}};
     bool path_known = false;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
@@ -159,9 +163,21 @@ static enum MHD_Result one_model(server *s, struct MHD_Connection *c, const char
     return send_owned(c, 200, "application/json", body, strlen(body));
 }
 
+/* The base, then each LoRA adapter as vLLM lists them: its name, the folder
+ * it came from (root) and the base it applies to (parent). */
 static enum MHD_Result models(server *s, struct MHD_Connection *c)
 {
-    json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", model_value(s));
+    json_t *data = json_array(), *base = model_value(s);
+    if (base) json_object_set_new(base, "root", json_string(s->model_name)), json_object_set_new(base, "parent", json_null());
+    json_array_append_new(data, base);
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->n_lora_list; i++)
+        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id", s->lora_list[i].name, "object",
+                                              "model", "created", (json_int_t)0, "owned_by", "rehearse", "root",
+                                              s->lora_list[i].path, "parent", s->model_name, "max_model_len",
+                                              (json_int_t)s->lim.context));
+    pthread_mutex_unlock(&s->mu);
+    json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!body) return MHD_NO;
@@ -228,6 +244,45 @@ static enum MHD_Result abort_request(server *s, struct MHD_Connection *c, hreq *
     char msg[64];
     snprintf(msg, sizeof msg, "{\"aborted\":%u}", sv_abort_request(s, rid, all));
     return send_copy(c, 200, "application/json", msg);
+}
+
+/* /load_lora_adapter {"lora_name", "lora_path"} and /unload_lora_adapter
+ * {"lora_name"}: SGLang's answer (success, error_message, loaded_adapters)
+ * on its paths, vLLM's plain text and error JSON on the /v1/ ones. */
+static enum MHD_Result lora_adapter(server *s, struct MHD_Connection *c, hreq *h)
+{
+    bool load = h->route == R_LORA_LOAD || h->route == R_V1_LORA_LOAD;
+    bool vllm = h->route == R_V1_LORA_LOAD || h->route == R_V1_LORA_UNLOAD;
+    oa_error e = {0};
+    json_error_t je;
+    json_t *root = json_loadb(h->up.body ? h->up.body : "", h->up.n, 0, &je);
+    char name[128] = "";
+    const char *got = root ? json_string_value(json_object_get(root, "lora_name")) : NULL;
+    const char *path = root ? json_string_value(json_object_get(root, "lora_path")) : NULL;
+    if (got && strlen(got) < sizeof name) snprintf(name, sizeof name, "%s", got);
+    if (!root || !json_is_object(root)) oa_fail(&e, 400, NULL, "invalid_json", "the body must be a JSON object");
+    else if (!*name) oa_fail(&e, 400, "lora_name", "missing_required_parameter", "'lora_name' is required (a name under 128 bytes)");
+    else if (load && (!path || !*path))
+        oa_fail(&e, 400, "lora_path", "missing_required_parameter", "'lora_path' is required");
+    else sv_lora_op_ask(s, load, name, path, &e);
+    json_decref(root);
+    if (vllm) {
+        if (e.status) return send_error(c, &e);
+        char msg[300];
+        snprintf(msg, sizeof msg, "Success: LoRA adapter '%.200s' %s successfully", name, load ? "added" : "removed");
+        return send_copy(c, 200, "text/plain", msg);
+    }
+    json_t *loaded = json_object();
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->n_lora_list; i++)
+        json_object_set_new(loaded, s->lora_list[i].name, json_string(s->lora_list[i].path));
+    pthread_mutex_unlock(&s->mu);
+    json_t *o = json_pack("{s:n,s:b,s:s,s:o}", "rid", "success", !e.status, "error_message", e.status ? e.message : "",
+                          "loaded_adapters", loaded);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body) return MHD_NO;
+    return send_owned(c, e.status ? (unsigned)e.status : 200, "application/json", body, strlen(body));
 }
 
 static enum MHD_Result start_completion(server *s, struct MHD_Connection *c, hreq *h);
@@ -595,6 +650,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     case R_TOKENIZE:
     case R_DETOKENIZE: return tool(s, c, h);
     case R_ABORT: return abort_request(s, c, h);
+    case R_LORA_LOAD:
+    case R_LORA_UNLOAD:
+    case R_V1_LORA_LOAD:
+    case R_V1_LORA_UNLOAD: return lora_adapter(s, c, h);
     case R_HEALTH_GENERATE: return health_generate(s, c, h);
     case R_BAD_METHOD: {
         oa_error e;

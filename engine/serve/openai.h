@@ -96,6 +96,9 @@ typedef struct oa_request {
     bool tokens_as_ids;         /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" (vLLM) */
     uint32_t n;                 /* choices per prompt (>= 1): prompts holds n copies of each, prompt-major */
     char rid[40];               /* /generate's "rid": the response's id and /abort_request's key; "" when not given */
+    char adapter[128];          /* the LoRA adapter: model "BASE:NAME" (SGLang) or "NAME" (vLLM), else
+                                   "lora_path" (SGLang); "" for the base model. Whether it is served
+                                   is the scheduler's to say (the registry is its own). */
 } oa_request;
 
 /* What the server serves, for checking a request. */

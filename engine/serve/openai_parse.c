@@ -460,11 +460,25 @@ int oa_parse(oa_kind kind, const char *body, size_t n, const oa_limits *lim, oa_
         oa_bad_type(e, "model", "a string");
         goto done;
     }
-    if (model && lim->model && strcmp(json_string_value(model), lim->model)) {
-        oa_fail(e, 404, "model", "model_not_found", "the model '%.200s' does not exist (this server serves '%.200s')",
-                json_string_value(model), lim->model);
+    /* A model other than the base names an adapter: "BASE:NAME" as SGLang
+     * splits it (at the first colon; the part before is not checked), or
+     * the bare NAME as vLLM takes it; else SGLang's "lora_path". */
+    json_t *lora = oa_field(root, "lora_path");
+    if (lora && !json_is_null(lora) && !json_is_string(lora)) {
+        oa_bad_type(e, "lora_path", "a string (an adapter's name)");
         goto done;
     }
+    const char *adapter = lora && json_is_string(lora) ? json_string_value(lora) : "";
+    if (model && lim->model && strcmp(json_string_value(model), lim->model)) {
+        const char *m = json_string_value(model), *colon = strchr(m, ':');
+        adapter = colon ? colon + 1 : m;
+    }
+    if (strlen(adapter) >= sizeof out->adapter || (*adapter && strchr(adapter, ':'))) {
+        oa_fail(e, 404, "model", "model_not_found", "the model '%.200s' does not exist (this server serves '%.200s')",
+                model ? json_string_value(model) : adapter, lim->model ? lim->model : "");
+        goto done;
+    }
+    snprintf(out->adapter, sizeof out->adapter, "%s", adapter);
     if (oa_get_bool(root, "stream", &out->stream, e) < 0 || oa_get_bool(root, "ignore_eos", &out->ignore_eos, e) < 0 ||
         oa_get_bool(root, "return_token_ids", &out->return_token_ids, e) < 0)
         goto done;

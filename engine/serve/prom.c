@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const double ttft_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
                                      1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
@@ -72,6 +73,10 @@ struct prom {
         uint32_t tokens;
     } gen[GEN_WINDOW];          /* the last steps' decode output, a ring */
     uint32_t gen_n, gen_at;
+    /* prom_lora: escaped names and counts */
+    uint32_t max_lora, n_lora;
+    char **lora_names;
+    uint32_t *lora_running, *lora_waiting;
 };
 
 static void hist_init(hist *h, const char *name, const char *help, const double *b, uint32_t n)
@@ -158,9 +163,47 @@ prom *prom_new(const char *model_name)
     return p;
 }
 
+static void lora_clear(prom *p)
+{
+    for (uint32_t i = 0; i < p->n_lora; i++) free(p->lora_names[i]);
+    free(p->lora_names);
+    free(p->lora_running);
+    free(p->lora_waiting);
+    p->lora_names = NULL;
+    p->lora_running = p->lora_waiting = NULL;
+    p->n_lora = 0;
+}
+
+void prom_lora(prom *p, uint32_t max_lora, const char *const *names, const uint32_t *running, const uint32_t *waiting,
+               uint32_t n)
+{
+    char **nm = n ? calloc(n, sizeof *nm) : NULL;
+    uint32_t *r = n ? malloc(n * sizeof *r) : NULL, *w = n ? malloc(n * sizeof *w) : NULL;
+    bool ok = !n || (nm && r && w);
+    for (uint32_t i = 0; ok && i < n; i++) {
+        ok = (nm[i] = escape(names[i])) != NULL;
+        if (ok) r[i] = running[i], w[i] = waiting[i];
+    }
+    pthread_mutex_lock(&p->mu);
+    if (ok) {   /* out of memory: the last counts stay */
+        lora_clear(p);
+        p->lora_names = nm;
+        p->lora_running = r;
+        p->lora_waiting = w;
+        p->n_lora = n;
+        p->max_lora = max_lora;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!ok) {
+        for (uint32_t i = 0; nm && i < n; i++) free(nm[i]);
+        free(nm), free(r), free(w);
+    }
+}
+
 void prom_free(prom *p)
 {
     if (!p) return;
+    lora_clear(p);
     pthread_mutex_destroy(&p->mu);
     free(p->model);
     free(p);
@@ -406,6 +449,38 @@ static void render_sglang(out *o, const prom *p, double kv)
         render_hist_as(o, p, &p->h[SGLANG_HIST[i].h], SGLANG_HIST[i].name);
 }
 
+/* The adapter names with a count above zero, comma-joined (vLLM's labels). */
+static void lora_label(out *o, const prom *p, const uint32_t *count)
+{
+    bool first = true;
+    for (uint32_t i = 0; i < p->n_lora; i++)
+        if (count[i]) {
+            printf_out(o, "%s%s", first ? "" : ",", p->lora_names[i]);
+            first = false;
+        }
+}
+
+static void render_lora(out *o, const prom *p)
+{
+    if (!p->max_lora) return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    family(o, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+    printf_out(o, "vllm:lora_requests_info{max_lora=\"%u\",running_lora_adapters=\"", p->max_lora);
+    lora_label(o, p, p->lora_running);
+    printf_out(o, "\",waiting_lora_adapters=\"");
+    lora_label(o, p, p->lora_waiting);
+    printf_out(o, "\"} %.6f\n", (double)now.tv_sec + now.tv_nsec * 1e-9);
+    family(o, "rehearse:lora_requests_running", "gauge", "Requests running under each LoRA adapter.");
+    for (uint32_t i = 0; i < p->n_lora; i++)
+        printf_out(o, "rehearse:lora_requests_running{model_name=\"%s\",lora_name=\"%s\"} %u\n", p->model,
+                   p->lora_names[i], p->lora_running[i]);
+    family(o, "rehearse:lora_requests_waiting", "gauge", "Requests waiting under each LoRA adapter.");
+    for (uint32_t i = 0; i < p->n_lora; i++)
+        printf_out(o, "rehearse:lora_requests_waiting{model_name=\"%s\",lora_name=\"%s\"} %u\n", p->model,
+                   p->lora_names[i], p->lora_waiting[i]);
+}
+
 char *prom_render(prom *p, size_t *len)
 {
     out o = {0};
@@ -439,6 +514,7 @@ char *prom_render(prom *p, size_t *len)
                    p->block_size, p->prefix_caching ? "True" : "False", p->model, (unsigned long long)p->blocks);
     }
     render_sglang(&o, p, kv);
+    render_lora(&o, p);
 
     counter(&o, p, "vllm:spec_decode_num_drafts_total", "Verifications that carried draft tokens.", p->spec.drafts);
     counter(&o, p, "vllm:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", p->spec.draft_tokens);

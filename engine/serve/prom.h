@@ -84,6 +84,13 @@ void prom_step(prom *p, const tr_step *s);
 /* The core's state now: queue lengths, KV use, prefix-cache totals. */
 void prom_core(prom *p, const core_stats *st);
 void prom_spec_add(prom *p, const prom_spec_counters *d);
+/* LoRA adapters now: --max-loras-per-batch and, per adapter served, its
+ * requests running and waiting. Rendered as vLLM's vllm:lora_requests_info
+ * (a gauge whose value is the time of the scrape and whose labels list the
+ * adapters with requests running and waiting) and, per adapter,
+ * rehearse:lora_requests_running and _waiting. n 0 with max_lora 0: off. */
+void prom_lora(prom *p, uint32_t max_lora, const char *const *names, const uint32_t *running, const uint32_t *waiting,
+               uint32_t n);
 
 /* The exposition text; malloc'd, NULL when out of memory. */
 char *prom_render(prom *p, size_t *len);

@@ -102,8 +102,10 @@ static void destroy(server *s)
     prom_free(s->prom);
     free(s->hashes);
     free(s->held);
+    free(s->lora_list);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->reg_mu);
+    pthread_mutex_destroy(&s->lora_mu);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->runner_cv);
     pthread_cond_destroy(&s->idle_cv);
@@ -154,6 +156,7 @@ server *server_start(const server_config *c, rh_err *e)
     s->cfg = *c;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->reg_mu, NULL);
+    pthread_mutex_init(&s->lora_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->runner_cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);

@@ -125,6 +125,20 @@ typedef struct sv_job {
 } sv_job;
 
 
+/* An adapter load or unload asked over HTTP (server_lora.c). */
+typedef struct sv_lora_op {
+    bool load;                  /* else unload */
+    char name[128], path[512];
+    int status;                 /* 200, or the error's */
+    char message[600];
+} sv_lora_op;
+
+/* An adapter as HTTP and /metrics see it. */
+typedef struct sv_lora_entry {
+    char name[128], path[512];
+    uint32_t running, waiting;  /* its requests in the engine: decoding or prefilling, queued */
+} sv_lora_entry;
+
 struct server {
     server_config cfg;
     char url[128];
@@ -180,6 +194,16 @@ struct server {
     rh_guard *guard;
     uint32_t client_cap;
 
+    /* LoRA (server_lora.c). One load or unload at a time (lora_mu, taken
+     * before mu): asked by HTTP under mu, done by the scheduler between
+     * batches, answered under mu. The list of adapters, with their
+     * requests, is the scheduler's copy for HTTP and /metrics (mu). */
+    pthread_mutex_t lora_mu;
+    uint64_t lora_asked, lora_answered;
+    sv_lora_op lora_op;
+    sv_lora_entry *lora_list;   /* (mu) */
+    uint32_t n_lora_list;
+
     pthread_mutex_t reg_mu;     /* the watch registry */
     pthread_cond_t watch_cv;
     sv_job *reg;
@@ -224,6 +248,20 @@ void sv_release_choice(server *s, sv_choice *c);
 int64_t sv_flush_cache(server *s);
 void *sv_sched_main(void *arg);
 void *sv_runner_main(void *arg);
+
+/* server_lora.c */
+/* From an HTTP thread: loads or unloads an adapter through the scheduler
+ * and waits for its answer; 0, or -1 with e (400 bad, 404 unknown, 503 no
+ * answer). */
+int sv_lora_op_ask(server *s, bool load, const char *name, const char *path, oa_error *e);
+/* (sched) Serves an asked operation when no batch is in flight. */
+void sv_lora_serve(server *s);
+/* (sched) Whether an asked operation waits (s->mu held). */
+bool sv_lora_waiting(const server *s);
+/* (sched) The adapter list and its request counts, copied for HTTP (takes mu). */
+void sv_lora_publish(server *s);
+/* The adapter a job names: its id, or 0 with e filled (404) when not served. */
+uint32_t sv_lora_resolve(server *s, const char *name, oa_error *e);
 
 /* sglang_info.c: /get_server_info and /get_model_info bodies (malloc'd JSON) */
 char *sv_server_info(server *s, size_t *len);

@@ -68,6 +68,11 @@ static void admit(server *s, sv_job *j, bool refuse_all)
         refuse(s, j, &err, cancelled);
         return;
     }
+    uint32_t adapter = 0;
+    if (j->req.adapter[0] && !(adapter = sv_lora_resolve(s, j->req.adapter, &err))) {
+        refuse(s, j, &err, false);
+        return;
+    }
     pthread_mutex_lock(&j->mu);
     j->state = JOB_RUNNING;
     pthread_mutex_unlock(&j->mu);
@@ -90,6 +95,7 @@ static void admit(server *s, sv_job *j, bool refuse_all)
             .top_logprobs = j->req.top_logprobs,
             .prompt_logprobs = j->req.echo && j->req.logprobs,
             .priority = j->req.priority,
+            .adapter = adapter,
             .user = c,
         };
         /* The n choices of one prompt draw from streams of their own. */
@@ -156,6 +162,7 @@ static bool intake(server *s, bool *abort_done)
         pthread_cond_broadcast(&s->idle_cv);
     }
     pthread_mutex_unlock(&s->mu);
+    sv_lora_serve(s);
     bool broken = atomic_load(&s->broken);
     if (abort_all && !*abort_done && !broken) {
         abort_live(s);
@@ -214,6 +221,7 @@ static void meter_spec(server *s)
 
 static void publish(server *s)
 {
+    if (engine_lora_count(s->g) || s->n_lora_list) sv_lora_publish(s);
     core_stats st;
     core_get_stats(engine_core(s->g), &st);
     prom_core(s->prom, &st);
@@ -227,7 +235,8 @@ static void publish(server *s)
 
 static bool work_waiting(const server *s, bool abort_done)
 {
-    return s->inbox || s->cancels || (s->abort_all && !abort_done) || s->flush_asked != s->flush_answered;
+    return s->inbox || s->cancels || (s->abort_all && !abort_done) || s->flush_asked != s->flush_answered ||
+           sv_lora_waiting(s);
 }
 
 int64_t sv_flush_cache(server *s)

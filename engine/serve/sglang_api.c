@@ -87,7 +87,9 @@ static json_t *as_completions(json_t *root, oa_error *e)
         return oa_fail(e, 400, "text", "missing_required_parameter", "'text' or 'input_ids' is required"), NULL;
     if (is_set(json_object_get(root, "return_logprob")))
         return refused(e, "return_logprob", "logprobs come from /v1/completions (logprobs, echo)"), NULL;
-    if (is_set(json_object_get(root, "lora_path"))) return refused(e, "lora_path", "adapters are not served"), NULL;
+    json_t *lora = json_object_get(root, "lora_path");
+    if (is_set(lora) && !json_is_string(lora))
+        return refused(e, "lora_path", "one adapter a request (a name); a list per prompt is not taken"), NULL;
     if (is_set(json_object_get(root, "image_data"))) return refused(e, "image_data", "the models here take text"), NULL;
     json_t *sp = json_object_get(root, "sampling_params");
     if (sp && !json_is_null(sp) && !json_is_object(sp))
@@ -98,6 +100,7 @@ static json_t *as_completions(json_t *root, oa_error *e)
     json_t *stream = json_object_get(root, "stream"), *priority = json_object_get(root, "priority");
     if (stream) json_object_set(out, "stream", stream);
     if (priority) json_object_set(out, "priority", priority);
+    if (is_set(lora)) json_object_set(out, "lora_path", lora);
     json_t *max_new = json_is_object(sp) ? json_object_get(sp, "max_new_tokens") : NULL;
     json_object_set_new(out, "max_tokens", max_new && !json_is_null(max_new) ? json_incref(max_new)
                                                                                 : json_integer(SG_DEFAULT_MAX_NEW_TOKENS));
