@@ -68,8 +68,12 @@ static void test_api(void)
     CU_ASSERT_STRING_NOT_EQUAL(sg, base);
     free(base), free(sg), free(vl), free(gen);
 
-    snprintf(body, sizeof body, "{\"model\": \"b\", %s", tail);
+    snprintf(body, sizeof body, "{\"model\": \"a\", %s", tail);
     ts_resp r = ts_post(s, "/v1/completions", body);
+    CU_ASSERT(r.json && !strcmp(json_string_value(json_object_get(r.json, "model")), "a"));   /* named as asked */
+    ts_resp_free(&r);
+    snprintf(body, sizeof body, "{\"model\": \"b\", %s", tail);
+    r = ts_post(s, "/v1/completions", body);
     CU_ASSERT_EQUAL(r.status, 404);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "model_not_found"));
     ts_resp_free(&r);

@@ -60,7 +60,9 @@ sv_job *sv_job_new(server *s, oa_request *req, double arrival)
     if (j->req.rid[0]) snprintf(j->id, sizeof j->id, "%s", j->req.rid);   /* SGLang answers with the client's rid */
     else snprintf(j->id, sizeof j->id, "%s%016llx", j->req.kind == OA_CHAT ? "chatcmpl-" : j->req.kind == OA_GENERATE ? "" : "cmpl-",
                   (unsigned long long)(s->id_salt ^ (first * 0x9e3779b97f4a7c15ull)));
-    j->ident = (oa_ident){.id = j->id, .created = (long long)time(NULL), .model = s->model_name};
+    /* an adapter's answer names the adapter, as vLLM's does */
+    j->ident = (oa_ident){.id = j->id, .created = (long long)time(NULL),
+                          .model = j->req.adapter[0] ? j->req.adapter : s->model_name};
     /* Without a seed each request still gets its own stream, reproducible
      * from the server's --seed and the request's order. */
     j->seed = j->req.has_seed ? j->req.seed : s->cfg.seed ^ (first * 0xbf58476d1ce4e5b9ull);
