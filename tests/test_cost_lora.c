@@ -19,15 +19,7 @@
 #include "testutil.h"
 #include "traces/tools/synth.h"
 
-#define NEAR(a, b, rel) near_rel((a), (b), (rel), #a, __LINE__)
-
-static int near_rel(double got, double want, double rel, const char *what, int line)
-{
-    int ok = fabs(got - want) <= rel * fmax(fabs(got), fabs(want)) + 1e-300;
-    if (!ok) printf("\n  line %d: %s = %.17g, want %.17g\n", line, what, got, want);
-    CU_ASSERT(ok);
-    return ok;
-}
+#define NEAR(a, b, rel) tu_close_rel((a), (b), (rel), #a, __LINE__)
 
 static int init(void)
 {

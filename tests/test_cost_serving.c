@@ -18,16 +18,8 @@
 #include "sim/sim.h"
 #include "testutil.h"
 
-#define CLOSE(a, b) close_rel((a), (b), 1e-12, #a, __LINE__)
-#define NEAR(a, b, rel) close_rel((a), (b), (rel), #a, __LINE__)
-
-static int close_rel(double got, double want, double rel, const char *what, int line)
-{
-    int ok = fabs(got - want) <= rel * fmax(fabs(got), fabs(want)) + 1e-300;
-    if (!ok) printf("\n  line %d: %s = %.17g, want %.17g\n", line, what, got, want);
-    CU_ASSERT(ok);
-    return ok;
-}
+#define CLOSE(a, b) tu_close_rel((a), (b), 1e-12, #a, __LINE__)
+#define NEAR(a, b, rel) tu_close_rel((a), (b), (rel), #a, __LINE__)
 
 static int init(void)
 {

@@ -1,6 +1,8 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
+#include <CUnit/CUnit.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,4 +174,12 @@ int tu_same_file(const char *a, const char *b)
     if (x) fclose(x);
     if (y) fclose(y);
     return same;
+}
+
+int tu_close_rel(double got, double want, double rel, const char *what, int line)
+{
+    int ok = fabs(got - want) <= rel * fmax(fabs(got), fabs(want)) + 1e-300;
+    if (!ok) printf("\n  line %d: %s = %.17g, want %.17g\n", line, what, got, want);
+    CU_ASSERT(ok);
+    return ok;
 }

@@ -19,6 +19,9 @@ const char *tu_bin(void);
 /* Runs a shell command, capturing stdout+stderr into out (NUL-terminated,
  * truncated); returns the exit status, or -1 if it could not run. */
 int tu_run(const char *cmd, char *out, size_t n);
+/* A CUnit assertion that got is within rel of want (relative to the larger);
+ * on failure prints the expression `what`, the line and both values. */
+int tu_close_rel(double got, double want, double rel, const char *what, int line);
 /* Writes a file; 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
 int tu_file_exists(const char *path);
