@@ -73,7 +73,9 @@ static const char usage_text[] =
     "                              random-ids (random), prefix_repetition (shared-prefix with vLLM's\n"
     "                              --prefix-repetition-prefix-len 256, -suffix-len 256, -num-prefixes\n"
     "                              10, -output-len 128), generated-shared-prefix; also\n"
-    "                              --dataset-name NAME --dataset-path FILE\n"
+    "                              --dataset-name NAME --dataset-path FILE. A trace request's LoRA\n"
+    "                              adapter goes as \"model\": \"NAME\" (vllm, openai), \"MODEL:NAME\"\n"
+    "                              (sglang-oai*) or /generate's \"lora_path\" (sglang)\n"
     "  --tokenizer FILE|ID         the model's tokenizer.json (or its directory), or a Hugging Face\n"
     "                              id an installed tokenizer serves (meta-llama/Llama-3*, Qwen/Qwen3*,\n"
     "                              deepseek-ai/DeepSeek-V3*|R1*): counts text prompts' tokens, and\n"
@@ -725,6 +727,7 @@ static int run(opts *o, rh_err *e)
         .headers = (const char *const *)o->headers,
         .n_headers = o->n_headers,
         .keep_text = o->save_detailed,
+        .lora_prefix = bk.style == BENCH_STYLE_SGLANG,
     };
     char *found = NULL;
     bench_server_facts facts;

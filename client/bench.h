@@ -52,6 +52,7 @@ typedef struct bench_item {
     uint32_t turn;
     int64_t after;              /* index of the item that must finish first (same session), or -1 */
     int32_t priority;           /* the trace's; sent as the request's "priority" when nonzero */
+    const char *adapter;        /* the trace's LoRA adapter by name (in the dataset's adapter_pool), or NULL */
     const char *text;           /* a text prompt (ShareGPT) sent as text, or NULL: token ids;
                                    in the dataset's text_pool */
 } bench_item;
@@ -68,6 +69,7 @@ typedef struct bench_dataset {
     char *name;                 /* "random", "shared-prefix", or the trace path */
     uint64_t *hash_pool;        /* owns every item's hashes */
     char *text_pool;            /* owns every item's text (NUL-separated), or NULL */
+    char *adapter_pool;         /* owns the adapter names items point at (NUL-separated), or NULL */
 } bench_dataset;
 
 typedef struct bench_random_opts {
@@ -165,6 +167,8 @@ typedef struct bench_config {
     const char *sampling;       /* JSON members ("temperature":0.7,"top_p":0.9) sent as each request's
                                    sampling parameters (client/bench_body.h), or NULL: greedy */
     int keep_text;              /* keep each request's generated text (bench_result.text) */
+    int lora_prefix;            /* an item's adapter goes as "model": "MODEL:NAME" (SGLang's OpenAI API),
+                                   else "NAME" (vLLM's); /generate sends "lora_path": "NAME" */
     const char *const *headers; /* more "Name: value" headers, n_headers of them */
     size_t n_headers;
     FILE *log;                  /* one line per failed request, or NULL */

@@ -123,7 +123,8 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     char num[32];
     /* Ids take at most 11 characters each; one reservation avoids regrowth. */
     size_t guess = 256 + (size_t)n_tokens * (o->chat ? 8 : 12) + 16 + (o->extra ? strlen(o->extra) : 0) +
-                   (o->sampling ? strlen(o->sampling) : 0);
+                   (o->sampling ? strlen(o->sampling) : 0) +
+                   (o->lora_path ? strlen(o->lora_path) + 16 : 0) + strlen(o->model_json);
     b.p = malloc(guess);
     if (!b.p) return NULL;
     b.cap = guess;
@@ -189,6 +190,10 @@ char *bench_request_body(const bench_body_opts *o, const int32_t *tokens, uint32
     if (o->priority) {
         snprintf(num, sizeof num, ",\"priority\":%d", (int)o->priority);
         puts_(&b, num);
+    }
+    if (o->generate && o->lora_path) {
+        puts_(&b, ",\"lora_path\":");
+        puts_(&b, o->lora_path);
     }
     if (o->extra && o->extra[0]) {
         puts_(&b, ",");

@@ -26,6 +26,7 @@ typedef struct bench_body_opts {
                                    in them, the default temperature 0 is not sent */
     const char *extra;          /* JSON object members appended at the top level, or NULL */
     int32_t priority;           /* sent as "priority" (SGLang's and vLLM's) when nonzero */
+    const char *lora_path;      /* /generate: sent as "lora_path" (JSON-encoded, quotes included), or NULL */
 } bench_body_opts;
 
 /* malloc'd NUL-terminated body (length in *len), or NULL when out of memory.

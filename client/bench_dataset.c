@@ -148,6 +148,7 @@ void bench_dataset_free(bench_dataset *d)
     free(d->items);
     free(d->hash_pool);
     free(d->text_pool);
+    free(d->adapter_pool);
     free(d->name);
     memset(d, 0, sizeof *d);
 }

@@ -38,6 +38,39 @@ static int link_sessions(bench_dataset *d, rh_err *e)
     return 0;
 }
 
+/* Each item's adapter by its name in the trace (the header's adapter.K,
+ * else lora-K), each name stored once in d->adapter_pool. */
+static int name_adapters(bench_dataset *d, const tr_trace *t, const by_arrival *order)
+{
+    rh_map64 at = {0};   /* adapter id -> offset + 1 in the pool */
+    size_t bytes = 0, used = 0;
+    char buf[32];
+    for (size_t k = 0; k < d->n; k++) {
+        uint32_t a = t->requests[order[k].index].adapter;
+        int inserted = 0;
+        if (!a) continue;
+        uint64_t *v = rh_map64_slot(&at, a, 0, &inserted);
+        if (!v) return rh_map64_free(&at), -1;
+        if (inserted) bytes += strlen(tr_adapter_name(&t->header, a, buf, sizeof buf)) + 1;
+    }
+    if (!bytes) return rh_map64_free(&at), 0;
+    if (!(d->adapter_pool = malloc(bytes))) return rh_map64_free(&at), -1;
+    for (size_t k = 0; k < d->n; k++) {
+        uint32_t a = t->requests[order[k].index].adapter;
+        if (!a) continue;
+        uint64_t *v = rh_map64_slot(&at, a, 0, NULL);
+        if (!*v) {
+            const char *name = tr_adapter_name(&t->header, a, buf, sizeof buf);
+            memcpy(d->adapter_pool + used, name, strlen(name) + 1);
+            *v = used + 1;
+            used += strlen(name) + 1;
+        }
+        d->items[k].adapter = d->adapter_pool + (*v - 1);
+    }
+    rh_map64_free(&at);
+    return 0;
+}
+
 int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_opts *o, rh_err *e)
 {
     memset(d, 0, sizeof *d);
@@ -98,6 +131,7 @@ int bench_dataset_trace(bench_dataset *d, const char *path, const bench_trace_op
         if (r->n_hashes) memcpy(it->hashes, r->hashes, r->n_hashes * sizeof *r->hashes);
         pool += r->n_hashes;
     }
+    if (name_adapters(d, &t, order) < 0) goto oom;
     free(order);
     tr_trace_free(&t);
     return link_sessions(d, e) < 0 ? (bench_dataset_free(d), -1) : 0;

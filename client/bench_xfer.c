@@ -282,8 +282,23 @@ bench_xfer *bench_xfer_new(const bench_config *c, const bench_dataset *d, size_t
     bench_body_opts bo = {.model_json = model_json, .chat = c->api == BENCH_API_CHAT, .stream = c->stream,
                           .generate = c->api == BENCH_API_GENERATE, .keep_eos = c->keep_eos, .sampling = c->sampling,
                           .extra = c->extra_body, .priority = it->priority};
+    /* A LoRA adapter: /generate's lora_path, or the model named as the API takes it. */
+    char *adapter_json = NULL;
+    if (it->adapter) {
+        char name[600];
+        if (c->api != BENCH_API_GENERATE && c->lora_prefix && c->model && *c->model)
+            snprintf(name, sizeof name, "%s:%s", c->model, it->adapter);
+        else snprintf(name, sizeof name, "%s", it->adapter);
+        if (!(adapter_json = bench_json_string(name))) {
+            bench_xfer_free(x);
+            return NULL;
+        }
+        if (c->api == BENCH_API_GENERATE) bo.lora_path = adapter_json;
+        else bo.model_json = adapter_json;
+    }
     size_t len = 0;
     x->body = bench_request_body(&bo, scratch, it->input_len, it->text, it->output_len, &len);
+    free(adapter_json);
     x->headers = bench_headers(c);
     x->easy = curl_easy_init();
     if (!x->body || !x->headers || !x->easy) {

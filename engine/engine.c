@@ -440,7 +440,7 @@ int engine_add(engine *g, const engine_request *r, double now, rh_err *e)
         free_req(q);
         return -1;
     }
-    if (ad) ad->requests++;
+    if (ad) ad->requests++, ad->total++;
     q->next = g->live;
     if (g->live) g->live->prev = q;
     g->live = q;

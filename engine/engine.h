@@ -219,9 +219,11 @@ int engine_lora_add(engine *g, const char *name, const char *path, rh_err *e);
 int engine_lora_remove(engine *g, const char *name, rh_err *e);
 uint32_t engine_lora_find(const engine *g, const char *name);
 /* The adapters served, in the order added: *n of them; name and path of
- * the i-th, its id, and its requests queued or running. */
+ * the i-th, its id, its requests queued or running, and all it has taken
+ * (each out-parameter may be NULL). */
 uint32_t engine_lora_count(const engine *g);
 const char *engine_lora_name(const engine *g, uint32_t i, const char **path, uint32_t *id, uint32_t *requests);
+uint64_t engine_lora_total(const engine *g, uint32_t i);
 
 /* Sets a trace header's model, hardware, "weights" (a path, or the dummy
  * seed) and every core knob (the resolved values), so a recording says what

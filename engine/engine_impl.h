@@ -16,6 +16,7 @@ typedef struct eadapter {
     struct model_lora *host;    /* the weights read from the folder */
     runner_lora *dev;           /* the copy in a GPU slot, or NULL */
     uint32_t requests;          /* queued or running */
+    uint64_t total;             /* requests added under it so far */
 } eadapter;
 
 typedef struct ereq {

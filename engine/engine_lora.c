@@ -38,6 +38,11 @@ const char *engine_lora_name(const engine *g, uint32_t i, const char **path, uin
     return a->name;
 }
 
+uint64_t engine_lora_total(const engine *g, uint32_t i)
+{
+    return i < g->n_adapters ? g->adapters[i].total : 0;
+}
+
 int engine_lora_add(engine *g, const char *name, const char *path, rh_err *e)
 {
     if (g->in_step) return rh_fail(e, "adapter %s: cannot be added while a batch runs", name);

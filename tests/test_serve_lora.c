@@ -134,8 +134,49 @@ static void test_api(void)
     model_free(m);
 }
 
+/* rehearse bench replays a trace whose requests name adapters lora-1 and
+ * lora-2, as vLLM's client names them (the bare name) and as SGLang's does
+ * (BASE:NAME, /generate's lora_path): the server counts each adapter's
+ * requests, and together they are every request the client sent. */
+static void test_bench_sends_adapters(void)
+{
+    adapters();
+    char trace[256];
+    tu_tmp_path("srv_lora_trace.rhtr", trace, sizeof trace);
+    char cmd[1400], out[4096];
+    snprintf(cmd, sizeof cmd, "%s trace synth --requests 24 --rate 200 --input-len 12 --output-len 3 "
+             "--adapters 2 --adapter-zipf 0 --block-size 0 -o %s", tu_bin(), trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run(cmd, out, sizeof out), 0);
+    model *m = eh_tiny_model();
+    server_config c = ts_config(m);
+    char paths[600];
+    snprintf(paths, sizeof paths, "lora-1=%s,lora-2=%s", dir_a, dir_b);
+    c.engine.lora_paths = paths;
+    server *s = ts_start(&c);
+    const char *backends[3] = {"vllm", "sglang-oai", "sglang"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s bench --base-url %s --backend %s --model tiny-llama --dataset trace "
+                 "--dataset-path %s --vocab-size 256 --num-warmups 0 2>&1", tu_bin(), server_url(s), backends[i], trace);
+        int rc = tu_run(cmd, out, sizeof out);
+        if (rc) printf("\n  %s\n", out);
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "Successful requests:                     24"));
+    }
+    ts_resp r = ts_request(s, "GET", "/metrics", NULL, NULL);
+    const char *a = strstr(r.body, "rehearse:lora_requests_total{model_name=\"tiny-llama\",lora_name=\"lora-1\"} ");
+    const char *b = strstr(r.body, "rehearse:lora_requests_total{model_name=\"tiny-llama\",lora_name=\"lora-2\"} ");
+    CU_ASSERT_FATAL(a && b);
+    long na = strtol(strchr(a, '}') + 2, NULL, 10), nb = strtol(strchr(b, '}') + 2, NULL, 10);
+    CU_ASSERT_EQUAL(na + nb, 3 * 25);   /* each run's 24, and the test request the client sends first (item 0) */
+    CU_ASSERT(na > 0 && nb > 0);
+    ts_resp_free(&r);
+    ts_stop(s);
+    model_free(m);
+}
+
 void register_test_serve_lora(void)
 {
     CU_pSuite s = CU_add_suite("serve_lora", NULL, NULL);
     CU_add_test(s, "adapters by model name and lora_path, /v1/models, load and unload, /metrics", test_api);
+    CU_add_test(s, "rehearse bench sends a trace's adapters as vLLM's and SGLang's clients do", test_bench_sends_adapters);
 }

@@ -77,6 +77,7 @@ struct prom {
     uint32_t max_lora, n_lora;
     char **lora_names;
     uint32_t *lora_running, *lora_waiting;
+    uint64_t *lora_total;
 };
 
 static void hist_init(hist *h, const char *name, const char *help, const double *b, uint32_t n)
@@ -169,20 +170,23 @@ static void lora_clear(prom *p)
     free(p->lora_names);
     free(p->lora_running);
     free(p->lora_waiting);
+    free(p->lora_total);
     p->lora_names = NULL;
     p->lora_running = p->lora_waiting = NULL;
+    p->lora_total = NULL;
     p->n_lora = 0;
 }
 
 void prom_lora(prom *p, uint32_t max_lora, const char *const *names, const uint32_t *running, const uint32_t *waiting,
-               uint32_t n)
+               const uint64_t *total, uint32_t n)
 {
     char **nm = n ? calloc(n, sizeof *nm) : NULL;
     uint32_t *r = n ? malloc(n * sizeof *r) : NULL, *w = n ? malloc(n * sizeof *w) : NULL;
-    bool ok = !n || (nm && r && w);
+    uint64_t *t = n ? malloc(n * sizeof *t) : NULL;
+    bool ok = !n || (nm && r && w && t);
     for (uint32_t i = 0; ok && i < n; i++) {
         ok = (nm[i] = escape(names[i])) != NULL;
-        if (ok) r[i] = running[i], w[i] = waiting[i];
+        if (ok) r[i] = running[i], w[i] = waiting[i], t[i] = total[i];
     }
     pthread_mutex_lock(&p->mu);
     if (ok) {   /* out of memory: the last counts stay */
@@ -190,13 +194,14 @@ void prom_lora(prom *p, uint32_t max_lora, const char *const *names, const uint3
         p->lora_names = nm;
         p->lora_running = r;
         p->lora_waiting = w;
+        p->lora_total = t;
         p->n_lora = n;
         p->max_lora = max_lora;
     }
     pthread_mutex_unlock(&p->mu);
     if (!ok) {
         for (uint32_t i = 0; nm && i < n; i++) free(nm[i]);
-        free(nm), free(r), free(w);
+        free(nm), free(r), free(w), free(t);
     }
 }
 
@@ -479,6 +484,10 @@ static void render_lora(out *o, const prom *p)
     for (uint32_t i = 0; i < p->n_lora; i++)
         printf_out(o, "rehearse:lora_requests_waiting{model_name=\"%s\",lora_name=\"%s\"} %u\n", p->model,
                    p->lora_names[i], p->lora_waiting[i]);
+    family(o, "rehearse:lora_requests_total", "counter", "Requests each LoRA adapter has taken.");
+    for (uint32_t i = 0; i < p->n_lora; i++)
+        printf_out(o, "rehearse:lora_requests_total{model_name=\"%s\",lora_name=\"%s\"} %llu\n", p->model,
+                   p->lora_names[i], (unsigned long long)p->lora_total[i]);
 }
 
 char *prom_render(prom *p, size_t *len)

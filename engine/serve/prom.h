@@ -88,9 +88,10 @@ void prom_spec_add(prom *p, const prom_spec_counters *d);
  * requests running and waiting. Rendered as vLLM's vllm:lora_requests_info
  * (a gauge whose value is the time of the scrape and whose labels list the
  * adapters with requests running and waiting) and, per adapter,
- * rehearse:lora_requests_running and _waiting. n 0 with max_lora 0: off. */
+ * rehearse:lora_requests_running and _waiting, and the requests each has
+ * taken, rehearse:lora_requests_total. n 0 with max_lora 0: off. */
 void prom_lora(prom *p, uint32_t max_lora, const char *const *names, const uint32_t *running, const uint32_t *waiting,
-               uint32_t n);
+               const uint64_t *total, uint32_t n);
 
 /* The exposition text; malloc'd, NULL when out of memory. */
 char *prom_render(prom *p, size_t *len);

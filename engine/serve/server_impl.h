@@ -137,6 +137,7 @@ typedef struct sv_lora_op {
 typedef struct sv_lora_entry {
     char name[128], path[512];
     uint32_t running, waiting;  /* its requests in the engine: decoding or prefilling, queued */
+    uint64_t total;             /* every request it has taken */
 } sv_lora_entry;
 
 struct server {

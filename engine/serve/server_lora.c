@@ -27,6 +27,7 @@ void sv_lora_publish(server *s)
         const char *name = engine_lora_name(s->g, i, &path, NULL, NULL);
         snprintf(list[i].name, sizeof list[i].name, "%s", name);
         snprintf(list[i].path, sizeof list[i].path, "%s", path);
+        list[i].total = engine_lora_total(s->g, i);
     }
     for (sv_job *j = s->live; j && n; j = j->live_next) {
         if (!j->req.adapter[0]) continue;
@@ -42,12 +43,14 @@ void sv_lora_publish(server *s)
     }
     const char **names = n ? malloc(n * sizeof *names) : NULL;
     uint32_t *run = n ? malloc(n * sizeof *run) : NULL, *wait = n ? malloc(n * sizeof *wait) : NULL;
-    if (!n || (names && run && wait)) {
-        for (uint32_t i = 0; i < n; i++) names[i] = list[i].name, run[i] = list[i].running, wait[i] = list[i].waiting;
+    uint64_t *total = n ? malloc(n * sizeof *total) : NULL;
+    if (!n || (names && run && wait && total)) {
+        for (uint32_t i = 0; i < n; i++)
+            names[i] = list[i].name, run[i] = list[i].running, wait[i] = list[i].waiting, total[i] = list[i].total;
         const core_config *k = core_get_config(engine_core(s->g));
-        prom_lora(s->prom, n || k->enable_lora ? k->max_loras_per_batch : 0, names, run, wait, n);
+        prom_lora(s->prom, n || k->enable_lora ? k->max_loras_per_batch : 0, names, run, wait, total, n);
     }
-    free(names), free(run), free(wait);
+    free(names), free(run), free(wait), free(total);
     pthread_mutex_lock(&s->mu);
     free(s->lora_list);
     s->lora_list = list;
