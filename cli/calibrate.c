@@ -30,6 +30,8 @@ static const char *help_text =
     "  --tolerance X        stop a point when its samples' interquartile range is\n"
     "                       within X of their median (default 0.05)\n"
     "  --quick              coarse grids and a loose rule: a smoke run in seconds\n"
+    "  --lora-rank R        also time LoRA's shrink and expand GEMMs (lora: tokens x adapters)\n"
+    "                       and adapter loads (lora_load) at rank R, as the engine runs them\n"
     "  --whole-steps        also time whole forward passes (step_prefill, step_decode); the\n"
     "                       table then scales each step's kernel sum to them (COST.md)\n"
     "  --seed S             dummy weights and inputs (default 1)\n"
@@ -104,6 +106,7 @@ int calibrate_main(int argc, char **argv)
         else if (!strcmp(n, "max-tokens")) r = rh_parse_u32(v, "--max-tokens", 2, 1u << 20, &o.max_tokens, &e);
         else if (!strcmp(n, "max-seqs")) r = rh_parse_u32(v, "--max-seqs", 2, 1u << 16, &o.max_seqs, &e);
         else if (!strcmp(n, "max-context")) r = rh_parse_u32(v, "--max-context", 32, 1u << 24, &o.max_context, &e);
+        else if (!strcmp(n, "lora-rank")) r = rh_parse_u32(v, "--lora-rank", 1, 4096, &o.lora_rank, &e);
         else if (!strcmp(n, "top-k")) r = rh_parse_u32(v, "--top-k", 0, 1u << 30, &top_k, &e);
         else if (!strcmp(n, "temperature")) r = rh_parse_double(v, "--temperature", &temp, &e);
         else if (!strcmp(n, "top-p")) r = rh_parse_double(v, "--top-p", &top_p, &e);

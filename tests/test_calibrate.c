@@ -268,6 +268,21 @@ static double fake_op_time(const model_config *c, int op, double x, double y)
     }
 }
 
+/* LoRA at rank FAKE_LORA_RANK over one layer, T tokens in k segments (k <=
+ * T): per module a shrink (T x in -> r) and an expand (r -> out) a segment,
+ * each GEMM 1 us + 1 ps per multiply-add, as f_gemm charges. */
+#define FAKE_LORA_RANK 4
+static double lora_layer_formula(const model_config *c, double T, double k)
+{
+    double d = c->hidden_size, f = c->intermediate_size, qd = (double)c->n_heads * c->head_dim;
+    double kvd = (double)c->n_kv_heads * c->head_dim, r = FAKE_LORA_RANK;
+    if (k > T) k = T;
+    const double io[7][2] = {{d, qd}, {d, kvd}, {d, kvd}, {qd, d}, {d, f}, {d, f}, {f, d}};
+    double t = 0;
+    for (int m = 0; m < 7; m++) t += 2 * k * 1e-6 + 1e-12 * T * r * (io[m][0] + io[m][1]);
+    return t;
+}
+
 /* Every grid point of every kernel operator holds the fake's known time per
  * call, in seconds: a unit slip or a wrong call count anywhere between the
  * clock and the file shows here, point by point. */
@@ -279,6 +294,7 @@ static void check_known_times(const model_config *c, json_t *t)
         if (op == CT_ALLREDUCE || op == CT_BATCH_PREP || op == CT_SCHEDULE) continue;
         const cost_table_op_info *info = &cost_table_ops[op];
         json_t *g = json_object_get(ops, info->name);
+        if (op >= CT_LORA && !g) continue;   /* measured only with --lora-rank */
         CU_ASSERT_PTR_NOT_NULL_FATAL(g);
         json_t *xs = json_object_get(g, info->axes[0]), *sec = json_object_get(g, "seconds");
         json_t *ys = info->dims == 2 ? json_object_get(g, info->axes[1]) : NULL;
@@ -296,6 +312,10 @@ static void check_known_times(const model_config *c, json_t *t)
                     double ctx[64];
                     for (int k = 0; k < (int)x && k < 64; k++) ctx[k] = y;
                     want = formula_step(c, 1, NULL, 0, ctx, (int)x) - 2e-6 * x;
+                } else if (op == CT_LORA) {
+                    want = lora_layer_formula(c, x, y);
+                } else if (op == CT_LORA_LOAD) {
+                    want = 0;   /* the fake clock runs in kernels only; a copy into memory costs it nothing */
                 }
                 int ok = fabs(got - want) <= 1e-9 * want;
                 if (!ok) printf("\n  %s at (%g, %g): %.9g s, the kernels cost %.9g s\n", info->name, x, y, got, want);
@@ -319,6 +339,7 @@ static cost_model *calibrate_fake(const model_config *c, uint32_t tp, int with_a
     o.skip_schedule = true;
     o.whole_steps = true;
     o.tp = tp;
+    o.lora_rank = FAKE_LORA_RANK;
     calib_report r;
     rh_err e;
     json_t *t = calib_run(&b, c, &o, &r, &e);
@@ -507,7 +528,8 @@ static void test_quick_cpu_calibration(void)
     uint32_t points = 0;
     for (int op = 0; op < CT_N_OPS; op++) {
         json_t *g = json_object_get(ops, cost_table_ops[op].name);
-        if (op == CT_ALLREDUCE || op == CT_STEP_PREFILL || op == CT_STEP_DECODE) {   /* tp 1; no --whole-steps */
+        if (op == CT_ALLREDUCE || op == CT_STEP_PREFILL || op == CT_STEP_DECODE || op >= CT_LORA) {
+            /* tp 1; no --whole-steps, no --lora-rank */
             CU_ASSERT_PTR_NULL(g);
             continue;
         }
@@ -613,6 +635,56 @@ static void test_cli(void)
     CU_ASSERT(strstr(out, "--backend") && strstr(out, "tiny-llama"));
 }
 
+/* A step's LoRA price from the fake's table: the step without LoRA plus
+ * every layer's shrink and expand at the tokens and adapters (interpolated
+ * between grid points, where the fake's time is linear), twice that at
+ * twice the rank; a table without the grid refuses the rank. */
+static void test_lora_priced(void)
+{
+    model_config c;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(model_preset("tiny-llama", &c, &e), 0);
+    cost_model *m = calibrate_fake(&c, 1, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_seq s[64];
+    for (int i = 0; i < 64; i++) s[i] = (cost_seq){1, 100, false};
+    cost_serving sv;
+    cost_serving_default(m, 1, &sv);
+    CU_ASSERT_EQUAL(cost_serving_check(m, 1, &sv, &e), 0);
+    cost_batch b = {.seqs = s, .n = 64, .serving = &sv};
+    cost_batch_summarize(&b);
+    double base = cost_step_time(m, &b);
+    sv.lora_rank = FAKE_LORA_RANK;
+    CU_ASSERT_EQUAL(cost_serving_check(m, 1, &sv, &e), 0);
+    b.lora_tokens = 64, b.lora_adapters = 2;
+    double with = cost_step_time(m, &b), want = c.n_layers * lora_layer_formula(&c, 64, 2);
+    CU_ASSERT(fabs(with - base - want) <= 1e-9 * want);
+    sv.lora_rank = 2 * FAKE_LORA_RANK;
+    CU_ASSERT(fabs(cost_step_time(m, &b) - base - 2 * want) <= 1e-9 * want);
+    cost_free(m);
+
+    json_t *t = NULL;
+    m = calibrate_fake(&c, 1, 0, &t);
+    json_object_del(json_object_get(t, "operators"), "lora");
+    json_object_del(json_object_get(t, "operators"), "lora_load");
+    json_object_del(t, "lora_rank");
+    char *text = json_dumps(t, JSON_REAL_PRECISION(17));
+    cost_model *plain = cost_parse(text, "plain.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+    CU_ASSERT_EQUAL(cost_serving_check(plain, 1, &sv, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--lora-rank"));
+    json_object_set_new(json_object_get(t, "operators"), "lora", json_object());
+    free(text);
+    text = json_dumps(t, JSON_REAL_PRECISION(17));
+    cost_model *bad = cost_parse(text, "bad.json", &e);
+    CU_ASSERT_PTR_NULL(bad);
+    cost_free(bad);
+    free(text);
+    cost_free(plain);
+    cost_free(m);
+    json_decref(t);
+}
+
 void register_test_calibrate(void)
 {
     CU_pSuite s = CU_add_suite("calibrate", NULL, NULL);
@@ -620,6 +692,7 @@ void register_test_calibrate(void)
     CU_add_test(s, "sampling in rounds absorbs a burst of load", test_rounds_absorb_bursts);
     CU_add_test(s, "known kernel costs come back as step times", test_known_costs_round_trip);
     CU_add_test(s, "whole-step grids scale a step's kernel sum", test_whole_steps_scale_the_kernels);
+    CU_add_test(s, "LoRA's kernels measured and priced: every layer, in proportion to the rank", test_lora_priced);
     CU_add_test(s, "tensor parallel: split shapes, all-reduce hook", test_tensor_parallel);
     CU_add_test(s, "quick calibration of tiny-llama on the CPU", test_quick_cpu_calibration);
     CU_add_test(s, "rehearse calibrate front", test_cli);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine/model/forward.h"
+#include "util/half.h"
 #include "util/mem.h"
 
 /* A host array and its backend copy (the same memory on host backends). */
@@ -71,6 +72,22 @@ struct runner_lora {
     uint64_t bytes;
 };
 
+/* n f32 weights into backend memory in the backend's weight dtype (the
+ * GEMM reads its weights so). -1 out of memory. */
+static int upload_weights(runner *r, void *dst, const float *src, size_t n)
+{
+    if (r->K->weight_dtype != KERN_BF16) {
+        r->K->copy_in(dst, src, n * sizeof(float));
+        return 0;
+    }
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h) return -1;
+    for (size_t i = 0; i < n; i++) h[i] = rh_f32_to_bf16(src[i]);
+    r->K->copy_in(dst, h, n * sizeof *h);
+    free(h);
+    return 0;
+}
+
 runner_lora *runner_lora_load(runner *r, const model_lora *l, rh_err *e)
 {
     const model_config *c = r->c;
@@ -87,13 +104,13 @@ runner_lora *runner_lora_load(runner *r, const model_lora *l, rh_err *e)
         if (!l->a[i]) continue;
         uint32_t in, out;
         lora_module_dims(c, (int)(i % LORA_N_MODULES), &in, &out);
-        size_t na = (size_t)l->rank * in, nb = (size_t)out * l->rank;
-        h->a[i] = r->K->alloc(na * sizeof(float));
-        h->b[i] = r->K->alloc(nb * sizeof(float));
-        if (!h->a[i] || !h->b[i]) goto oom;
-        r->K->copy_in(h->a[i], l->a[i], na * sizeof(float));
-        r->K->copy_in(h->b[i], l->b[i], nb * sizeof(float));
-        h->bytes += (na + nb) * sizeof(float);
+        size_t na = (size_t)l->rank * in, nb = (size_t)out * l->rank, wsz = kern_dtype_size(r->K->weight_dtype);
+        h->a[i] = r->K->alloc(na * wsz);
+        h->b[i] = r->K->alloc(nb * wsz);
+        if (!h->a[i] || !h->b[i] || upload_weights(r, h->a[i], l->a[i], na) < 0 ||
+            upload_weights(r, h->b[i], l->b[i], nb) < 0)
+            goto oom;
+        h->bytes += (na + nb) * wsz;
     }
     return h;
 oom:

@@ -139,6 +139,23 @@ static void make_plan(const calib_ctx *x, plan *p)
     p->ax[CT_STEP_PREFILL][0] = sn, p->ax[CT_STEP_PREFILL][1] = sc;
     p->ax[CT_STEP_DECODE][0] = dn, p->ax[CT_STEP_DECODE][1] = dc;
     p->skip[CT_STEP_PREFILL] = p->skip[CT_STEP_DECODE] = o->tp > 1 || !o->whole_steps;
+    /* LoRA: tokens by factors of 4 (the GEMMs' rank-wide side is small, so
+     * time grows about linearly between), adapters as batches hold them */
+    axis lt = {0}, la = {0}, ll = {0};
+    static const double adapters[] = {1, 2, 4, 8}, loads[] = {1, 2, 4};
+    if (o->quick) {
+        static const double t[] = {1, 16, 256};
+        ax_list(&lt, t, 3, o->max_tokens);
+        ax_list(&la, adapters, 2, o->max_seqs);
+        ax_list(&ll, loads, 2, 1e9);
+    } else {
+        ax_geometric(&lt, 1, o->max_tokens, 4);
+        ax_list(&la, adapters, 4, o->max_seqs);
+        ax_list(&ll, loads, 3, 1e9);
+    }
+    p->ax[CT_LORA][0] = lt, p->ax[CT_LORA][1] = la;
+    p->ax[CT_LORA_LOAD][0] = ll;
+    p->skip[CT_LORA] = p->skip[CT_LORA_LOAD] = !o->lora_rank || o->tp > 1;
 }
 
 /* The shapes of one rank; fails on a tp that does not split the model. */
@@ -215,6 +232,8 @@ static int run_op(calib_ctx *x, int op, calib_grid *g, rh_err *e)
         return calib_bench_schedule(x, g, e);
     case CT_STEP_PREFILL:
     case CT_STEP_DECODE: return calib_bench_step(x, op, g, e);
+    case CT_LORA: return calib_bench_lora(x, g, e);
+    case CT_LORA_LOAD: return calib_bench_lora_load(x, g, e);
     default: return calib_bench_rows(x, op, g, e);
     }
 }
@@ -328,6 +347,7 @@ json_t *calib_run(const calib_backend *b, const model_config *c, const calib_opt
         json_decref(op_seconds);
         return rh_fail(e, "calibrate: out of memory"), NULL;
     }
+    if (o->lora_rank && o->tp == 1) json_object_set_new(root, "lora_rank", json_integer(o->lora_rank));
     json_t *cal = calibration_json(&x);
     json_object_set_new(cal, "operator_seconds", op_seconds);
     json_object_set_new(root, "calibration", cal);

@@ -71,6 +71,7 @@ typedef struct calib_opts {
     bool progress;               /* progress bar on stderr */
     bool skip_schedule;          /* leave the scheduler grid at zeros (tests) */
     bool whole_steps;            /* also time whole forwards (--whole-steps): step_prefill, step_decode */
+    uint32_t lora_rank;          /* also time LoRA's kernels and loads at this rank (--lora-rank); 0: not */
 } calib_opts;
 
 void calib_opts_default(calib_opts *o);

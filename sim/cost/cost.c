@@ -301,6 +301,12 @@ int cost_lora_targets_parse(const char *list, uint32_t *bits, rh_err *e)
 int cost_serving_check(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
 {
     if (m->ops->check_serving) return m->ops->check_serving(m, tp, s, e);
+    return cost_serving_check_default(m, tp, s, e);
+}
+
+int cost_serving_check_default(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
+{
+    (void)tp;
     const char *what = s->ep > 1 ? "--ep-size" : s->dp > 1 ? "--enable-dp-attention" : s->deepep ? "--moe-a2a-backend"
                        : s->two_batch_overlap ? "--enable-two-batch-overlap"
                        : s->expert_imbalance > 1 ? "--expert-imbalance"

@@ -69,4 +69,8 @@ int cj_only_keys(json_t *obj, const char *at, const char *const *allowed,
 int cj_fail(const cost_src *src, const char *at, const char *key, rh_err *e,
             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* What a kind without its own check_serving prices: none of the expert or
+ * data parallelism, no LoRA (a kind's check may lay its own over it). */
+int cost_serving_check_default(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e);
+
 #endif

@@ -41,6 +41,8 @@ const cost_table_op_info cost_table_ops[CT_N_OPS] = {
     [CT_SCHEDULE] = {"schedule", false, 1, 1, {"seqs", NULL}, false},
     [CT_STEP_PREFILL] = {"step_prefill", false, 1, 2, {"new_tokens", "context"}, true},
     [CT_STEP_DECODE] = {"step_decode", false, 1, 2, {"seqs", "context"}, true},
+    [CT_LORA] = {"lora", true, 1, 2, {"tokens", "adapters"}, true},
+    [CT_LORA_LOAD] = {"lora_load", false, 1, 1, {"adapters", NULL}, true},
 };
 
 /* A grid point needs at least two per axis (a line), and a file of a few
@@ -59,6 +61,7 @@ typedef struct ct_grid {
 typedef struct cost_table {
     cost_model base;
     uint32_t tp, layers, hidden, act_bytes;
+    uint32_t lora_rank;     /* the rank CT_LORA and CT_LORA_LOAD were measured at (0: not measured) */
     bool schedule_in_step;
     ct_grid ops[CT_N_OPS];
 } cost_table;
@@ -209,6 +212,15 @@ static void table_terms(const cost_table *t, const cost_batch *b, double out[CT_
     out[CT_SCHEDULE] = t->schedule_in_step ? op_time(t, CT_SCHEDULE, seqs, 0) : 0;
     for (int op = 0; op < CT_STEP_PREFILL; op++)
         out[op] *= cost_table_ops[op].calls * (cost_table_ops[op].per_layer ? t->layers : 1);
+    /* LoRA: every layer's adapters at the rank served; GEMMs of rank r scale
+     * with r, so another rank is priced in proportion */
+    const cost_serving *sv = b->serving;
+    if (sv && sv->lora_rank && t->lora_rank && t->ops[CT_LORA].present) {
+        double ratio = (double)sv->lora_rank / t->lora_rank;
+        if (b->lora_tokens)
+            out[CT_LORA] = t->layers * ratio * op_time(t, CT_LORA, b->lora_tokens, b->lora_adapters ? b->lora_adapters : 1);
+        if (b->lora_loads && t->ops[CT_LORA_LOAD].present) out[CT_LORA_LOAD] = ratio * op_time(t, CT_LORA_LOAD, b->lora_loads, 0);
+    }
 }
 
 /* The forward's share of the kernel terms: all but sampling and scheduling,
@@ -338,8 +350,23 @@ static bool table_by_aggregates(const cost_model *m, uint32_t tp, const cost_ser
     return true;
 }
 
+/* LoRA is priced when the table measured it (calibrate --lora-rank). */
+static int table_check_serving(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
+{
+    const cost_table *t = (const cost_table *)m;
+    cost_serving plain = *s;
+    plain.lora_rank = 0;
+    if (cost_serving_check_default(m, tp, &plain, e) < 0) return -1;
+    if (s->lora_rank && !(t->lora_rank && t->ops[CT_LORA].present))
+        return rh_fail(e, "%s: this table measured no LoRA kernels (rehearse calibrate --lora-rank R measures "
+                          "them; --max-lora-rank 0 simulates the adapter cap with their work free)",
+                       m->path[0] ? m->path : "table cost model");
+    return 0;
+}
+
 static const cost_ops table_ops = {
     .kind = "table",
+    .check_serving = table_check_serving,
     .step_time = table_step,
     .draft_time = NULL,
     .check_tp = table_check_tp,
@@ -498,7 +525,7 @@ cost_model *cost_table_parse(json_t *root, const cost_src *src, rh_err *e)
 {
     static const char *const allowed[] = {"kind", "version", "backend", "tp", "page_size", "threads",
                                           "activation_bytes", "model", "sampling", "schedule_in_step",
-                                          "draft_ratio", "calibration", "operators", "comment", NULL};
+                                          "draft_ratio", "calibration", "operators", "comment", "lora_rank", NULL};
     cost_table *t = calloc(1, sizeof *t);
     if (!t || cost_model_init(&t->base, &table_ops, src) < 0) {
         if (t) free(t->base.path);
@@ -517,7 +544,8 @@ cost_model *cost_table_parse(json_t *root, const cost_src *src, rh_err *e)
         cj_uint(root, "", "activation_bytes", 0, 4, 1, 8, &t->act_bytes, src, e) < 0 ||
         cj_string(root, "", "sampling", 0, "greedy", &sampling, src, e) < 0 ||
         cj_bool(root, "", "schedule_in_step", 1, &sched, src, e) < 0 ||
-        cj_number(root, "", "draft_ratio", 0, COST_DRAFT_RATIO_DEFAULT, 0, 100, &t->base.draft_ratio, src, e) < 0)
+        cj_number(root, "", "draft_ratio", 0, COST_DRAFT_RATIO_DEFAULT, 0, 100, &t->base.draft_ratio, src, e) < 0 ||
+        cj_uint(root, "", "lora_rank", 0, 0, 0, 4096, &t->lora_rank, src, e) < 0)
         goto fail;
     if (cal && !json_is_object(cal)) {
         cj_fail(src, "", "calibration", e, "must be an object (how the table was measured)");
@@ -525,6 +553,10 @@ cost_model *cost_table_parse(json_t *root, const cost_src *src, rh_err *e)
     }
     t->schedule_in_step = sched;
     if (parse_model(root, t, src, e) < 0 || parse_operators(root, t, src, e) < 0) goto fail;
+    if (t->ops[CT_LORA].present && !t->lora_rank) {
+        cj_fail(src, "", "lora_rank", e, "is needed with the lora operator: the rank it was measured at");
+        goto fail;
+    }
     return &t->base;
 fail:
     free(t->base.path);

@@ -53,6 +53,12 @@ enum cost_table_op {
      * the runner's layout) is priced as it ran. */
     CT_STEP_PREFILL,     /* step:  one chunk of new_tokens at context */
     CT_STEP_DECODE,      /* step:  seqs decodes at context each */
+    /* LoRA (optional; `rehearse calibrate --lora-rank R`): the shrink and
+     * expand GEMMs of all seven modules of one layer, tokens split into
+     * `adapters` segments of adapters of rank R (the file's lora_rank);
+     * and loading adapters into the backend's memory. */
+    CT_LORA,             /* layer: tokens under adapters, distinct adapters */
+    CT_LORA_LOAD,        /* step:  adapters loaded */
     CT_N_OPS
 };
 
