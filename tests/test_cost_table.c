@@ -69,7 +69,7 @@ static json_t *build(op_fn f, uint32_t layers, uint32_t tp, int allreduce)
     json_t *ops = json_object();
     for (int op = 0; op < CT_N_OPS; op++) {
         if (op == CT_ALLREDUCE && !allreduce) continue;
-        if (op == CT_STEP_PREFILL || op == CT_STEP_DECODE) continue;   /* whole steps: test_calibrate */
+        if (op == CT_STEP_PREFILL || op == CT_STEP_DECODE || op >= CT_LORA) continue;   /* whole steps, LoRA: test_calibrate */
         const cost_table_op_info *info = &cost_table_ops[op];
         ax a0 = axis_of(op, 0), a1 = axis_of(op, 1);
         json_t *o = json_object(), *x0 = json_array(), *x1 = json_array(), *sec = json_array();
