@@ -62,6 +62,9 @@ static json_t *trace_json(const char *in, tr_format f, const tr_header *h, const
     json_object_set_new(root, "blocks", json_integer((json_int_t)s->blocks));
     json_object_set_new(root, "block_hits", json_integer((json_int_t)s->block_hits));
     json_object_set_new(root, "prefix_hit_ratio", json_real(s->prefix_hit_ratio));
+    json_object_set_new(root, "adapters", json_integer((json_int_t)s->adapters));
+    json_object_set_new(root, "adapter_requests", json_integer((json_int_t)s->adapter_requests));
+    json_object_set_new(root, "top_adapter_requests", json_integer((json_int_t)s->top_adapter_requests));
     return root;
 }
 
@@ -89,6 +92,11 @@ static void print_text(const char *in, tr_format f, const tr_header *h, const tr
                (unsigned long long)s->blocks);
     else
         printf("prefix hits  - (no block hashes)\n");
+    if (s->adapters)
+        printf("adapters     %llu LoRA adapters over %llu requests (%llu on the base); the most used takes %.1f%%\n",
+               (unsigned long long)s->adapters, (unsigned long long)s->adapter_requests,
+               (unsigned long long)(s->requests - s->adapter_requests),
+               100.0 * (double)s->top_adapter_requests / (double)s->adapter_requests);
 }
 
 /* Two sinks fed by one read. */

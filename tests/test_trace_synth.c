@@ -281,6 +281,15 @@ static void test_adapters(void)
         count[a->adapter]++;
     }
     CU_ASSERT(same);
+    /* trace stats counts them: 100 adapters, the first the most used */
+    tr_stats_acc *acc = tr_stats_new();
+    tr_sink ss = tr_stats_sink(acc);
+    rh_err se;
+    CU_ASSERT_EQUAL_FATAL(tr_synth(&o, &ss, &se), 0);
+    tr_stats st;
+    CU_ASSERT_EQUAL(tr_stats_finish(acc, &st, &se), 0);
+    CU_ASSERT(st.adapters == 100 && st.adapter_requests == 20000 && st.top_adapter_requests == count[1]);
+    tr_stats_free(acc);
     int ks[] = {1, 10};
     for (int i = 0; i < 2; i++) {
         double p = 1.0 / ks[i] / h, mean = p * 20000, sd = sqrt(20000 * p * (1 - p));

@@ -13,6 +13,7 @@ struct tr_stats_acc {
     rh_dvec in, out;
     rh_map64 prefixes;         /* chain hash of each prefix seen */
     rh_map64 sessions;
+    rh_map64 adapters;          /* adapter id -> its requests */
 };
 
 tr_stats_acc *tr_stats_new(void)
@@ -33,6 +34,7 @@ void tr_stats_free(tr_stats_acc *a)
     rh_dvec_free(&a->out);
     rh_map64_free(&a->prefixes);
     rh_map64_free(&a->sessions);
+    rh_map64_free(&a->adapters);
     free(a);
 }
 
@@ -73,6 +75,14 @@ static int acc_record(void *ctx, const tr_record *rec, rh_err *e)
         int fresh;
         if (!rh_map64_slot(&a->sessions, r->session_id, 0, &fresh)) return rh_fail(e, "out of memory");
         s->sessions += fresh;
+    }
+    if (r->adapter) {
+        int fresh;
+        uint64_t *n = rh_map64_slot(&a->adapters, r->adapter, 0, &fresh);
+        if (!n) return rh_fail(e, "out of memory");
+        s->adapters += fresh;
+        s->adapter_requests++;
+        if (++*n > s->top_adapter_requests) s->top_adapter_requests = *n;
     }
     uint64_t key = 0x5eed5eed5eed5eedULL;
     for (uint32_t i = 0; i < r->n_hashes; i++) {

@@ -23,6 +23,9 @@ typedef struct tr_stats {
     uint64_t input_tokens, output_tokens;
     uint64_t blocks, block_hits;
     double prefix_hit_ratio;    /* block_hits / blocks; 0 without hashes */
+    uint64_t adapter_requests;  /* requests with a LoRA adapter */
+    uint64_t adapters;          /* distinct adapters */
+    uint64_t top_adapter_requests;  /* the most used adapter's requests */
     int truncated;              /* a binary trace cut short */
 } tr_stats;
 
