@@ -118,8 +118,10 @@ int engine_lora_prepare(engine *g, const core_batch *b, rh_err *e)
 {
     if (!g->n_adapters || !g->run) return 0;
     /* the core evicted these from its slots: their copies go */
-    uint32_t resident[256], n = core_lora_resident(g->c, resident, 256);
-    for (uint32_t i = 0; i < g->n_adapters && n <= 256; i++) {
+    uint32_t cap = core_get_config(g->c)->max_loras_per_batch, *resident = malloc((size_t)cap * sizeof *resident);
+    if (!resident) return rh_fail(e, "engine: out of memory");
+    uint32_t n = core_lora_resident(g->c, resident, cap);
+    for (uint32_t i = 0; i < g->n_adapters; i++) {
         eadapter *a = &g->adapters[i];
         if (!a->dev) continue;
         bool in = false;
@@ -129,6 +131,7 @@ int engine_lora_prepare(engine *g, const core_batch *b, rh_err *e)
             a->dev = NULL;
         }
     }
+    free(resident);
     for (uint32_t i = 0; i < b->n; i++) {
         const ereq *q = b->seqs[i].user;
         if (!q->adapter) continue;
