@@ -110,7 +110,7 @@ for i in ipairs(s1_configs) do
   s1_rows[i] = {adapters = s1_meta[i].adapters, max_loras_per_batch = s1_meta[i].cap,
                 predicted = m.request_throughput, slora = s1_meta[i].published, p99_ttft_ms = m.p99_ttft_ms}
 end
-rehearse.csv.write(out .. "/slora_s1.csv", s1_rows, {"adapters", "max_loras_per_batch", "predicted", "slora", "p99_ttft_ms"})
+rehearse.csv.write(out .. "/slora_s1_runs.csv", s1_rows, {"adapters", "max_loras_per_batch", "predicted", "slora", "p99_ttft_ms"})
 print("S-LoRA S1 (llama-2-7b r8 q,k,v,o on a100-80g, 10 req/s, alpha 1): req/s, predicted at cap 8 / 64 / 256 vs S-LoRA")
 for _, p in ipairs(slora) do
   local line = {}
