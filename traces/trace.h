@@ -66,6 +66,7 @@ typedef struct tr_request {
     double ttft;                /* s from arrival to the first output token */
     double e2e;                 /* s from arrival to the last output token */
     uint32_t cached_tokens;     /* prompt tokens served from the prefix cache */
+    uint32_t cached_host;       /* of which loaded back from the host tier */
     uint32_t spec_proposed;     /* draft tokens proposed over the request's life */
     uint32_t spec_accepted;     /* draft tokens accepted */
     uint32_t retractions;       /* times it was retracted and recomputed */
@@ -107,6 +108,11 @@ typedef struct tr_step {
     uint32_t adapters;          /* distinct LoRA adapters in the batch (the base not counted) */
     uint32_t adapter_loads;     /* of which loaded into a GPU slot for this step */
     uint32_t adapter_tokens;    /* tokens computed under an adapter */
+    /* The host tier (SGLang's HiCache): prompt tokens loaded back from host
+     * memory for this step; tokens copied GPU -> host while forming it by
+     * evictions that waited for the copy (write_back); tokens copied GPU ->
+     * host in the background since the previous step (write_through). */
+    uint32_t hicache_load_tokens, hicache_writeback_tokens, hicache_backup_tokens;
 } tr_step;
 
 typedef struct tr_record {

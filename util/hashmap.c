@@ -76,6 +76,37 @@ int rh_map64_get(const rh_map64 *m, uint64_t key, uint64_t *val)
     return 0;
 }
 
+/* Backward-shift deletion: every probe chain stays unbroken without
+ * tombstones, so a map that churns (a cache tier) never slows down. */
+int rh_map64_del(rh_map64 *m, uint64_t key)
+{
+    if (!m->cap) return 0;
+    size_t mask = m->cap - 1, i = rh_mix64(key) & mask;
+    while (m->used[i] && m->keys[i] != key) i = (i + 1) & mask;
+    if (!m->used[i]) return 0;
+    for (;;) {
+        m->used[i] = 0;
+        size_t j = i;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (!m->used[j]) {
+                m->n--;
+                return 1;
+            }
+            size_t k = rh_mix64(m->keys[j]) & mask;
+            /* The entry at j may stay if its home lies cyclically in (i, j]. */
+            int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+            if (!stays) {
+                m->used[i] = 1;
+                m->keys[i] = m->keys[j];
+                m->vals[i] = m->vals[j];
+                i = j;
+                break;
+            }
+        }
+    }
+}
+
 void rh_map64_free(rh_map64 *m)
 {
     free(m->keys);

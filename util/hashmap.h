@@ -25,6 +25,7 @@ typedef struct rh_map64 {
 uint64_t *rh_map64_slot(rh_map64 *m, uint64_t key, uint64_t dflt, int *inserted);
 int rh_map64_put(rh_map64 *m, uint64_t key, uint64_t val);
 int rh_map64_get(const rh_map64 *m, uint64_t key, uint64_t *val);   /* 1 when present, else 0 */
+int rh_map64_del(rh_map64 *m, uint64_t key);                          /* 1 when it was present */
 void rh_map64_free(rh_map64 *m);
 
 typedef struct rh_strmap {

@@ -9,7 +9,7 @@
 #include "engine/core/core.h"
 #include "util/args.h"
 
-enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR, K_VLLM_POLICY, K_LORA_EVICT };
+enum knob_kind { K_U32, K_U64, K_CHUNK, K_DOUBLE, K_BOOL, K_POLICY, K_PRESET, K_EVICT, K_STR, K_VLLM_POLICY, K_LORA_EVICT, K_HICACHE_WRITE };
 
 typedef struct knob {
     const char *name, *alias;
@@ -77,6 +77,16 @@ static const knob knobs[] = {
      "waits (8)"},
     {"lora-eviction-policy", NULL, K_LORA_EVICT, OFF(lora_eviction), "P",
      "the adapter slot a load takes when none is free: lru or fifo (lru)"},
+    {"enable-hierarchical-cache", NULL, K_BOOL, OFF(enable_hierarchical_cache), NULL,
+     "a host-memory tier below the GPU's prefix cache (SGLang's HiCache): evicted prefixes stay in host memory "
+     "and load back layer by layer (sglang scheduler)"},
+    {"hicache-ratio", NULL, K_DOUBLE, OFF(hicache_ratio), "X", "host tier size as a multiple of the GPU pool (2)"},
+    {"hicache-size", NULL, K_DOUBLE, OFF(hicache_size), "GB",
+     "host tier size in GB per GPU; overrides --hicache-ratio when > 0 (needs a cost model that knows the KV's "
+     "bytes per token) (0)"},
+    {"hicache-write-policy", NULL, K_HICACHE_WRITE, OFF(hicache_write_policy), "P",
+     "when a GPU page is copied to the host: write_through (on insert), write_through_selective (on its "
+     "second use) or write_back (on eviction, which waits for it) (write_through)"},
 };
 #undef OFF
 #define N_KNOBS (sizeof knobs / sizeof knobs[0])
@@ -97,6 +107,7 @@ static const char *policy_names[] = {"fcfs", "lpm", "lof", "random", "lua", "dfs
 static const char *preset_names[] = {"sglang", "vllm"};
 static const char *evict_names[] = {"lru", "lfu", "slru"};
 static const char *lora_evict_names[] = {"lru", "fifo"};
+static const char *hicache_write_names[] = {"write_through", "write_through_selective", "write_back"};
 
 void core_config_default(core_config *cfg)
 {
@@ -117,6 +128,7 @@ void core_config_default(core_config *cfg)
     cfg->policy_window = 256;
     cfg->policy_max_failures = 16;
     cfg->max_loras_per_batch = 8;
+    cfg->hicache_ratio = 2.0;
 }
 
 static const knob *find_knob(const char *name)
@@ -249,6 +261,10 @@ int core_config_set(core_config *cfg, const char *name, const char *value, rh_er
         if (parse_enum(value, lora_evict_names, 2, k, &en, e) < 0) return -1;
         cfg->lora_eviction = (core_lora_evict)en;
         break;
+    case K_HICACHE_WRITE:
+        if (parse_enum(value, hicache_write_names, 3, k, &en, e) < 0) return -1;
+        cfg->hicache_write_policy = (core_hicache_write)en;
+        break;
     case K_STR:
         if (!*value) return rh_fail(e, "%s: empty path", what);
         *(const char **)field = value;
@@ -332,6 +348,21 @@ int core_config_validate(const core_config *cfg, rh_err *e)
         return rh_fail(e, "--max-loras-per-batch %u: must be 1..65536", cfg->max_loras_per_batch);
     if ((unsigned)cfg->lora_eviction > CORE_LORA_EVICT_FIFO)
         return rh_fail(e, "--lora-eviction-policy: unknown policy %d", (int)cfg->lora_eviction);
+    if (cfg->enable_hierarchical_cache) {
+        if (cfg->preset != CORE_PRESET_SGLANG)
+            return rh_fail(e, "--enable-hierarchical-cache is SGLang's: it needs --scheduler sglang");
+        if (cfg->disable_radix_cache)
+            return rh_fail(e, "--enable-hierarchical-cache keeps the prefix cache's pages: drop --disable-radix-cache");
+        if (!(cfg->hicache_ratio > 0 && cfg->hicache_ratio <= 1000))
+            return rh_fail(e, "--hicache-ratio %g: must be > 0 and at most 1000", cfg->hicache_ratio);
+        if (!(cfg->hicache_size >= 0 && cfg->hicache_size <= 1e6))
+            return rh_fail(e, "--hicache-size %g: must be 0..1000000 GB", cfg->hicache_size);
+        if (cfg->hicache_size > 0 && !(cfg->kv_bytes_per_token > 0))
+            return rh_fail(e, "--hicache-size needs the KV's bytes per token, which this cost model does not know "
+                              "(a roofline does); give --hicache-ratio instead");
+    }
+    if ((unsigned)cfg->hicache_write_policy > CORE_HICACHE_WRITE_BACK)
+        return rh_fail(e, "--hicache-write-policy: unknown policy %d", (int)cfg->hicache_write_policy);
     if (!(cfg->policy_max_seconds >= 0.001 && cfg->policy_max_seconds <= 3600))
         return rh_fail(e, "--policy-max-seconds %g: must be 0.001..3600", cfg->policy_max_seconds);
     return 0;
@@ -348,6 +379,11 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         if ((field == (const char *)&cfg->enable_lora && !cfg->enable_lora) ||
             (field == (const char *)&cfg->max_loras_per_batch && cfg->max_loras_per_batch == 8) ||
             (field == (const char *)&cfg->lora_eviction && cfg->lora_eviction == CORE_LORA_EVICT_LRU))
+            continue;
+        /* the host tier's knobs only when it is on */
+        if (!cfg->enable_hierarchical_cache &&
+            (field == (const char *)&cfg->enable_hierarchical_cache || field == (const char *)&cfg->hicache_ratio ||
+             field == (const char *)&cfg->hicache_size || field == (const char *)&cfg->hicache_write_policy))
             continue;
         switch (k->kind) {
         case K_U32: snprintf(v, sizeof v, "%u", *(const uint32_t *)field); break;
@@ -371,6 +407,9 @@ void core_config_foreach(const core_config *cfg, void (*fn)(void *ctx, const cha
         case K_POLICY: s = policy_names[cfg->policy <= CORE_POLICY_DFS_WEIGHT ? cfg->policy : 0]; break;
         case K_PRESET: s = preset_names[cfg->preset <= CORE_PRESET_VLLM ? cfg->preset : 0]; break;
         case K_EVICT: s = evict_names[cfg->evict <= CORE_EVICT_SLRU ? cfg->evict : 0]; break;
+        case K_HICACHE_WRITE:
+            s = hicache_write_names[cfg->hicache_write_policy <= CORE_HICACHE_WRITE_BACK ? cfg->hicache_write_policy : 0];
+            break;
         case K_LORA_EVICT: s = lora_evict_names[cfg->lora_eviction <= CORE_LORA_EVICT_FIFO ? cfg->lora_eviction : 0]; break;
         case K_STR:
             s = *(const char *const *)field;

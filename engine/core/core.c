@@ -154,7 +154,7 @@ void core_emit(core *c, int kind, core_req *r, double now)
         .user = r->user,
         .now = now,
         .output_len = r->out,
-        .cached_tokens = r->cached_tokens,
+        .cached_tokens = r->cached_tokens, .cached_host = r->cached_host,
         .retractions = r->retractions,
     };
     c->hooks.on_event(c->hooks.ctx, &ev);
@@ -240,9 +240,16 @@ void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool pr
     }
 }
 
-int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
+int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, double now)
 {
     if (keys_fill_prompt(c, r) < 0) return -1;
+    if (h > r->n_keys - m) h = r->n_keys > m ? r->n_keys - m : 0;   /* cannot happen: the host matched keys */
+    if (!c->kv.host) h = 0;
+    /* The host copies must outlive the evictions the allocation below may
+     * cause (write_back puts evicted pages on the host, which may push out
+     * its least recent pages): pinned now, and by the tree once the pages
+     * join it, for as long as the GPU holds them. */
+    for (uint32_t i = 0; i < h; i++) kv_tier_pin(c->kv.host, r->keys[m + i]);
     if (!r->pages) {
         r->cap_pages = ceil_div((uint64_t)r->prompt_len + r->max_new - 1, c->ps);
         r->pages = malloc((size_t)r->cap_pages * sizeof *r->pages);
@@ -257,11 +264,23 @@ int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
     r->kv = m * c->ps;
     if (core_grow(c, r, cover) < 0) {
         for (uint32_t i = r->n_pages; i-- > 0;) kv_release(&c->kv, r->pages[i]);
+        for (uint32_t i = 0; i < h; i++) kv_tier_unpin(c->kv.host, r->keys[m + i]);
         r->n_pages = r->n_tree = 0;
         r->kv = 0;
         return -1;
     }
-    r->cached_tokens = m * c->ps;
+    if (h) {
+        /* Loaded back during the step: the pages hold the prefix's K and V
+         * when the forward reads them (layer by layer), so they are the
+         * request's context and the tree's from now on. */
+        r->kv = (m + h) * c->ps;
+        keys_cache_pages(c, r, KEYS_SHAREABLE);
+        for (uint32_t i = r->n_tree; i < m + h; i++) kv_tier_unpin(c->kv.host, r->keys[i]);   /* a key collision */
+        c->step.hicache_load_tokens += h * c->ps;
+        c->st.load_back_tokens += (uint64_t)h * c->ps;
+    }
+    r->cached_tokens = (m + h) * c->ps;
+    r->cached_host = h * c->ps;
     wait_unlink(c, r);
     r->phase = PH_PREFILL;
     c->n_active++;
@@ -270,6 +289,7 @@ int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now)
         r->admitted_once = true;
         c->st.prompt_tokens += r->prompt_len;
         c->st.cached_tokens += r->cached_tokens < r->prompt_len ? r->cached_tokens : r->prompt_len;
+        c->st.host_cached_tokens += r->cached_host;
     }
     core_emit(c, CORE_EV_ADMITTED, r, now);
     return 0;
@@ -332,6 +352,19 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
     c->cfg.lua_policy_path = c->policy_path;
 
     if (kv_init(&c->kv, (uint32_t)c->cfg.total_pages, c->ps, (kv_order)cfg->evict, e) < 0) goto fail;
+    if (cfg->enable_hierarchical_cache) {
+        /* SGLang's host pool: --hicache-size GB over the KV's bytes per
+         * token, else --hicache-ratio times the GPU pool; whole pages. */
+        double pages = cfg->hicache_size > 0 ? cfg->hicache_size * 1e9 / (cfg->kv_bytes_per_token * c->ps)
+                                             : cfg->hicache_ratio * (double)c->cfg.total_pages;
+        if (!(pages >= 1) || pages >= (double)UINT32_MAX) {
+            rh_fail(e, "--enable-hierarchical-cache: a host tier of %.0f pages of %u tokens is not a tier", pages, c->ps);
+            goto fail;
+        }
+        if (kv_tier_init(&c->host, (uint64_t)pages, e) < 0) goto fail;
+        c->kv.host = &c->host;
+        c->kv.write_policy = (kv_write_policy)cfg->hicache_write_policy;
+    }
     if (lora_init(c, e) < 0) goto fail;
     c->map_mask = 1023;
     c->map_ids = malloc((c->map_mask + 1) * sizeof *c->map_ids);
@@ -377,6 +410,7 @@ void core_free(core *c)
     }
     clua_close(c->lua);
     kv_destroy(&c->kv);
+    kv_tier_destroy(&c->host);
     lora_free(c);
     free(c->map_ids);
     free(c->map_reqs);
@@ -476,7 +510,7 @@ int core_abort(core *c, uint64_t id, double now)
     map_del(c, id);
     if (c->hooks.on_event) {
         core_event ev = {.kind = CORE_EV_ABORTED, .id = r->id, .user = r->user, .now = now, .output_len = r->out,
-                         .cached_tokens = r->cached_tokens, .retractions = r->retractions, .finish = TR_FINISH_ABORT};
+                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .retractions = r->retractions, .finish = TR_FINISH_ABORT};
         c->hooks.on_event(c->hooks.ctx, &ev);
     }
     if (r->in_batch) {
@@ -518,8 +552,10 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     c->sched_now = now;
 
     lora_step_begin(c);
+    uint64_t written_back = c->kv.written_back;
     if (c->cfg.preset == CORE_PRESET_VLLM) sched_vllm(c, now);
     else sched_sglang(c, now);
+    c->step.hicache_writeback_tokens = (uint32_t)((c->kv.written_back - written_back) * c->ps);
 
     if (c->n_seqs == 0) {
         /* Idle: SGLang starts the next busy period at the initial ratio. */
@@ -537,6 +573,12 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     out->decode_seqs = c->step.decode_seqs;
     out->decode_tokens = c->step.decode_tokens;
     out->index = c->step_index;
+    out->load_tokens = c->step.hicache_load_tokens;
+    out->writeback_tokens = c->step.hicache_writeback_tokens;
+    /* Background copies since the previous step was formed (the inserts of
+     * its completion and this step's admissions). */
+    c->step.hicache_backup_tokens = (uint32_t)((c->kv.backed_up - c->step_backed_up) * c->ps);
+    c->step_backed_up = c->kv.backed_up;
     for (uint32_t i = 0; i < c->n_seqs && !out->spec_steps; i++)
         if (c->seqs[i].n_spec) out->spec_steps = c->cfg.spec_steps;
     lora_step_end(c, out);
@@ -560,7 +602,7 @@ static void finish(core *c, core_req *r, uint8_t reason, double now, core_req **
     map_del(c, r->id);
     if (c->hooks.on_event) {
         core_event ev = {.kind = CORE_EV_FINISHED, .id = r->id, .user = r->user, .now = now, .output_len = r->out,
-                         .cached_tokens = r->cached_tokens, .retractions = r->retractions, .finish = reason};
+                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .retractions = r->retractions, .finish = reason};
         c->hooks.on_event(c->hooks.ctx, &ev);
     }
     r->zombie_next = *done;   /* freed once c->run no longer points at it */
@@ -609,7 +651,7 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
         else r->out += accepted + 1;   /* keys_commit's whole work when no token chain is kept */
         if (c->hooks.on_event) {
             core_event ev = {.kind = CORE_EV_TOKENS, .id = r->id, .user = r->user, .now = now, .n_tokens = accepted + 1,
-                             .output_len = r->out, .cached_tokens = r->cached_tokens,
+                             .output_len = r->out, .cached_tokens = r->cached_tokens, .cached_host = r->cached_host,
                              .spec_proposed = (!s->prefill && res) ? res->proposed : 0, .spec_accepted = accepted,
                              .retractions = r->retractions};
             c->hooks.on_event(c->hooks.ctx, &ev);
@@ -660,6 +702,11 @@ void core_get_stats(const core *c, core_stats *s)
     s->pages_cached = kv_cached_pages(&c->kv);
     s->pages_used = s->pages_total - s->pages_free - s->pages_cached;
     s->evicted_pages = c->kv.evicted;
+    s->backup_pages = c->kv.backed_up;
+    s->writeback_pages = c->kv.written_back;
+    s->demoted_pages = c->kv.demoted;
+    s->host_pages_total = c->host.cap;
+    s->host_pages_used = c->host.n_used;
     s->new_token_ratio = c->ratio;
 }
 

@@ -57,6 +57,12 @@ typedef enum core_lora_evict {
     CORE_LORA_EVICT_FIFO,       /* the adapter loaded first */
 } core_lora_evict;
 
+typedef enum core_hicache_write {
+    CORE_HICACHE_WRITE_THROUGH = 0,         /* every page copied to the host as it enters the tree */
+    CORE_HICACHE_WRITE_THROUGH_SELECTIVE,   /* once a second admission reuses it */
+    CORE_HICACHE_WRITE_BACK,                /* when eviction takes it off the GPU (the eviction waits) */
+} core_hicache_write;
+
 typedef struct core_config {
     uint32_t page_size;              /* --page-size: tokens per KV page */
     uint64_t total_pages;            /* pool size in pages, used when max_total_tokens is 0 */
@@ -100,6 +106,13 @@ typedef struct core_config {
                                         a batch may hold, and the GPU's adapter slots; the sglang
                                         scheduler counts the base model as one, vllm does not (8) */
     core_lora_evict lora_eviction;   /* --lora-eviction-policy: which adapter slot a load takes */
+    bool enable_hierarchical_cache;  /* --enable-hierarchical-cache: a host tier below the GPU pool */
+    double hicache_ratio;            /* --hicache-ratio: host tier pages per GPU pool page (2) */
+    double hicache_size;             /* --hicache-size: host tier in GB (1e9 B) per GPU; > 0 overrides the
+                                        ratio and needs kv_bytes_per_token */
+    core_hicache_write hicache_write_policy; /* --hicache-write-policy */
+    double kv_bytes_per_token;       /* not a knob: the caller's KV bytes per token on one GPU (what
+                                        --hicache-size divides); 0: not known */
 } core_config;
 
 /* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
@@ -186,6 +199,11 @@ typedef struct core_batch {
     uint32_t n_adapters;    /* distinct LoRA adapters among the sequences (the base not counted) */
     uint32_t adapter_loads; /* of which loaded into a slot for this step (engine/core/lora.c) */
     uint32_t adapter_tokens;/* tokens computed with an adapter */
+    /* The host tier (--enable-hierarchical-cache): prompt tokens whose KV
+     * loads back from host memory for this step, layer by layer beside the
+     * forward, and tokens the evictions that made room while forming it
+     * copied to the host and waited for (write_back). */
+    uint32_t load_tokens, writeback_tokens;
 } core_batch;
 
 /* What the runner reports per sequence of a batch (NULL results means: every
@@ -214,6 +232,7 @@ typedef struct core_event {
     uint32_t n_tokens;      /* CORE_EV_TOKENS: tokens committed now */
     uint32_t output_len;    /* tokens produced so far */
     uint32_t cached_tokens; /* tokens matched in the prefix cache at this admission */
+    uint32_t cached_host;   /* of which loaded back from the host tier (SGLang's cached_tokens_details.host) */
     uint32_t spec_proposed, spec_accepted;   /* this step, for CORE_EV_TOKENS */
     uint32_t retractions;   /* times this request was retracted so far */
     uint8_t finish;         /* enum tr_finish, for CORE_EV_FINISHED and CORE_EV_ABORTED */
@@ -270,6 +289,12 @@ typedef struct core_stats {
     uint64_t prompt_tokens, cached_tokens;                       /* cumulative over first admissions, for the hit rate */
     uint64_t evicted_pages;                                      /* cumulative */
     uint64_t adapter_loads;                                      /* cumulative LoRA slot loads */
+    /* The host tier, cumulative: of cached_tokens those loaded back (first
+     * admissions); every load-back; pages copied GPU -> host in the
+     * background and while an eviction waited; pages evicted from the GPU
+     * that stayed on the host; and the tier's size and use now (pages). */
+    uint64_t host_cached_tokens, load_back_tokens, backup_pages, writeback_pages, demoted_pages;
+    uint64_t host_pages_total, host_pages_used;
     uint64_t policy_errors;                                      /* Lua calls that fell back to fcfs */
     uint64_t policy_trips, policy_skipped;                       /* the breaker's trips, and the calls it
                                                                     did not make (fcfs) */

@@ -28,6 +28,8 @@
 #define CORE_CLIP_MAX_NEW 4096u
 #define CORE_RETRACT_DECODE_STEPS 20u
 #define CORE_LPM_FCFS_THRESHOLD 128u
+/* SGLang's load_back_threshold: a host hit shorter than this is recomputed. */
+#define CORE_LOAD_BACK_THRESHOLD 10u
 #define CORE_INIT_RATIO 0.7
 #define CORE_MIN_RATIO_FACTOR 0.14
 #define CORE_RATIO_DECAY_STEPS 600.0
@@ -50,6 +52,7 @@ struct core_req {
     bool kv_ready;             /* core_req_desc.kv_ready, until admitted or retracted */
     uint32_t retractions;
     uint32_t cached_tokens;    /* matched at the latest admission */
+    uint32_t cached_host;      /* of which loaded back from the host tier */
 
     /* page table: pages[0..n_pages), the first n_tree of them tree pages */
     uint32_t *pages;
@@ -95,6 +98,9 @@ struct core {
     char *policy_path;
     core_hooks hooks;
     kv_pool kv;
+    kv_tier host;               /* with --enable-hierarchical-cache (kv.host points here) */
+    uint32_t match_host;        /* keys_match: host-tier pages right after the GPU match */
+    uint64_t step_backed_up;    /* kv.backed_up when the previous step was formed */
     uint32_t ps;
     bool radix;                 /* prefix cache on */
 
@@ -183,8 +189,10 @@ int core_match_room(core *c, uint32_t pages);
 void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool prefill);
 /* Takes r out of the waiting list into a running slot with its matched
  * prefix held (m pages from c->match_pages) and pages covering `cover`
- * positions. -1 with nothing changed when the pool cannot cover them. */
-int core_admit(core *c, core_req *r, uint32_t m, uint64_t cover, double now);
+ * positions, of which the h after the m matched load back from the host tier
+ * (keys_match's c->match_host): they join the tree and r's context. -1 with
+ * nothing changed when the pool cannot cover them. */
+int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, double now);
 /* After core_admit of a kv_ready request: its prompt is in the pages, and
  * it joins the running batch to decode. */
 void core_admit_ready(core *c, core_req *r);
@@ -201,7 +209,9 @@ int keys_fill_prompt(core *c, core_req *r);
 void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens);
 /* Longest cached prefix of r in pages (at most so that one token is left to
  * compute), pages into out (may be NULL); *n_cached counts the matched pages
- * that no request holds (they stop being evictable once held). */
+ * that no request holds (they stop being evictable once held). With a host
+ * tier, c->match_host is set to how many pages after those the host has in
+ * a row (within the same limit). */
 uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached);
 /* Puts r's full computed pages into the tree (sharing pages already there). */
 /* Which of a request's pages keys_cache_pages puts in the tree. */

@@ -164,21 +164,34 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
     /* At least one token must be computed to sample from, so a fully cached
      * prompt still recomputes its last page. */
     uint32_t limit = (req_fill(r) - 1) / c->ps;
-    uint32_t parent = KV_NONE, i = 0;
+    uint32_t parent = KV_NONE, i = 0, m = UINT32_MAX;
     uint64_t prev = chain_start(r, 0);
+    c->match_host = 0;
     for (; i < limit; i++) {
         uint64_t key;
         if (i < r->n_keys) key = r->keys[i];
         else if (r->blocks && i < r->n_content) key = block_key(r, i, c->ps, prev);
         else break;
-        uint32_t p = kv_lookup(&c->kv, key, parent);
-        if (p == KV_NONE) break;
-        if (out) out[i] = p;
-        if (c->kv.node[p].ref == 1) (*n_cached)++;
-        parent = p;
+        if (m == UINT32_MAX) {
+            uint32_t p = kv_lookup(&c->kv, key, parent);
+            if (p == KV_NONE) {
+                /* The GPU's part ends here; the host's may go on (a chain
+                 * key names its whole prefix, so the key alone decides). */
+                m = i;
+                if (!c->kv.host) break;
+            } else {
+                if (out) out[i] = p;
+                if (c->kv.node[p].ref == 1) (*n_cached)++;
+                parent = p;
+            }
+        }
+        if (m != UINT32_MAX) {
+            if (!kv_tier_has(c->kv.host, key)) break;
+            c->match_host++;
+        }
         prev = key;
     }
-    return i;
+    return m == UINT32_MAX ? i : m;
 }
 
 void keys_cache_pages(core *c, core_req *r, enum keys_cache_scope scope)

@@ -202,6 +202,29 @@ static uint32_t unlink_leaf(kv_pool *kv, uint32_t page)
     return parent;
 }
 
+/* A page leaving the GPU: its host copy stays (demoted); under write_back
+ * one is written first; else it is gone. */
+static void demote(kv_pool *kv, uint32_t page)
+{
+    if (!kv->host) return;
+    uint64_t key = kv->node[page].key;
+    if (kv_tier_unpin(kv->host, key)) {
+        kv->demoted++;
+    } else if (kv->write_policy == KV_WRITE_BACK && kv_tier_put(kv->host, key) == 1) {
+        kv->written_back++;
+        kv->demoted++;
+    }
+}
+
+/* A page entering the tree or reused: a host copy already there is pinned
+ * (never dropped while the GPU holds the page); a new one is written when
+ * the policy says so. */
+static void backup(kv_pool *kv, uint32_t page, bool write)
+{
+    uint64_t key = kv->node[page].key;
+    if ((write || kv_tier_has(kv->host, key)) && kv_tier_pin(kv->host, key) == 1) kv->backed_up++;
+}
+
 /* Frees the evictable leaves `need` asks for, least first. A leaf's parent
  * that becomes a leaf is usually the very next in order (a run is released
  * root to tail, so its pages go tail to root): when it orders before the
@@ -218,6 +241,7 @@ static int evict(kv_pool *kv, uint64_t need)
         if (!entry_valid(kv, &e)) continue;
         uint32_t page = e.page;
         for (;;) {
+            demote(kv, page);
             uint32_t parent = unlink_leaf(kv, page);
             kv->node[page].ref = 0;
             kv->n_cached--;
@@ -243,8 +267,13 @@ static int evict(kv_pool *kv, uint64_t need)
 uint64_t kv_evict_all(kv_pool *kv)
 {
     uint64_t n = kv->n_cached, counted = kv->evicted;
+    uint64_t demoted = kv->demoted, written_back = kv->written_back;
     if (n && evict(kv, n) < 0) n = 0;   /* cannot happen: every cached page is a leaf or above one */
     kv->evicted = counted;              /* a flush is not cache pressure */
+    kv->demoted = demoted;
+    kv->written_back = written_back;
+    if (kv->host)
+        while (kv->host->lru != UINT32_MAX) kv_tier_remove(kv->host, kv->host->e[kv->host->lru].key);
     return n;
 }
 
@@ -310,6 +339,7 @@ void kv_hold(kv_pool *kv, uint32_t page)
     if (n->in_tree) {
         if (n->ref == 1) kv->n_cached--;   /* its heap entry, if any, is now stale */
         n->hits++;
+        if (kv->host && kv->write_policy == KV_WRITE_THROUGH_SELECTIVE && n->hits == 2) backup(kv, page, true);
     }
     n->ref++;
 }
@@ -366,6 +396,7 @@ int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent)
     n->hits = 1;
     n->ref++;                   /* the tree's own hold; the inserting request still holds it */
     kv->n_in_tree++;
+    if (kv->host) backup(kv, page, kv->write_policy == KV_WRITE_THROUGH);
     return 0;
 }
 
@@ -374,6 +405,7 @@ int kv_uncache(kv_pool *kv, uint32_t page)
     kv_node *n = &kv->node[page];
     if (!n->in_tree || n->ref != 2 || !is_leaf(n)) return -1;
     uint32_t parent = unlink_leaf(kv, page);
+    if (kv->host) kv_tier_remove(kv->host, n->key);   /* nobody can match it again */
     n->ref = 1;
     if (parent != KV_NONE && evictable(&kv->node[parent])) heap_push(kv, parent);
     return 0;
@@ -527,6 +559,28 @@ int kv_check(const kv_pool *kv, rh_err *e)
         rh_fail(e, "%llu evictable leaves but %llu valid eviction entries", (unsigned long long)n_evictable,
                 (unsigned long long)valid);
         goto out;
+    }
+    if (kv->host) {
+        /* A host copy is pinned exactly while the GPU tree holds its page. */
+        uint64_t pinned_in_tree = 0;
+        for (uint32_t p = 0; p < n; p++) {
+            const kv_node *x = &kv->node[p];
+            if (!x->in_tree) continue;
+            uint64_t v;
+            if (rh_map64_get(&kv->host->map, x->key, &v)) {
+                if (!kv->host->e[v].pinned) {
+                    rh_fail(e, "tree page %u has a host copy that is not pinned", p);
+                    goto out;
+                }
+                pinned_in_tree++;
+            }
+        }
+        if (pinned_in_tree != kv->host->n_pinned) {
+            rh_fail(e, "host tier pins %llu pages but the tree holds %llu of them",
+                    (unsigned long long)kv->host->n_pinned, (unsigned long long)pinned_in_tree);
+            goto out;
+        }
+        if (kv_tier_check(kv->host, e) < 0) goto out;
     }
     rc = 0;
 out:

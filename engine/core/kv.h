@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/core/tier.h"
 #include "util/err.h"
 
 #define KV_NONE UINT32_MAX
@@ -72,6 +73,17 @@ typedef enum kv_order { KV_LRU = 0, KV_LFU = 1, KV_SLRU = 2 } kv_order;
  * node raise and its creation does not, reaches 2. */
 #define KV_SLRU_REUSES 2
 
+/* When a GPU page's KV is copied to the host tier (--hicache-write-policy;
+ * SGLang's hiradix_cache.py): write_through backs up every page as it
+ * enters the tree; write_through_selective once a second admission reuses
+ * it (SGLang's write_through_threshold 2); write_back only when eviction
+ * takes it off the GPU, while the eviction waits for the copy. */
+typedef enum kv_write_policy {
+    KV_WRITE_THROUGH = 0,
+    KV_WRITE_THROUGH_SELECTIVE = 1,
+    KV_WRITE_BACK = 2,
+} kv_write_policy;
+
 typedef struct kv_pool {
     uint32_t n_pages, page_size;
     kv_order order;
@@ -87,6 +99,13 @@ typedef struct kv_pool {
     uint64_t heap_n, heap_cap;
     uint64_t tick;
     uint64_t evicted;          /* pages evicted so far */
+    /* The host tier (NULL: none). Eviction demotes a page whose host copy
+     * exists, or (write_back) writes one first; else the page is dropped. */
+    kv_tier *host;
+    kv_write_policy write_policy;
+    uint64_t backed_up;        /* pages copied to the host in the background (write-through kinds) */
+    uint64_t written_back;     /* pages copied to the host while an eviction waited (write_back) */
+    uint64_t demoted;          /* evicted pages that stay in the host tier */
 } kv_pool;
 
 int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, kv_order order, rh_err *e);
@@ -125,8 +144,9 @@ int kv_insert(kv_pool *kv, uint32_t page, uint64_t key, uint32_t parent);
  * that request's, private). 0, or -1 when it is not such a leaf. */
 int kv_uncache(kv_pool *kv, uint32_t page);
 
-/* Empties the tree of every cached page (held pages stay): SGLang's
- * /flush_cache. Returns the pages freed; evictions are not counted. */
+/* Empties the tree of every cached page (held pages stay), and the host
+ * tier of every page not on the GPU: SGLang's /flush_cache. Returns the GPU
+ * pages freed; evictions are not counted. */
 uint64_t kv_evict_all(kv_pool *kv);
 
 /* Pool and tree consistency: counts, free stack, hash table, child counts,

@@ -15,6 +15,10 @@
  *   - --chunked-prefill-size: a prompt that does not fit the rest of the
  *     chunk budget is cut at a page boundary and becomes the one chunked
  *     request, continued first next step.
+ * With a host tier (--enable-hierarchical-cache) the prompt's pages that
+ * follow its GPU prefix and sit on the host load back: they count in the
+ * memory check, not in the prefill and chunk budgets (SGLang's
+ * PrefillAdder charges extend - host_hit_length there).
  * A request whose LoRA adapter would pass --max-loras-per-batch is skipped
  * before these checks and keeps its place (engine/core/lora.c).
  * Decode: every running request gets one token slot (plus draft slots).
@@ -180,7 +184,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
             double room = (double)kv_available(&c->kv) * ps - offset;
             if (!progress && (double)(arrived + clip_remaining(r)) >= room) break;
             if (ceil_div(arrived, ps) > kv_available(&c->kv)) break;
-            if (core_admit(c, r, 0, arrived, now) < 0) break;
+            if (core_admit(c, r, 0, 0, arrived, now) < 0) break;
             core_admit_ready(c, r);
             offset += clip_remaining(r);
             continue;
@@ -188,23 +192,28 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         uint32_t limit = (req_fill(r) - 1) / ps;
         if (core_match_room(c, limit + 1) < 0) break;
         uint32_t m_cached, m = keys_match(c, r, c->match_pages, &m_cached);
+        /* Host-tier hits load back instead of computing (SGLang's
+         * load_back, below its threshold they are recomputed): they need
+         * GPU pages like computed tokens, but no prefill budget. */
+        uint32_t h = (uint64_t)c->match_host * ps >= CORE_LOAD_BACK_THRESHOLD ? c->match_host : 0;
         uint64_t prefix = (uint64_t)m * ps, extend = req_fill(r) - prefix;
+        uint64_t loaded = (uint64_t)h * ps, compute = extend - loaded;
         uint64_t avail = kv_available(&c->kv) - m_cached;
         double rem_total = (double)avail * ps - offset;
-        uint64_t input_tokens = ceil_page(extend, ps);
+        uint64_t input_tokens = ceil_page(compute, ps);
         if (!progress) {
             if ((double)(extend + clip_remaining(r)) >= rem_total) break;
             if (any && (int64_t)input_tokens > rem_input) break;
         }
-        uint64_t n = extend;
+        uint64_t n = compute;
         bool chunked = false;
         if (chunking && (int64_t)input_tokens > rem_chunk) {
             n = (uint64_t)rem_chunk / ps * ps;
             if (n == 0) break;
             chunked = true;
         }
-        if (ceil_div(prefix + n, ps) - m > avail) break;
-        if (core_admit(c, r, m, prefix + n, now) < 0) break;
+        if (ceil_div(prefix + loaded + n, ps) - m > avail) break;
+        if (core_admit(c, r, m, h, prefix + loaded + n, now) < 0) break;
         core_add_seq(c, r, (uint32_t)n, 0, true);
         any = true;
         rem_input -= (int64_t)ceil_page(n, ps);
