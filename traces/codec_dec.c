@@ -267,11 +267,13 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
     r->flags = (tag & TR_RQ_FLAGS) ? get_u32(d, "flags") : 0;
     r->priority = 0;
     r->adapter = 0;
+    r->cached_host = 0;
     if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST_X) {
         /* Version 2 knows one extra, the priority; from 3 a mask says which. */
         uint64_t extras = c->version >= 3 ? get_uv(d, "extras") : TR_RX_PRIORITY;
         if (d->bad) return TR_DEC_BAD;
-        if (!extras || (extras & ~(uint64_t)(TR_RX_PRIORITY | TR_RX_ADAPTER)))
+        uint64_t known = TR_RX_PRIORITY | TR_RX_ADAPTER | (c->version >= 4 ? TR_RX_CACHED_HOST : 0);
+        if (!extras || (extras & ~known))
             return bad_msg(d, e, "field '%s' is empty or names an unknown field", "extras");
         if (extras & TR_RX_PRIORITY) {
             int64_t p = unzz(get_uv(d, "priority"));
@@ -283,6 +285,11 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
             uint64_t a = get_uv(d, "adapter");
             if (a == 0 || a > UINT32_MAX) return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "adapter");
             r->adapter = (uint32_t)a;
+        }
+        if (extras & TR_RX_CACHED_HOST) {
+            uint64_t h = get_uv(d, "cached_host");
+            if (h == 0 || h > UINT32_MAX) return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "cached_host");
+            r->cached_host = (uint32_t)h;
         }
     }
     r->n_hashes = 0;
@@ -386,10 +393,23 @@ static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, 
     st->finished = get_u32(d, "finished");
     st->retractions = (tag & TR_ST_RETRACT) ? get_u32(d, "retractions") : 0;
     st->adapters = st->adapter_loads = st->adapter_tokens = 0;
+    st->hicache_load_tokens = st->hicache_writeback_tokens = st->hicache_backup_tokens = 0;
     if (tag & TR_ST_LORA) {
-        st->adapters = get_u32(d, "adapters");
-        st->adapter_loads = get_u32(d, "adapter_loads");
-        st->adapter_tokens = get_u32(d, "adapter_tokens");
+        /* Version 3 knows one extra group, LoRA's; from 4 a mask says which. */
+        uint64_t extras = c->version >= 4 ? get_uv(d, "extras") : TR_SX_LORA;
+        if (d->bad) return TR_DEC_BAD;
+        if (!extras || (extras & ~(uint64_t)(TR_SX_LORA | TR_SX_HICACHE)))
+            return bad_msg(d, e, "field '%s' is empty or names an unknown field", "step extras");
+        if (extras & TR_SX_LORA) {
+            st->adapters = get_u32(d, "adapters");
+            st->adapter_loads = get_u32(d, "adapter_loads");
+            st->adapter_tokens = get_u32(d, "adapter_tokens");
+        }
+        if (extras & TR_SX_HICACHE) {
+            st->hicache_load_tokens = get_u32(d, "hicache_load_tokens");
+            st->hicache_writeback_tokens = get_u32(d, "hicache_writeback_tokens");
+            st->hicache_backup_tokens = get_u32(d, "hicache_backup_tokens");
+        }
     }
     st->spec_proposed = st->spec_accepted = 0;
     if (tag & TR_ST_SPEC) {

@@ -154,7 +154,8 @@ static int measured_present(const tr_request *r)
 int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 {
     if (reserve_record(b, r->n_hashes, r->n_times) < 0) return -1;
-    unsigned extras = (r->priority ? TR_RX_PRIORITY : 0) | (r->adapter ? TR_RX_ADAPTER : 0);
+    unsigned extras = (r->priority ? TR_RX_PRIORITY : 0) | (r->adapter ? TR_RX_ADAPTER : 0) |
+                      (r->cached_host ? TR_RX_CACHED_HOST : 0);
     unsigned tag = extras ? TR_TAG_REQUEST_X : TR_TAG_REQUEST;
     if (r->id != c->next_id) tag |= TR_RQ_ID;
     if (r->session_id || r->turn) tag |= TR_RQ_SESSION;
@@ -179,6 +180,7 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
         put_uv(v, extras);
         if (r->priority) put_uv(v, zz(r->priority));
         if (r->adapter) put_uv(v, r->adapter);
+        if (r->cached_host) put_uv(v, r->cached_host);
     }
     if (tag & TR_RQ_HASHES) {
         /* Runs of consecutive ids: fresh blocks get consecutive ids in
@@ -234,7 +236,10 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
     if (bits_of(s->sched_time)) tag |= TR_ST_SCHED;
     if (s->flags) tag |= TR_ST_FLAGS;
     if (s->retractions) tag |= TR_ST_RETRACT;
-    if (s->adapters || s->adapter_loads || s->adapter_tokens) tag |= TR_ST_LORA;
+    unsigned extras = (s->adapters || s->adapter_loads || s->adapter_tokens ? TR_SX_LORA : 0) |
+                      (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens
+                           ? TR_SX_HICACHE : 0);
+    if (extras) tag |= TR_ST_LORA;
     tr_bytes *v = &b->s[TR_S_VARS];
     put_byte(&b->s[TR_S_TAGS], tag);
     if (tag & TR_ST_INDEX) put_uv(v, zz((int64_t)(s->index - c->next_index)));
@@ -257,10 +262,18 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
     put_uv(v, s->running);
     put_uv(v, s->finished);
     if (tag & TR_ST_RETRACT) put_uv(v, s->retractions);
-    if (tag & TR_ST_LORA) {
-        put_uv(v, s->adapters);
-        put_uv(v, s->adapter_loads);
-        put_uv(v, s->adapter_tokens);
+    if (extras) {
+        put_uv(v, extras);
+        if (extras & TR_SX_LORA) {
+            put_uv(v, s->adapters);
+            put_uv(v, s->adapter_loads);
+            put_uv(v, s->adapter_tokens);
+        }
+        if (extras & TR_SX_HICACHE) {
+            put_uv(v, s->hicache_load_tokens);
+            put_uv(v, s->hicache_writeback_tokens);
+            put_uv(v, s->hicache_backup_tokens);
+        }
     }
     if (tag & TR_ST_SPEC) {
         put_uv(v, s->spec_proposed);

@@ -136,6 +136,7 @@ static int request_line(tr_jsonl_writer *w, const tr_request *r)
         p = put_d(p, ",\"ttft\":", r->ttft);
         p = put_d(p, ",\"e2e\":", r->e2e);
         p = put_u(p, ",\"cached_tokens\":", r->cached_tokens);
+        if (r->cached_host) p = put_u(p, ",\"cached_host\":", r->cached_host);
         p = put_u(p, ",\"spec_proposed\":", r->spec_proposed);
         p = put_u(p, ",\"spec_accepted\":", r->spec_accepted);
         p = put_u(p, ",\"retractions\":", r->retractions);
@@ -157,7 +158,7 @@ static int request_line(tr_jsonl_writer *w, const tr_request *r)
 
 static int step_line(tr_jsonl_writer *w, const tr_step *s)
 {
-    if (reserve(w, 1024) < 0) return -1;
+    if (reserve(w, 2048) < 0) return -1;
     char *p = w->buf;
     p = put_u(p, "{\"type\":\"step\",\"index\":", s->index);
     p = put_d(p, ",\"start\":", s->start);
@@ -183,6 +184,11 @@ static int step_line(tr_jsonl_writer *w, const tr_step *s)
         p = put_u(p, ",\"adapters\":", s->adapters);
         p = put_u(p, ",\"adapter_loads\":", s->adapter_loads);
         p = put_u(p, ",\"adapter_tokens\":", s->adapter_tokens);
+    }
+    if (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens) {
+        p = put_u(p, ",\"hicache_load_tokens\":", s->hicache_load_tokens);
+        p = put_u(p, ",\"hicache_writeback_tokens\":", s->hicache_writeback_tokens);
+        p = put_u(p, ",\"hicache_backup_tokens\":", s->hicache_backup_tokens);
     }
     *p++ = '}';
     return emit(w, p);

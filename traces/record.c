@@ -58,6 +58,9 @@ int tr_check_request(const tr_request *r, uint32_t block_size, rh_err *e)
         if (!r->hashes) return rh_fail(e, "field 'hashes' is missing");
     }
     if (r->finish > TR_FINISH_ERROR) return rh_fail(e, "field 'finish' is %u, not a finish reason", r->finish);
+    if (r->cached_host > r->cached_tokens)
+        return rh_fail(e, "field 'cached_host' is %u, more than the %u cached tokens it is part of", r->cached_host,
+                       r->cached_tokens);
     if (!isfinite(r->ttft)) return rh_fail(e, "field 'ttft' is not a finite number");
     if (!isfinite(r->e2e)) return rh_fail(e, "field 'e2e' is not a finite number");
     if (r->n_times) {

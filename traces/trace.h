@@ -26,7 +26,8 @@
 
 #include "util/err.h"
 
-#define TR_FORMAT_VERSION 3   /* 2: a request may carry a priority; 3: and a LoRA adapter (1 and 2 are read too) */
+#define TR_FORMAT_VERSION 4   /* 2: a request may carry a priority; 3: and a LoRA adapter; 4: host-tier
+                                 (HiCache) counts on requests and steps (1 to 3 are read too) */
 #define TR_MAGIC "RHTRACE1"            /* 8 bytes at offset 0 */
 #define TR_MAGIC_LEN 8
 
