@@ -459,6 +459,7 @@ int sim_serving_resolve(sim_config *c, const cost_model *cost, rh_err *e)
     sv->lora_targets = f->lora_targets;
     if (c->serve_set & SIM_SERVE_LORA_RANK) sv->lora_rank = f->lora_rank;
     else if (c->trace_adapters || c->core.enable_lora) sv->lora_rank = c->lora_rank_header ? c->lora_rank_header : 16;
+    sv->hicache = c->core.enable_hierarchical_cache;
     if (sv->deepep && sv->dp <= 1)
         return rh_fail(e, "--moe-a2a-backend deepep moves each attention group's tokens to the experts: it needs "
                           "--enable-dp-attention");

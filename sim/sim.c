@@ -778,7 +778,8 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
         }
     }
     cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving,
-                     .lora_adapters = b->n_adapters, .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads};
+                     .lora_adapters = b->n_adapters, .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads,
+                     .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
@@ -1186,6 +1187,7 @@ static int size_deployment(sim_config *c, const cost_model *cost, sim_result *ou
     cost_memory mem;
     if (!cost_memory_of_serving(cost, c->tp, &c->serving, &mem)) return 0;
     if (!c->core.context_length) c->core.context_length = mem.context_length;
+    if (!(c->core.kv_bytes_per_token > 0)) c->core.kv_bytes_per_token = mem.kv_bytes_per_token;   /* --hicache-size */
     default_chunk(c, &mem, out);   /* first: the servers size their pools with it */
     if (c->core.max_total_tokens) {
         default_max_running(c, &mem);

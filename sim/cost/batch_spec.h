@@ -5,7 +5,10 @@
  * context CTX; decode=N[@CTX] adds N decodes at context CTX each; spec=K makes
  * every decode verify K drafts made by K draft forward passes; lora=K puts
  * every token under one of K LoRA adapters, loads=N of which were loaded
- * into GPU slots for the step (priced with --max-lora-rank). Lengths are
+ * into GPU slots for the step (priced with --max-lora-rank); load_back=N
+ * loads N prompt tokens' KV back from a host tier beside the forward and
+ * write_back=N copies N tokens' KV to it while the step waits
+ * (--enable-hierarchical-cache). Lengths are
  * bounded as the trace format bounds them; a bad item is named in the
  * message. */
 #ifndef RH_COST_BATCH_SPEC_H

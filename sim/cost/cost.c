@@ -197,6 +197,8 @@ void cost_batch_from_step(cost_batch *b, const tr_step *s)
     b->lora_adapters = s->adapters;
     b->lora_loads = s->adapter_loads;
     b->lora_tokens = s->adapter_tokens;
+    b->load_tokens = s->hicache_load_tokens;
+    b->writeback_tokens = s->hicache_writeback_tokens;
     if (s->decode_seqs && s->decode_tokens > s->decode_seqs) {
         b->draft_steps = (s->decode_tokens - s->decode_seqs) / s->decode_seqs;
         b->draft_seqs = b->draft_steps ? s->decode_seqs : 0;
@@ -315,6 +317,9 @@ int cost_serving_check_default(const cost_model *m, uint32_t tp, const cost_serv
         return rh_fail(e, "%s: a %s cost model prices no LoRA adapters (a roofline does; --max-lora-rank 0 "
                           "simulates the adapter cap with the adapters' work free)",
                        m->path[0] ? m->path : "cost model", m->ops->kind);
+    if (!what && s->hicache)
+        return rh_fail(e, "%s: a %s cost model prices no host-tier copies (--enable-hierarchical-cache needs a "
+                          "roofline)", m->path[0] ? m->path : "cost model", m->ops->kind);
     if (what)
         return rh_fail(e, "%s: a %s cost model prices no expert or data parallelism (%s needs a roofline)",
                        m->path[0] ? m->path : "cost model", m->ops->kind, what);

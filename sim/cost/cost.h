@@ -58,6 +58,9 @@ typedef struct cost_serving {
      * the modules of lora_targets (COST_LORA_* bits; 0: all seven) in lora_slots GPU slots; rank 0:
      * no LoRA served. A roofline prices their kernels, loads and slots; other kinds refuse a rank. */
     uint32_t lora_rank, lora_slots, lora_targets;
+    /* --enable-hierarchical-cache: KV loads back from host memory and is written back to it (a
+     * roofline prices the copies over the GPU's host link; other kinds refuse it) */
+    bool hicache;
 } cost_serving;
 
 enum {
@@ -90,6 +93,10 @@ typedef struct cost_batch {
     /* LoRA: distinct adapters among the sequences, their tokens, and the
      * adapters loaded into GPU slots before this step (core_batch's) */
     uint32_t lora_adapters, lora_tokens, lora_loads;
+    /* The host tier (core_batch's): prompt tokens loading back from host
+     * memory beside this step's forward, and tokens evictions copied to the
+     * host while forming it (write_back; the step waited for them). */
+    uint32_t load_tokens, writeback_tokens;
 } cost_batch;
 
 /* Fills the aggregate fields from seqs (leaves tp and the draft fields). */

@@ -22,7 +22,8 @@ typedef struct memo_key {
     uint64_t decode_context, prefill_context, prefill_attn, prefill_causal;
     uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
     uint32_t draft_steps, draft_seqs, draft_width, used;   /* used: 1 in a filled slot */
-    uint32_t lora_adapters, lora_tokens, lora_loads, pad;
+    uint32_t lora_adapters, lora_tokens, lora_loads, load_tokens;
+    uint32_t writeback_tokens, pad;
 } memo_key;
 
 struct cost_memo {
@@ -64,7 +65,7 @@ void cost_memo_free(cost_memo *memo)
     free(memo);
 }
 
-_Static_assert(sizeof(memo_key) == 80, "memo_key has no padding");
+_Static_assert(sizeof(memo_key) == 88, "memo_key has no padding");
 
 static void key_of(const cost_batch *b, memo_key *k)
 {
@@ -83,6 +84,8 @@ static void key_of(const cost_batch *b, memo_key *k)
     k->lora_adapters = b->lora_adapters;
     k->lora_tokens = b->lora_tokens;
     k->lora_loads = b->lora_loads;
+    k->load_tokens = b->load_tokens;
+    k->writeback_tokens = b->writeback_tokens;
     k->used = 1;
 }
 

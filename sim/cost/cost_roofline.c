@@ -263,6 +263,8 @@ static int roofline_check_serving(const cost_model *m, uint32_t tp, const cost_s
     if (sv->expert_imbalance != 0 && sv->expert_imbalance < 1)
         return rh_fail(e, "%s: --expert-imbalance %g: the busiest GPU has at least the mean (>= 1)", at,
                        sv->expert_imbalance);
+    if (sv->hicache && !(r->gpu.host_link_GBps > 0))
+        return rh_fail(e, "%s: GPU preset %s has no host_link_GBps to load a host tier's KV over", at, r->gpu.name);
     if (sv->lora_rank) {
         if (r->model.mla)
             return rh_fail(e, "%s: LoRA adapters on %s's MLA attention are not priced (a GQA model's are)", at,
@@ -462,6 +464,38 @@ static double lora_load_s(const cost_roofline *r, const cost_batch *b, const cos
     return b->lora_loads * fmax(link, copies * r->host.eager_launch_s);
 }
 
+static void model_memory(const cost_roofline *r, const rl_model *md, uint32_t g, const cost_serving *sv, bool mtp,
+                         double *weights, double *kv_per_token);
+
+/* The host tier's copies over the GPU's host link (SGLang's HiCache:
+ * hiradix_cache.py load_back, cache_controller.py). A load-back is issued
+ * one layer at a time on its own stream when the batch forms, and layer
+ * i's attention waits for layer i's copy: with t_l one layer's copy and
+ * t_c one layer's share of the forward, the first layer's copy is never
+ * hidden and each later layer stalls by what its copy takes beyond the
+ * compute before it,
+ *     exposed = t_l + (L - 1) · max(0, t_l - t_c),
+ * so a load that keeps pace costs one layer's copy and one that does not
+ * costs every layer's copy but the last layer's compute. A write-back an
+ * eviction waited for (write_back: SGLang's evict() blocks on the copies)
+ * is all exposed. The link is the preset's host_link_GBps, an nvbandwidth
+ * copy-engine figure; SGLang's kernel I/O backend is taken to reach it. */
+static double hicache_io_s(const cost_roofline *r, const cost_batch *b, double forward_s, double *load_s, double *wb_s,
+                           double *bytes)
+{
+    *load_s = *wb_s = *bytes = 0;
+    if (!b->load_tokens && !b->writeback_tokens) return 0;
+    double w, per_token;
+    model_memory(r, &r->model, b->tp ? b->tp : r->tp, serving_of(r, b), false, &w, &per_token);
+    double link = r->gpu.host_link_GBps * 1e9, L = r->model.layers ? r->model.layers : 1;
+    if (!(link > 0)) return NAN;   /* check_serving refuses it first */
+    double t_l = b->load_tokens * per_token / L / link, t_c = forward_s / L;
+    if (b->load_tokens) *load_s = t_l + (L - 1) * fmax(0, t_l - t_c);
+    *wb_s = b->writeback_tokens * per_token / link;
+    *bytes = (double)(b->load_tokens + b->writeback_tokens) * per_token;
+    return *load_s + *wb_s;
+}
+
 /* The host's launches a forward's GPU waits for: none in a graph; eagerly
  * one launch per kernel, and the GPU idle where they fall behind. */
 static double eager_excess(const cost_roofline *r, const rl_breakdown *bd)
@@ -485,8 +519,8 @@ static void roofline_parts(const cost_model *m, const cost_batch *b, cost_parts 
         p->forward_s = NAN;
         return;
     }
-    double load_bytes;
-    p->forward_s = bd->total_s + lora_load_s(r, b, sv, &load_bytes);
+    double load_bytes, hl, hw, hb;
+    p->forward_s = bd->total_s + lora_load_s(r, b, sv, &load_bytes) + hicache_io_s(r, b, bd->total_s, &hl, &hw, &hb);
     p->launch_s = eager_excess(r, bd);
     if (b->draft_steps && b->draft_seqs && (r->has_draft || r->model.mtp_layers)) {
         uint32_t w = b->draft_width > 1 ? b->draft_width : 1, n = b->draft_seqs * w;
@@ -536,6 +570,12 @@ static int roofline_terms(const cost_model *m, const cost_batch *b, cost_term *t
         t[n++] = (cost_term){"SMs DeepEP takes meanwhile", bd->sm_share_s, 0, 0, "overlap"};
     double load_bytes, load = lora_load_s(as_roofline(m), b, serving_of(as_roofline(m), b), &load_bytes);
     if (load > 0 && n < max) t[n++] = (cost_term){"lora_load", load, 0, load_bytes, "link"};
+    double hl, hw, hb;
+    hicache_io_s(as_roofline(m), b, bd->total_s, &hl, &hw, &hb);
+    if (hl > 0 && n < max)
+        t[n++] = (cost_term){"hicache_load_back (exposed)", hl, 0, (double)b->load_tokens / (b->load_tokens + b->writeback_tokens) * hb, "link"};
+    if (hw > 0 && n < max)
+        t[n++] = (cost_term){"hicache_write_back", hw, 0, (double)b->writeback_tokens / (b->load_tokens + b->writeback_tokens) * hb, "link"};
     free(bd);
     return n;
 }

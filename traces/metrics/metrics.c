@@ -12,7 +12,8 @@ struct metrics {
     metrics_wsample *itl;               /* runs of equal gaps */
     size_t n_itl, cap_itl;
     uint64_t completed, failed, good;
-    uint64_t in_tokens, out_tokens, cached_tokens, req_retractions;
+    uint64_t in_tokens, out_tokens, cached_tokens, cached_host, req_retractions;
+    uint64_t load_back, write_back, backup;   /* host-tier tokens moved, from the steps */
     uint64_t req_spec_proposed, req_spec_accepted;
     double first_arrival, last_done;
     int any_request;
@@ -78,6 +79,7 @@ int metrics_add_request(metrics *m, const tr_request *r)
     m->in_tokens += r->input_len;
     m->out_tokens += r->output_len;
     m->cached_tokens += r->cached_tokens;
+    m->cached_host += r->cached_host;
     double tpot = r->output_len > 1 ? (r->e2e - r->ttft) / (double)(r->output_len - 1) : 0;
     if (rh_dvec_push(&m->ttft, r->ttft) < 0 || rh_dvec_push(&m->e2e, r->e2e) < 0) return -1;
     if (r->output_len > 1 && rh_dvec_push(&m->tpot, tpot) < 0) return -1;
@@ -110,6 +112,9 @@ int metrics_add_step(metrics *m, const tr_step *s)
     m->step_spec_proposed += s->spec_proposed;
     m->step_spec_accepted += s->spec_accepted;
     if (s->spec_proposed) m->spec_verifies += s->decode_seqs;
+    m->load_back += s->hicache_load_tokens;
+    m->write_back += s->hicache_writeback_tokens;
+    m->backup += s->hicache_backup_tokens;
     return 0;
 }
 
@@ -264,6 +269,12 @@ int metrics_summarize(metrics *m, metrics_summary *o)
     to_ms(&o->itl_ms);
     o->cached_tokens = m->cached_tokens;
     o->cache_hit_rate = m->in_tokens ? (double)m->cached_tokens / (double)m->in_tokens : 0;
+    o->cached_host = m->cached_host;
+    o->cache_hit_rate_host = m->in_tokens ? (double)m->cached_host / (double)m->in_tokens : 0;
+    o->load_back_tokens = m->load_back;
+    o->write_back_tokens = m->write_back;
+    o->backup_tokens = m->backup;
+    o->host_tier = m->cached_host || m->load_back || m->write_back || m->backup;
     /* Steps see every retraction and verify; requests are the fallback for
      * traces recorded by a client, which has no step records. */
     o->retractions = m->steps ? m->step_retractions : m->req_retractions;
@@ -320,6 +331,16 @@ void *metrics_to_json(const metrics_summary *s)
     json_object_set_new(o, "good_requests", json_integer((json_int_t)s->good_requests));
     json_object_set_new(o, "cache_hit_rate", json_real(s->cache_hit_rate));
     json_object_set_new(o, "cached_tokens", json_integer((json_int_t)s->cached_tokens));
+    if (s->host_tier) {
+        /* per tier, as SGLang's sglang:cached_tokens_total{cache_source} */
+        json_object_set_new(o, "cached_tokens_device", json_integer((json_int_t)(s->cached_tokens - s->cached_host)));
+        json_object_set_new(o, "cached_tokens_host", json_integer((json_int_t)s->cached_host));
+        json_object_set_new(o, "cache_hit_rate_device", json_real(s->cache_hit_rate - s->cache_hit_rate_host));
+        json_object_set_new(o, "cache_hit_rate_host", json_real(s->cache_hit_rate_host));
+        json_object_set_new(o, "load_back_tokens", json_integer((json_int_t)s->load_back_tokens));
+        json_object_set_new(o, "write_back_tokens", json_integer((json_int_t)s->write_back_tokens));
+        json_object_set_new(o, "backup_tokens", json_integer((json_int_t)s->backup_tokens));
+    }
     json_object_set_new(o, "retractions", json_integer((json_int_t)s->retractions));
     json_object_set_new(o, "policy_errors", json_integer((json_int_t)s->policy_errors));
     if (s->policy_trips) json_object_set_new(o, "policy_breaker_trips", json_integer((json_int_t)s->policy_trips));
@@ -393,6 +414,10 @@ void metrics_print(FILE *f, const metrics_summary *s, const char *title)
     }
     print_rule(f, "", '-');
     fprintf(f, "%-40s %12.2f%%\n", "Prefix cache hit rate:", 100 * s->cache_hit_rate);
+    if (s->host_tier) {
+        fprintf(f, "%-40s %12.2f%%\n", "  of which from the GPU:", 100 * (s->cache_hit_rate - s->cache_hit_rate_host));
+        fprintf(f, "%-40s %12.2f%%\n", "  of which from host memory:", 100 * s->cache_hit_rate_host);
+    }
     fprintf(f, "%-40s %12llu\n", "Retractions:", (unsigned long long)s->retractions);
     if (s->policy_errors)
         fprintf(f, "%-40s %12llu\n", "Policy errors (fell back to fcfs):", (unsigned long long)s->policy_errors);

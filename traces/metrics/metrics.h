@@ -43,6 +43,15 @@ typedef struct metrics_summary {
     /* our own, in the same style */
     double cache_hit_rate;              /* cached prompt tokens / prompt tokens */
     uint64_t cached_tokens;
+    /* The host tier (SGLang's HiCache): of cached_tokens those loaded back
+     * from host memory, their share of prompt tokens, and the tokens the
+     * steps moved (loaded back; copied to the host while evictions waited;
+     * copied in the background). host_tier: any of these nonzero (the JSON
+     * keys and the text lines appear only then). */
+    uint64_t cached_host;
+    double cache_hit_rate_host;
+    uint64_t load_back_tokens, write_back_tokens, backup_tokens;
+    int host_tier;
     uint64_t retractions;               /* summed over steps (or requests when no steps) */
     uint64_t policy_errors;             /* Lua policy calls that fell back to fcfs (a simulation's; set by it) */
     uint64_t policy_trips;              /* its circuit breaker's trips (engine/core/breaker.h); 0: the JSON

@@ -1,0 +1,164 @@
+/* test_cost_hicache.c — the host tier's copies in the roofline and the
+ * simulator: a load-back's exposed time against its closed form
+ * t_l + (L - 1)·max(0, t_l - t_c) when the copies keep pace with the layers
+ * and when they do not, a write-back the step waits for whole, kinds that
+ * cannot price copies refusing the tier, and a multi-turn simulation whose
+ * GPU pool loses earlier turns: the tier turns recomputed tokens into
+ * loaded ones, the steps' loads add up to the requests' host hits, and TTFT
+ * falls. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost/batch_spec.h"
+#include "sim/cost/cost.h"
+#include "sim/cost/roofline.h"
+#include "sim/sim.h"
+#include "testutil.h"
+#include "traces/tools/synth.h"
+
+#define NEAR(a, b, rel) tu_close_rel((a), (b), (rel), #a, __LINE__)
+
+static int init(void)
+{
+    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
+}
+
+static cost_model *llama8b(void)
+{
+    rh_err e;
+    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", "
+                               "\"gpu\": \"h100-sxm\", \"tp\": 1}", "roofline.json", &e);
+    if (!m) printf("\n  %s\n", e.msg);
+    return m;
+}
+
+static double step_of(const cost_model *m, const char *spec, double *forward)
+{
+    static cost_seq seqs[512];
+    cost_batch b;
+    rh_err e;
+    if (cost_batch_parse(spec, seqs, 512, &b, &e) < 0) {
+        printf("\n  %s\n", e.msg);
+        CU_FAIL("batch");
+        return NAN;
+    }
+    cost_parts p;
+    double t = cost_step_parts(m, &b, &p);
+    if (forward) *forward = p.forward_s;
+    return t;
+}
+
+/* Llama-3-8B's KV: 2 x 8 heads x 128 x 32 layers x 2 bytes = 131,072 bytes
+ * a token, 4,096 a layer. Over the h100-sxm preset's 55.6 GB/s host link. */
+static void test_load_back_closed_form(void)
+{
+    cost_model *m = llama8b();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_memory mem;
+    CU_ASSERT_FATAL(cost_memory_of(m, 1, &mem));
+    NEAR(mem.kv_bytes_per_token, 131072, 1e-15);
+    double link = roofline_gpu(m)->host_link_GBps * 1e9, L = roofline_model(m)->layers;
+    CU_ASSERT_EQUAL(L, 32);
+    /* A long chunk loads 8k tokens: each layer's copy (19 us a token-k) is
+     * under its compute, so only the first layer's copy shows. */
+    const char *specs[][2] = {{"prefill=4096@8192", "prefill=4096@8192,load_back=8192"},
+                              /* a short chunk behind a long host hit: the copies set the pace */
+                              {"prefill=64@60000", "prefill=64@60000,load_back=60000"}};
+    double tokens[] = {8192, 60000};
+    for (int i = 0; i < 2; i++) {
+        double fw, without = step_of(m, specs[i][0], &fw), with = step_of(m, specs[i][1], NULL);
+        double t_l = tokens[i] * 131072 / L / link, t_c = fw / L;
+        double want = t_l + (L - 1) * fmax(0, t_l - t_c);
+        NEAR(with - without, want, 1e-9);
+        CU_ASSERT(i == 0 ? t_l < t_c : t_l > 2 * t_c);
+    }
+    /* write_back: the eviction waited for every byte */
+    double plain = step_of(m, "prefill=512", NULL), waited = step_of(m, "prefill=512,write_back=4096", NULL);
+    NEAR(waited - plain, 4096.0 * 131072 / link, 1e-9);
+    cost_free(m);
+}
+
+static void test_kinds_refuse(void)
+{
+    rh_err e;
+    cost_model *lin = cost_parse("{\"kind\": \"linear\", \"version\": 1, \"base_s\": 0.004, \"per_prefill_token_s\": 2e-5, "
+                                 "\"per_decode_seq_s\": 1e-4, \"per_context_token_s\": 1e-8, \"per_attention_s\": 1e-10}",
+                                 "linear.json", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lin);
+    cost_serving sv;
+    cost_serving_default(lin, 0, &sv);
+    CU_ASSERT_EQUAL(cost_serving_check(lin, 0, &sv, &e), 0);
+    sv.hicache = true;
+    CU_ASSERT_EQUAL(cost_serving_check(lin, 0, &sv, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--enable-hierarchical-cache"));
+    cost_free(lin);
+}
+
+/* 80 chats of 6 turns, each turn the chat so far and more (within
+ * Llama-3-8B's 8k context), over a GPU pool of 20k tokens: most earlier
+ * turns are evicted before the next arrives. */
+static void chats(tr_trace *t)
+{
+    tr_synth_opts o;
+    tr_synth_opts_init(&o);
+    o.requests = 480;
+    o.rate = 4;
+    o.turns = 6;
+    o.sessions = 80;
+    o.input.mean = 700;
+    o.output.mean = 100;
+    rh_err e;
+    tr_trace_init(t);
+    tr_sink s = tr_trace_sink(t);
+    CU_ASSERT_EQUAL_FATAL(tr_synth(&o, &s, &e), 0);
+}
+
+static void test_sim_multiturn(void)
+{
+    cost_model *m = llama8b();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    tr_trace t;
+    chats(&t);
+    sim_config c;
+    sim_config_default(&c);
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&c, "max-total-tokens", "20000", &e), 1);
+    sim_config on = c;
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&on, "enable-hierarchical-cache", NULL, &e), 1);
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&on, "hicache-ratio", "8", &e), 1);
+    sim_result off_r, on_r;
+    CU_ASSERT_EQUAL_FATAL(sim_run(&c, &t, m, &off_r, &e), 0);
+    if (sim_run(&on, &t, m, &on_r, &e) < 0) {
+        printf("\n  %s\n", e.msg);
+        CU_FAIL_FATAL("sim_run with the host tier");
+    }
+    const metrics_summary *a = &off_r.summary, *b = &on_r.summary;
+    CU_ASSERT_EQUAL(b->completed, 480);
+    CU_ASSERT_FALSE(a->host_tier);
+    CU_ASSERT(b->host_tier);
+    /* the GPU keeps what it kept; the host adds what the GPU lost */
+    CU_ASSERT(b->cache_hit_rate_host > 0.2);
+    CU_ASSERT(b->cache_hit_rate > a->cache_hit_rate + 0.2);
+    /* every load a step made is some request's host hit (first admissions;
+     * a retracted request loads again) */
+    CU_ASSERT(b->load_back_tokens >= b->cached_host);
+    CU_ASSERT(b->retractions > 0 || b->load_back_tokens == b->cached_host);
+    CU_ASSERT(b->backup_tokens > 0);          /* write_through */
+    CU_ASSERT_EQUAL(b->write_back_tokens, 0);
+    CU_ASSERT(b->ttft_ms.mean < a->ttft_ms.mean);
+    sim_result_free(&off_r), sim_result_free(&on_r);
+    tr_trace_free(&t);
+    cost_free(m);
+}
+
+void register_test_cost_hicache(void)
+{
+    CU_pSuite s = CU_add_suite("cost_hicache", init, NULL);
+    CU_add_test(s, "a load-back's exposed time against its closed form; a write-back waited for whole",
+                test_load_back_closed_form);
+    CU_add_test(s, "a kind that cannot price copies refuses the host tier", test_kinds_refuse);
+    CU_add_test(s, "multi-turn chats: host hits replace recompute, loads add up, TTFT falls", test_sim_multiturn);
+}
