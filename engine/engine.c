@@ -209,6 +209,16 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
     }
     g->cfg.m = g->m;
     core_config *k = &g->cfg.core;
+    if (k->enable_hierarchical_cache) {
+        /* The host tier's pages are copies of the runner's own pool: one
+         * runner, and no drafter with a KV pool of its own to keep in step. */
+        if (tp_config_active(&cfg->tp) || (cfg->spec.algorithm != SPEC_NONE && cfg->spec.algorithm != SPEC_NGRAM)) {
+            rh_fail(e, "--enable-hierarchical-cache: a host KV tier is not supported with tensor parallel or a "
+                       "model-drafted speculative algorithm");
+            goto fail;
+        }
+        k->kv_bytes_per_token = (double)model_kv_bytes_per_token(&g->m->cfg);   /* what --hicache-size divides */
+    }
     uint32_t ctx = g->m->cfg.max_position;
     if (!k->context_length || k->context_length > ctx) k->context_length = ctx;
     if (size_pool(&g->cfg, &g->m->cfg, e) < 0) goto fail;
@@ -231,6 +241,11 @@ engine *engine_new(const engine_config *cfg, rh_err *e)
                         .on_message = engine_core_on_message, .guard_clock = guard_clock};
     if (cfg->lora_paths && *cfg->lora_paths) k->enable_lora = true;   /* the base holds its slot from the start */
     if (!(g->c = core_new(k, &hooks, e))) goto fail;
+    if (k->enable_hierarchical_cache && g->run) {
+        core_stats st;
+        core_get_stats(g->c, &st);
+        if (runner_host_tier(g->run, (uint32_t)st.host_pages_total, e) < 0) goto fail;
+    }
     if (engine_lora_start(g, e) < 0) goto fail;
     g->cap_seqs = k->max_running_requests + 1;
     g->seqs = calloc(g->cap_seqs, sizeof *g->seqs);

@@ -4,9 +4,19 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "engine/core/kv.h"
 #include "engine/engine_impl.h"
 #include "engine/speculative/verify.h"
 #include "util/hash.h"
+
+#include <stddef.h>
+
+/* The core's copy log is handed to the runner as it is. */
+_Static_assert(sizeof(kv_copy) == sizeof(runner_page_copy) &&
+                   offsetof(kv_copy, gpu_page) == offsetof(runner_page_copy, gpu_page) &&
+                   offsetof(kv_copy, host_slot) == offsetof(runner_page_copy, host_slot) &&
+                   offsetof(kv_copy, to_host) == offsetof(runner_page_copy, to_host),
+               "kv_copy and runner_page_copy share one layout");
 
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +250,10 @@ int engine_step_begin(engine *g, rh_err *e)
     }
     if (n > g->cap_seqs)
         return rh_fail(e, "engine: a batch of %u sequences exceeds the %u the core allows", n, g->cap_seqs);
+    if (g->batch.copies_lost) return rh_fail(e, "engine: out of memory logging the host KV tier's copies");
+    if (g->batch.n_copies && g->run &&
+        runner_copy_pages(g->run, (const runner_page_copy *)g->batch.copies, g->batch.n_copies, e) < 0)
+        return -1;
     for (uint32_t i = 0; i < n; i++)
         if (lay_out(&g->batch.seqs[i], &g->seqs[i], e) < 0) return -1;
     if (g->n_adapters) {   /* each sequence under its adapter's copy in a GPU slot */

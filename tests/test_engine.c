@@ -459,6 +459,52 @@ static void test_prefix_reuse_keeps_tokens(void)
     model_free(m);
 }
 
+/* A prompt's pages evicted from a 12-page pool by two others come back from
+ * the host tier (--enable-hierarchical-cache) with their K and V copied
+ * out and in again: its second turn computes only what is new, under every
+ * write policy, and still produces what it produces alone. Without the
+ * tier the same turn recomputes all of it. */
+static void test_host_tier_keeps_tokens(void)
+{
+    model *m = eh_tiny_model();
+    int32_t a[100], o1[100], o2[100], b[120];
+    eh_random_prompt(7, m->cfg.vocab_size, a, 100);
+    eh_random_prompt(8, m->cfg.vocab_size, o1, 100);
+    eh_random_prompt(9, m->cfg.vocab_size, o2, 100);
+    memcpy(b, a, 96 * sizeof *b);
+    eh_random_prompt(10, m->cfg.vocab_size, b + 96, 24);
+    int32_t rb[MAXT];
+    CU_ASSERT_EQUAL_FATAL(eh_reference(m, b, 120, greedy, 0, 10, rb), 10);
+    for (int policy = -1; policy < 3; policy++) {
+        harness h = {.abort_on_token = -1};
+        engine_config c = base_config(m, &h);
+        c.core.max_total_tokens = 12 * 16;
+        c.core.enable_hierarchical_cache = policy >= 0;
+        c.core.hicache_write_policy = (core_hicache_write)(policy >= 0 ? policy : 0);
+        c.core.hicache_ratio = 4;
+        start(&h, &c);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h.g);
+        add(&h, 0, a, 100, 10, greedy, 0);
+        run_all(&h);
+        if (policy == CORE_HICACHE_WRITE_THROUGH_SELECTIVE) {   /* a second use, so it is copied */
+            add(&h, 3, a, 100, 4, greedy, 0);
+            run_all(&h);
+        }
+        add(&h, 1, o1, 100, 10, greedy, 0);
+        run_all(&h);
+        add(&h, 2, o2, 100, 10, greedy, 0);
+        run_all(&h);
+        uint64_t before = h.prefill_tokens;
+        add(&h, 4, b, 120, 10, greedy, 0);
+        run_all(&h);
+        CU_ASSERT_EQUAL(h.out[4].cached, policy >= 0 ? 96 : 0);
+        CU_ASSERT_EQUAL(h.prefill_tokens - before, policy >= 0 ? 24 : 120);
+        CU_ASSERT_EQUAL(eh_mismatches("host tier", 4, h.out[4].tokens, h.out[4].n, rb, 10), 0);
+        engine_free(h.g);
+    }
+    model_free(m);
+}
+
 /* ---- drafts ---- */
 
 typedef struct drafter_state {
@@ -725,6 +771,7 @@ void register_test_engine(void)
     CU_add_test(s, "tensor parallel: bad sizes and flags refused", test_tensor_parallel_refusals);
     CU_add_test(s, "retraction and preemption recompute the same tokens", test_retraction_recomputes_the_same_tokens);
     CU_add_test(s, "a reused prefix keeps the tokens", test_prefix_reuse_keeps_tokens);
+    CU_add_test(s, "prefixes demoted to the host tier load back and keep the tokens", test_host_tier_keeps_tokens);
     CU_add_test(s, "drafts are verified without changing tokens", test_drafts_verified_without_changing_tokens);
     CU_add_test(s, "stop ids and EOS finish a request", test_stop_ids_and_eos);
     CU_add_test(s, "aborts outside and inside hooks", test_aborts_outside_and_inside_hooks);

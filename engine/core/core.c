@@ -269,6 +269,7 @@ int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, dou
         r->kv = 0;
         return -1;
     }
+    for (uint32_t i = 0; i < h; i++) kv_log_copy(&c->kv, r->pages[m + i], kv_tier_slot(c->kv.host, r->keys[m + i]), false);
     if (h) {
         /* Loaded back during the step: the pages hold the prefix's K and V
          * when the forward reads them (layer by layer), so they are the
@@ -574,6 +575,9 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     out->decode_tokens = c->step.decode_tokens;
     out->index = c->step_index;
     out->load_tokens = c->step.hicache_load_tokens;
+    out->copies = c->kv.log;
+    out->n_copies = c->kv.n_log;
+    out->copies_lost = c->kv.log_failed;
     out->writeback_tokens = c->step.hicache_writeback_tokens;
     /* Background copies since the previous step was formed (the inserts of
      * its completion and this step's admissions). */
@@ -623,6 +627,7 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
     uint32_t ps = c->ps;
     core_req *done = NULL;
     bool sglang = c->cfg.preset == CORE_PRESET_SGLANG;
+    kv_log_clear(&c->kv);   /* the runner ran them before the forward */
     for (uint32_t i = 0; i < c->n_seqs; i++) {
         const core_seq *s = &c->seqs[i];
         core_req *r = s->req;

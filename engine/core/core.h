@@ -204,6 +204,13 @@ typedef struct core_batch {
      * forward, and tokens the evictions that made room while forming it
      * copied to the host and waited for (write_back). */
     uint32_t load_tokens, writeback_tokens;
+    /* The copies between GPU pages and host-tier slots (0 .. host pages) to
+     * run, in this order, before the batch's forward: those the previous
+     * step's completion decided (backups) and this step's (write-backs,
+     * load-backs). Valid until core_complete. */
+    const struct kv_copy *copies;
+    uint32_t n_copies;
+    bool copies_lost;       /* memory ran out logging them: the host tier's data cannot be trusted */
 } core_batch;
 
 /* What the runner reports per sequence of a batch (NULL results means: every

@@ -202,6 +202,21 @@ static uint32_t unlink_leaf(kv_pool *kv, uint32_t page)
     return parent;
 }
 
+void kv_log_copy(kv_pool *kv, uint32_t gpu_page, uint32_t host_slot, bool to_host)
+{
+    if (kv->n_log == kv->cap_log) {
+        uint32_t cap = kv->cap_log ? kv->cap_log * 2 : 256;
+        kv_copy *v = realloc(kv->log, (size_t)cap * sizeof *v);
+        if (!v) {
+            kv->log_failed = true;
+            return;
+        }
+        kv->log = v;
+        kv->cap_log = cap;
+    }
+    kv->log[kv->n_log++] = (kv_copy){gpu_page, host_slot, to_host};
+}
+
 /* A page leaving the GPU: its host copy stays (demoted); under write_back
  * one is written first; else it is gone. */
 static void demote(kv_pool *kv, uint32_t page)
@@ -213,6 +228,7 @@ static void demote(kv_pool *kv, uint32_t page)
     } else if (kv->write_policy == KV_WRITE_BACK && kv_tier_put(kv->host, key) == 1) {
         kv->written_back++;
         kv->demoted++;
+        kv_log_copy(kv, page, kv_tier_slot(kv->host, key), true);
     }
 }
 
@@ -222,7 +238,10 @@ static void demote(kv_pool *kv, uint32_t page)
 static void backup(kv_pool *kv, uint32_t page, bool write)
 {
     uint64_t key = kv->node[page].key;
-    if ((write || kv_tier_has(kv->host, key)) && kv_tier_pin(kv->host, key) == 1) kv->backed_up++;
+    if ((write || kv_tier_has(kv->host, key)) && kv_tier_pin(kv->host, key) == 1) {
+        kv->backed_up++;
+        kv_log_copy(kv, page, kv_tier_slot(kv->host, key), true);
+    }
 }
 
 /* Frees the evictable leaves `need` asks for, least first. A leaf's parent
@@ -310,6 +329,7 @@ void kv_destroy(kv_pool *kv)
     free(kv->free_stack);
     free(kv->slots);
     free(kv->heap);
+    free(kv->log);
     memset(kv, 0, sizeof *kv);
 }
 

@@ -84,6 +84,15 @@ typedef enum kv_write_policy {
     KV_WRITE_BACK = 2,
 } kv_write_policy;
 
+/* A copy between a GPU page and a host-tier slot (the tier's entry index),
+ * logged in the order the pool decided it: the runner replays the log
+ * before the forward that follows, so a page is copied out before it is
+ * reused and a slot is written before it is read. */
+typedef struct kv_copy {
+    uint32_t gpu_page, host_slot;
+    uint8_t to_host;
+} kv_copy;
+
 typedef struct kv_pool {
     uint32_t n_pages, page_size;
     kv_order order;
@@ -106,6 +115,9 @@ typedef struct kv_pool {
     uint64_t backed_up;        /* pages copied to the host in the background (write-through kinds) */
     uint64_t written_back;     /* pages copied to the host while an eviction waited (write_back) */
     uint64_t demoted;          /* evicted pages that stay in the host tier */
+    kv_copy *log;              /* copies since kv_log_clear (only with a host tier) */
+    uint32_t n_log, cap_log;
+    bool log_failed;           /* a copy could not be logged (out of memory): the log is not whole */
 } kv_pool;
 
 int kv_init(kv_pool *kv, uint32_t n_pages, uint32_t page_size, kv_order order, rh_err *e);
@@ -148,6 +160,10 @@ int kv_uncache(kv_pool *kv, uint32_t page);
  * tier of every page not on the GPU: SGLang's /flush_cache. Returns the GPU
  * pages freed; evictions are not counted. */
 uint64_t kv_evict_all(kv_pool *kv);
+
+/* Logs a copy (kv_pool.log). */
+void kv_log_copy(kv_pool *kv, uint32_t gpu_page, uint32_t host_slot, bool to_host);
+static inline void kv_log_clear(kv_pool *kv) { kv->n_log = 0; }
 
 /* Pool and tree consistency: counts, free stack, hash table, child counts,
  * held paths, heap entries of every evictable leaf. 0, or -1 and what broke. */

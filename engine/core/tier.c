@@ -33,6 +33,11 @@ static uint32_t find(const kv_tier *t, uint64_t key)
     return rh_map64_get(&t->map, key, &v) ? (uint32_t)v : NIL;
 }
 
+uint32_t kv_tier_slot(const kv_tier *t, uint64_t key)
+{
+    return find(t, key);
+}
+
 bool kv_tier_has(const kv_tier *t, uint64_t key)
 {
     return find(t, key) != NIL;

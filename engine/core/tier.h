@@ -47,6 +47,8 @@ int kv_tier_init(kv_tier *t, uint64_t cap_pages, rh_err *e);
 void kv_tier_destroy(kv_tier *t);
 
 bool kv_tier_has(const kv_tier *t, uint64_t key);
+/* The key's entry index (its slot in a host pool of cap pages), or UINT32_MAX. */
+uint32_t kv_tier_slot(const kv_tier *t, uint64_t key);
 /* The page is (also) on the GPU: the entry becomes pinned, written first
  * when absent. 1 written now, 0 already there, -1 no room (skipped). */
 int kv_tier_pin(kv_tier *t, uint64_t key);

@@ -63,6 +63,10 @@ struct runner {
     fwd_lora_seg *segs;              /* the batch's LoRA segments (host) */
     uint32_t cap_segs;
     uint64_t lora_u_cap;             /* floats in buf.lora_u */
+    /* the host tier (runner_host_tier): per layer K and V pages in host memory */
+    void **host_k, **host_v;
+    uint32_t host_pages;
+    uint64_t page_bytes;             /* one layer's K (or V) page */
 };
 
 struct runner_lora {
@@ -140,6 +144,61 @@ const model_config *runner_model(const runner *r) { return &r->m->cfg; }
 uint32_t runner_page_size(const runner *r) { return r->page_size; }
 uint32_t runner_total_pages(const runner *r) { return r->total_pages; }
 
+int runner_host_tier(runner *r, uint32_t pages, rh_err *e)
+{
+    if (r->host_k) return rh_fail(e, "runner: the host tier is already set up");
+    if (r->comm) return rh_fail(e, "runner: a host KV tier under tensor parallel is not supported");
+    uint32_t L = r->m->cfg.n_layers;
+    double want = (double)pages * (double)r->page_bytes * 2 * L;
+    if (!pages || want > (double)rh_mem_available())
+        return rh_fail(e, "runner: a host KV tier of %u pages takes %.2f GB; %.2f GB of host memory is available", pages,
+                       want / 1e9, (double)rh_mem_available() / 1e9);
+    r->host_k = calloc(L, sizeof *r->host_k);
+    r->host_v = calloc(L, sizeof *r->host_v);
+    bool ok = r->host_k && r->host_v;
+    for (uint32_t l = 0; ok && l < L; l++) {
+        /* malloc, not calloc: a slot is always written before it is read */
+        r->host_k[l] = malloc((size_t)pages * r->page_bytes);
+        r->host_v[l] = malloc((size_t)pages * r->page_bytes);
+        ok = r->host_k[l] && r->host_v[l];
+    }
+    if (!ok) {
+        for (uint32_t l = 0; r->host_k && l < L; l++) free(r->host_k[l]), free(r->host_v ? r->host_v[l] : NULL);
+        free(r->host_k), free(r->host_v);
+        r->host_k = r->host_v = NULL;
+        return rh_fail(e, "runner: out of memory for a host KV tier of %u pages", pages);
+    }
+    r->host_pages = pages;
+    return 0;
+}
+
+int runner_copy_pages(runner *r, const runner_page_copy *c, uint32_t n, rh_err *e)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (c[i].gpu_page >= r->total_pages || c[i].host_slot >= r->host_pages)
+            return rh_fail(e, "runner: copy %u names page %u of %u and host slot %u of %u", i, c[i].gpu_page,
+                           r->total_pages, c[i].host_slot, r->host_pages);
+    uint64_t pb = r->page_bytes;
+    for (uint32_t i = 0; i < n; i++) {
+        /* Every layer's K and V page: SGLang's layer-first host layout, the
+         * loads one layer after another as its load_to_device_per_layer. */
+        for (uint32_t l = 0; l < r->m->cfg.n_layers; l++) {
+            char *dk = (char *)r->k_pools[l] + (uint64_t)c[i].gpu_page * pb;
+            char *dv = (char *)r->v_pools[l] + (uint64_t)c[i].gpu_page * pb;
+            char *hk = (char *)r->host_k[l] + (uint64_t)c[i].host_slot * pb;
+            char *hv = (char *)r->host_v[l] + (uint64_t)c[i].host_slot * pb;
+            if (c[i].to_host) {
+                r->K->copy_out(hk, dk, pb);
+                r->K->copy_out(hv, dv, pb);
+            } else {
+                r->K->copy_in(dk, hk, pb);
+                r->K->copy_in(dv, hv, pb);
+            }
+        }
+    }
+    return 0;
+}
+
 static void free_graphs(runner *r)
 {
     for (int i = 0; i < GRAPH_SLOTS; i++)
@@ -172,6 +231,12 @@ void runner_free(runner *r)
     }
     free(r->k_pools);
     free(r->v_pools);
+    for (uint32_t l = 0; r->host_k && l < r->m->cfg.n_layers; l++) {
+        free(r->host_k[l]);
+        free(r->host_v[l]);
+    }
+    free(r->host_k);
+    free(r->host_v);
     if (r->inv_freq) r->K->free(r->inv_freq);
     free_buffers(r);
     for (int i = 0; i < ST_COUNT; i++) {
@@ -237,6 +302,7 @@ runner *runner_new_tp(const model *m, const runner_config *rc, const kern_comm *
     r->c = &r->sh->cfg;
     r->page_size = rc->page_size;
     r->total_pages = rc->total_pages;
+    r->page_bytes = pool_bytes / rc->total_pages;
     r->k_pools = calloc(c->n_layers, sizeof *r->k_pools);
     r->v_pools = calloc(c->n_layers, sizeof *r->v_pools);
     r->cand = malloc((size_t)c->vocab_size * sizeof *r->cand);

@@ -85,6 +85,18 @@ int32_t runner_sample(runner *r, const float *row, const kern_sampling *p, uint6
 int runner_sampling_check(const kern_sampling *p, rh_err *e);
 
 const model_config *runner_model(const runner *r);
+/* The host KV tier (--enable-hierarchical-cache): `pages` pages of every
+ * layer's K and V in host memory, slots 0 .. pages-1. Not under tensor
+ * parallel. -1 naming the size when memory is short. */
+int runner_host_tier(runner *r, uint32_t pages, rh_err *e);
+/* Copies pages between the pool and the host tier, in order (the core's
+ * log, engine/core/kv.h kv_copy: the same layout). Every id is checked
+ * first; nothing is copied when one is out of range. */
+typedef struct runner_page_copy {
+    uint32_t gpu_page, host_slot;
+    uint8_t to_host;
+} runner_page_copy;
+int runner_copy_pages(runner *r, const runner_page_copy *c, uint32_t n, rh_err *e);
 uint32_t runner_page_size(const runner *r);
 uint32_t runner_total_pages(const runner *r);
 

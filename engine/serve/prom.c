@@ -448,7 +448,29 @@ static void render_sglang(out *o, const prom *p, double kv)
           util);
     counter(o, p, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", p->prompt_tokens);
     counter(o, p, "sglang:generation_tokens_total", "Number of generation tokens processed.", p->generation_tokens);
-    counter(o, p, "sglang:cached_tokens_total", "Number of cached prompt tokens.", c->cached_tokens);
+    if (c->host_pages_total) {
+        /* HiCache: the cached tokens by the tier they came from, as SGLang
+         * labels them, and the host tier's use and traffic */
+        uint64_t ps = p->block_size ? p->block_size : 1;
+        family(o, "sglang:cached_tokens_total", "counter", "Number of cached prompt tokens, by the tier that held them.");
+        printf_out(o, "sglang:cached_tokens_total{cache_source=\"device\",model_name=\"%s\"} %llu\n", p->model,
+                   (unsigned long long)(c->cached_tokens - c->host_cached_tokens));
+        printf_out(o, "sglang:cached_tokens_total{cache_source=\"host\",model_name=\"%s\"} %llu\n", p->model,
+                   (unsigned long long)c->host_cached_tokens);
+        gauge(o, p, "sglang:hicache_host_used_tokens", "Tokens held in the host KV tier.", (double)(c->host_pages_used * ps));
+        gauge(o, p, "sglang:hicache_host_total_tokens", "Tokens the host KV tier can hold.",
+              (double)(c->host_pages_total * ps));
+        counter(o, p, "sglang:evicted_tokens_total", "Tokens evicted from the GPU's KV pool (demoted or dropped).",
+                c->evicted_pages * ps);
+        counter(o, p, "sglang:load_back_tokens_total", "Tokens loaded back from the host tier to the GPU.",
+                c->load_back_tokens);
+        counter(o, p, "rehearse:hicache_backup_tokens_total", "Tokens copied GPU to host in the background.",
+                c->backup_pages * ps);
+        counter(o, p, "rehearse:hicache_write_back_tokens_total",
+                "Tokens copied GPU to host while an eviction waited (write_back).", c->writeback_pages * ps);
+    } else {
+        counter(o, p, "sglang:cached_tokens_total", "Number of cached prompt tokens.", c->cached_tokens);
+    }
     counter(o, p, "sglang:num_requests_total", "Number of requests processed.", p->requests);
     for (size_t i = 0; i < sizeof SGLANG_HIST / sizeof *SGLANG_HIST; i++)
         render_hist_as(o, p, &p->h[SGLANG_HIST[i].h], SGLANG_HIST[i].name);

@@ -28,7 +28,11 @@
  * sglang:spec_accept_rate, sglang:max_total_num_tokens, sglang:num_retracted_reqs
  * (the last 40 steps) and sglang:num_retracted_requests_total,
  * sglang:new_token_ratio, sglang:decode_sum_seq_lens, sglang:utilization,
- * sglang:{prompt,generation,cached}_tokens_total, sglang:num_requests_total
+ * sglang:{prompt,generation,cached}_tokens_total (with a host tier, cached
+ * by cache_source="device"|"host", and sglang:hicache_host_used_tokens,
+ * sglang:hicache_host_total_tokens, sglang:evicted_tokens_total,
+ * sglang:load_back_tokens_total, rehearse:hicache_backup_tokens_total and
+ * rehearse:hicache_write_back_tokens_total), sglang:num_requests_total
  * and the histograms sglang:time_to_first_token_seconds,
  * sglang:inter_token_latency_seconds, sglang:e2e_request_latency_seconds,
  * sglang:queue_time_seconds (the same measurements as vLLM's). Every sample
