@@ -289,6 +289,62 @@ static void test_info_flush_and_metrics(void)
     ts_resp_free(&m);
 }
 
+/* A host KV tier (--enable-hierarchical-cache) behind a 12-page pool: a
+ * prompt pushed off the GPU by two others comes back from host memory.
+ * meta_info splits the cached tokens as SGLang's cached_tokens_details,
+ * /metrics counts them under cache_source="host", and the output is the
+ * one the prompt gets on a server that recomputes it. */
+static void test_host_tier(void)
+{
+    the_server();
+    server_config c = ts_config(shared.m);
+    c.engine.core.max_total_tokens = 12 * 16;
+    c.engine.core.enable_hierarchical_cache = true;
+    c.engine.core.hicache_ratio = 4;
+    server *s = ts_start(&c);
+    int32_t a[100], o[2][100], b[120];
+    eh_random_prompt(31, 512, a, 100);
+    eh_random_prompt(32, 512, o[0], 100);
+    eh_random_prompt(33, 512, o[1], 100);
+    memcpy(b, a, 96 * sizeof *b);
+    eh_random_prompt(34, 512, b + 96, 24);
+    const int32_t *prompts[] = {a, o[0], o[1], b};
+    size_t lens[] = {100, 100, 100, 120};
+    json_t *last = NULL;
+    for (int i = 0; i < 4; i++) {
+        json_t *body = json_pack("{s:o,s:{s:i,s:f}}", "input_ids", ids_of(prompts[i], lens[i]), "sampling_params",
+                                 "max_new_tokens", 6, "temperature", 0.0);
+        char *t = json_dumps(body, JSON_COMPACT);
+        ts_resp r = ts_post(s, "/generate", t);
+        CU_ASSERT_EQUAL(r.status, 200);
+        json_t *d = meta(r.json, "cached_tokens_details");
+        CU_ASSERT(json_is_object(d));
+        if (i == 3) {
+            CU_ASSERT_EQUAL(json_integer_value(meta(r.json, "cached_tokens")), 96);
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(d, "host")), 96);
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(d, "device")), 0);
+            last = json_incref(json_object_get(r.json, "output_ids"));
+            /* the same prompt recomputed, on the shared server without the tier */
+            ts_resp w = ts_post(the_server(), "/generate", t);
+            CU_ASSERT(json_equal(last, json_object_get(w.json, "output_ids")));
+            CU_ASSERT_PTR_NULL(meta(w.json, "cached_tokens_details"));
+            ts_resp_free(&w);
+        }
+        free(t);
+        json_decref(body);
+        ts_resp_free(&r);
+    }
+    json_decref(last);
+    ts_resp m = ts_request(s, "GET", "/metrics", NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m.body, "sglang:cached_tokens_total{cache_source=\"host\",model_name=\"tiny-llama\"} 96\n"));
+    CU_ASSERT(metric(m.body, "sglang:load_back_tokens_total") == 96);
+    CU_ASSERT(metric(m.body, "sglang:hicache_host_total_tokens") == 4 * 12 * 16);
+    CU_ASSERT(metric(m.body, "sglang:hicache_host_used_tokens") > 0);
+    CU_ASSERT(metric(m.body, "sglang:evicted_tokens_total") >= 96);
+    ts_resp_free(&m);
+    ts_stop(s);
+}
+
 typedef struct generate_run {
     const char *url, *body;
     ts_resp r;
@@ -571,6 +627,7 @@ void register_test_serve_sglang(void)
     CU_add_test(s, "/generate refusals name the field as /generate spells it", test_generate_refusals);
     CU_add_test(s, "--stream-interval 4: the first token at once, then runs of four, the same text", test_stream_interval);
     CU_add_test(s, "server and model info, /flush_cache, sglang: and vllm: metrics agree", test_info_flush_and_metrics);
+    CU_add_test(s, "a host KV tier: cached_tokens_details, cache_source=\"host\", the recomputed output", test_host_tier);
     CU_add_test(s, "rehearse bench --backend sglang and vllm: no vocab flag, their keys, equal counts",
                 test_bench_as_they_run_it);
     CU_add_test(s, "rehearse bench --dataset sharegpt through both clients", test_bench_sharegpt);

@@ -398,6 +398,7 @@ static int format_generate(sv_job *j, const sv_delivery *d)
     if (!finish && !d->len && !d->n_ids) return 0;   /* an error follows instead */
     sg_choice c = {.text = t->p, .len = t->n, .n_ids = j->sg_ids[d->choice], .finish = finish, .matched = d->matched,
                    .prompt_tokens = j->req.prompts[d->choice].n, .cached_tokens = d->cached,
+                   .cached_host = d->cached_host, .tiers = j->srv->hicache,
                    .e2e_latency = sv_clock(j->srv) - j->arrival};
     size_t n = 0;
     char *ev = sg_event(&j->ident, d->choice, j->n_choices > 1, &c, &n);
@@ -508,6 +509,7 @@ static enum MHD_Result answer_generate(struct MHD_Connection *c, sv_job *j)
         sc[i] = (sg_choice){.text = ch->text.text ? ch->text.text : "", .len = ch->text.len, .ids = ch->out,
                             .n_ids = ch->n_kept, .finish = ch->finish, .matched = by_id ? ch->out[ch->n_kept - 1] : -1,
                             .prompt_tokens = pn, .cached_tokens = ch->cached < pn ? ch->cached : pn,
+                            .cached_host = ch->cached_host < pn ? ch->cached_host : pn, .tiers = j->srv->hicache,
                             .e2e_latency = e2e};
     }
     size_t n;

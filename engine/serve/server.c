@@ -177,6 +177,7 @@ server *server_start(const server_config *c, rh_err *e)
     if (!(s->g = engine_new(&ec, e))) goto fail;
     const core_config *k = core_get_config(engine_core(s->g));
     s->block_size = k->page_size;
+    s->hicache = k->enable_hierarchical_cache;
     s->pool_tokens = (uint64_t)k->total_pages * k->page_size;
     snprintf(s->model_name, sizeof s->model_name, "%s",
              c->served_model_name ? c->served_model_name : engine_model(s->g)->name);

@@ -92,6 +92,7 @@ static void on_event(void *ctx, const engine_event *ee)
         if (c->queued) {
             c->admitted_at = ev->now;
             c->cached = ev->cached_tokens;
+            c->cached_host = ev->cached_host;
             sv_unqueue(s, c);
         }
         break;
@@ -263,6 +264,7 @@ static sv_delivery *new_delivery(const sv_choice *c, const char *echo, size_t ec
     d->n_ids = n_ids;
     d->with_prompt = echo && c->plp;
     d->cached = c->cached < rq->prompts[c->index].n ? c->cached : rq->prompts[c->index].n;
+    d->cached_host = c->cached_host < d->cached ? c->cached_host : d->cached;
     d->matched = final && c->finish == TR_FINISH_STOP && !c->text.stopped && c->n_kept ? c->out[c->n_kept - 1] : -1;
     d->text = malloc(d->len + 1);
     d->ids = malloc((n_ids ? n_ids : 1) * sizeof *d->ids);

@@ -42,6 +42,7 @@ typedef struct sv_delivery {
     logprob_entry *top;
     bool with_prompt;           /* echo with logprobs: the choice's prompt scores come first */
     uint32_t cached;            /* the choice's cached prompt tokens (/generate's meta_info) */
+    uint32_t cached_host;       /* of which loaded back from the host tier */
     int32_t matched;            /* final, ended by a stop id: that id; else -1 */
     int finish;                 /* enum tr_finish; 0 while running */
 } sv_delivery;
@@ -65,7 +66,7 @@ typedef struct sv_choice {
     logprob_entry *plp_top;
     bool echo_sent;             /* echo: the prompt's text went out */
     double admitted_at;
-    uint32_t cached, retractions, spec_proposed, spec_accepted;
+    uint32_t cached, cached_host, retractions, spec_proposed, spec_accepted;
     bool queued;                /* counted in srv->n_queued */
     bool in_engine;             /* added, no FINISHED/ABORTED event yet */
     bool ended;                 /* no more tokens count */
@@ -150,6 +151,7 @@ struct server {
     oa_limits lim;
     uint64_t pool_tokens;
     uint32_t block_size;        /* the recording's hash block: the page size */
+    bool hicache;               /* a host KV tier: responses split cached tokens by tier (set at start) */
     prom *prom;
     recorder *rec;
     double t0;                  /* rh_now() at the server clock's zero */

@@ -188,6 +188,10 @@ static json_t *choice_value(const oa_ident *id, const sg_choice *c, bool with_id
     json_t *meta = json_pack("{s:s,s:o,s:I,s:I,s:I,s:f}", "id", id->id, "finish_reason", finish_value(c),
                              "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens", (json_int_t)c->n_ids,
                              "cached_tokens", (json_int_t)c->cached_tokens, "e2e_latency", c->e2e_latency);
+    if (meta && c->tiers)
+        json_object_set_new(meta, "cached_tokens_details",
+                            json_pack("{s:I,s:I}", "device", (json_int_t)(c->cached_tokens - c->cached_host), "host",
+                                      (json_int_t)c->cached_host));
     json_t *o = json_pack("{s:o,s:o}", "text", text ? text : json_string(""), "meta_info", meta);
     if (o && with_ids) {
         json_t *a = json_array();

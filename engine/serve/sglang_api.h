@@ -35,6 +35,8 @@ typedef struct sg_choice {
     int finish;                 /* enum tr_finish; 0 while running */
     int32_t matched;            /* the stop id that ended it, or -1 */
     uint32_t prompt_tokens, cached_tokens;
+    uint32_t cached_host;       /* of cached_tokens, those loaded back from the host tier */
+    bool tiers;                 /* a host tier runs: meta_info gets SGLang's cached_tokens_details */
     double e2e_latency;         /* s since the request arrived */
 } sg_choice;
 
