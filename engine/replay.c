@@ -86,7 +86,7 @@ static void emit(replay *r, rreq *s, double now)
     r->outstanding--;
     r->res.output_tokens += s->o.n_out;
     if (s->o.finish == TR_FINISH_LENGTH || s->o.finish == TR_FINISH_STOP) r->res.completed++;
-    tr_sender_done(r->sender, now);
+    tr_sender_done(r->sender, s->index, now);
 }
 
 static void on_event(void *ctx, const engine_event *ee)

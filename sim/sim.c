@@ -187,7 +187,7 @@ static void emit_request(run *r, req_state *s, double now)
     r->done++;
     r->outstanding--;
     rep->outstanding--;
-    tr_sender_done(r->sender, now);
+    tr_sender_done(r->sender, s->index, now);
 }
 
 /* Tokens reach the client at `now`: the outcome, the ITL counts, the token times. */

@@ -5,7 +5,10 @@
  * order (trace order among ties); open loop, a request is sent at its
  * arrival / rate_scale; closed loop with N clients, at that time or when a
  * client frees up, whichever is later (a client frees up when its request
- * finishes, and clients are reused oldest-freed first). */
+ * finishes, and clients are reused oldest-freed first). A client that
+ * sends a session's first request (session_id != 0) keeps the session: it
+ * sends each later turn once the turn before it finished, as a chat client
+ * does, and takes a new session only after the last turn. */
 #ifndef RH_TRACES_SENDER_H
 #define RH_TRACES_SENDER_H
 
@@ -21,8 +24,9 @@ tr_sender *tr_sender_new(const tr_trace *t, double rate_scale, uint32_t clients,
  * it was sent; 0 when none is due, with *next the time the next one will be
  * (INFINITY when none is left or every client is busy). */
 int tr_sender_next(tr_sender *s, double now, uint32_t *index, double *sent, double *next);
-/* A request finished (or was refused) at `t`: its client is free from then. */
-void tr_sender_done(tr_sender *s, double t);
+/* Request `index` finished (or was refused) at `t`: its client sends its
+ * session's next turn from then, or is free from then. */
+void tr_sender_done(tr_sender *s, uint32_t index, double t);
 /* Requests not sent yet. */
 uint64_t tr_sender_left(const tr_sender *s);
 void tr_sender_free(tr_sender *s);
