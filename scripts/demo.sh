@@ -55,7 +55,7 @@ step "3/5 validating the simulator against the engine"
 "$bin" run scripts/experiments/calibrate_summary.lua dir="$out/calibrate"
 
 step "4/5 experiments (roofline llama-3-70b on 8 x h200)"
-for e in knob_grid spec_depth prefix_cache router_policy mixed_gpus pd_vs_colocated ttft_vs_prompt_length concurrency_sweep head_of_line deployments deepseek lora; do
+for e in knob_grid spec_depth prefix_cache router_policy mixed_gpus pd_vs_colocated ttft_vs_prompt_length concurrency_sweep head_of_line deployments deepseek lora hicache; do
   echo "-- $e"
   "$bin" run "scripts/experiments/$e.lua" out="$out/$e"
 done

@@ -54,6 +54,7 @@ json_t *sim_result_to_json(const sim_result *r, int with_requests)
         json_object_set_new(o, "imbalance_busy", json_real(r->imbalance_busy));
     }
     json_object_set_new(o, "gpus", json_integer(r->gpus));
+    json_object_set_new(o, "pool_tokens", json_integer((json_int_t)r->pool_tokens));
     json_object_set_new(o, "request_goodput_per_gpu", json_real(r->gpus ? r->summary.request_goodput / r->gpus : 0));
     if (r->pd_prefill) {
         json_object_set_new(o, "prefill_replicas", json_integer(r->pd_prefill));

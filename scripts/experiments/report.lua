@@ -49,6 +49,11 @@ local sections = {
        .. "--max-loras-per-batch, on llama-3-8b on one H100, in the shape of S-LoRA's evaluation; then S-LoRA's "
        .. "setting S1 with its published throughputs beside the prediction. A request whose adapter would pass "
        .. "the cap waits (SGLang's rule); each adapter entering a slot is copied from host memory first."},
+  {name = "hicache", head = "A host-memory tier below the GPU's prefix cache (HiCache)",
+   text = "TTFT, throughput and prefix hits per tier against the host tier's size (0 to 8 times the GPU pool) and "
+       .. "its write policy, on multi-turn chats in the shape of SGLang's bench_multiturn and on the Mooncake "
+       .. "conversation trace, llama-3.1-8b on one H100. Host hits load back over PCIe layer by layer while the "
+       .. "prefill computes; the Mooncake paper's capacity figures and SGLang's published HiCache gains beside."},
   {name = "head_of_line", head = "Head-of-line blocking",
    text = "One long prompt arrives among short ones, with and without chunked prefill."},
 }

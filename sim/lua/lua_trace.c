@@ -18,6 +18,7 @@
 #include "sim/lua/lua_api.h"
 #include "traces/import/import.h"
 #include "traces/tools/slice.h"
+#include "traces/tools/stats.h"
 #include "traces/tools/synth.h"
 
 rlua_trace *rlua_check_trace(lua_State *L, int idx)
@@ -273,6 +274,41 @@ static int l_trace_len(lua_State *L)
     return 1;
 }
 
+/* trace:stats(): what `rehearse trace stats` prints, as a table. */
+static int l_trace_stats(lua_State *L)
+{
+    rlua_trace *t = rlua_check_trace(L, 1);
+    tr_stats_acc *a = tr_stats_new();
+    if (!a) return luaL_error(L, "trace:stats: out of memory");
+    tr_sink k = tr_stats_sink(a);
+    rh_err e = {{0}};
+    int rc = k.header(k.ctx, &t->t.header, &e);
+    for (size_t i = 0; rc == 0 && i < t->t.n_requests; i++) {
+        tr_record r = {.kind = TR_REQUEST, .req = t->t.requests[i]};
+        rc = k.record(k.ctx, &r, &e) < 0 ? -1 : 0;
+    }
+    tr_stats st;
+    if (rc == 0) rc = tr_stats_finish(a, &st, &e);
+    tr_stats_free(a);
+    if (rc < 0) return luaL_error(L, "trace:stats: %s", e.msg);
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, (lua_Integer)st.requests);
+    lua_setfield(L, -2, "requests");
+    lua_pushnumber(L, st.span);
+    lua_setfield(L, -2, "span");
+    lua_pushnumber(L, st.rate);
+    lua_setfield(L, -2, "rate");
+    lua_pushinteger(L, (lua_Integer)st.input_tokens);
+    lua_setfield(L, -2, "input_tokens");
+    lua_pushinteger(L, (lua_Integer)st.output_tokens);
+    lua_setfield(L, -2, "output_tokens");
+    lua_pushnumber(L, st.prefix_hit_ratio);
+    lua_setfield(L, -2, "prefix_hit_ratio");
+    lua_pushinteger(L, (lua_Integer)st.sessions);
+    lua_setfield(L, -2, "sessions");
+    return 1;
+}
+
 static int l_trace_request(lua_State *L)
 {
     rlua_trace *t = rlua_check_trace(L, 1);
@@ -332,6 +368,7 @@ void rlua_open_trace(lua_State *L)
         lua_setfield(L, -2, "__index");
         static const luaL_Reg methods[] = {
             {"save", l_trace_save}, {"count", l_trace_len}, {"request", l_trace_request},
+            {"stats", l_trace_stats},
             {"add", l_trace_add},   {"slice", l_trace_slice}, {NULL, NULL}};
         luaL_newlib(L, methods);
         lua_setfield(L, -2, "methods");
