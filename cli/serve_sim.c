@@ -51,7 +51,8 @@ static double price(void *ctx, const core_batch *b)
         s->seqs[i] = (cost_seq){.n_new = b->seqs[i].n_new, .context = b->seqs[i].start, .prefill = b->seqs[i].prefill};
     cost_batch cb = {.seqs = s->seqs, .n = b->n, .serving = &s->serving, .lora_adapters = b->n_adapters,
                      .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads,
-                     .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens};
+                     .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens,
+                     .backup_tokens = b->backup_tokens};
     cost_batch_summarize(&cb);
     cost_parts p;
     cost_step_parts(s->cost, &cb, &p);

@@ -779,7 +779,8 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
     }
     cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving,
                      .lora_adapters = b->n_adapters, .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads,
-                     .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens};
+                     .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens,
+                     .backup_tokens = b->backup_tokens};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */

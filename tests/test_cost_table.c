@@ -267,7 +267,7 @@ static void test_step_composition(void)
     int n = cost_breakdown(m, &b, t, 32);
     double sum = 0;
     for (int i = 0; i < n; i++) sum += t[i].seconds;
-    CU_ASSERT_EQUAL(n, CT_N_OPS - 5);   /* every operator but the all-reduce (tp 1), the whole steps and LoRA's two */
+    CU_ASSERT_EQUAL(n, CT_N_OPS - 6);   /* every operator but the all-reduce (tp 1), the whole steps, LoRA's two and kv_copy */
     REL_EQ(sum, cost_step_time(m, &b), 1e-12);
     /* tensor parallel: only the table's own size */
     rh_err e;
@@ -433,10 +433,43 @@ static void test_bad_files(void)
     remove(path);
 }
 
+/* The host tier's copies: a table with kv_copy prices every token the
+ * engine copies before a forward (loaded back, written back, backed up) on
+ * that line; one without it refuses --enable-hierarchical-cache. */
+static void test_kv_copy(void)
+{
+    rh_err e;
+    json_t *root = build(lin, 4, 1, 0);
+    cost_model *plain = load_json(root, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+    json_object_set_new(json_object_get(root, "operators"), "kv_copy",
+                        json_pack("{s:[f,f], s:[f,f]}", "tokens", 16.0, 1024.0, "seconds", 2e-6, 2e-6 + 1008 * 1e-8));
+    cost_model *m = load_json(root, &e);
+    json_decref(root);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_seq s[1] = {{64, 100, true}};
+    cost_batch b = {.seqs = s, .n = 1};
+    cost_batch_summarize(&b);
+    double base = cost_step_time(m, &b);
+    REL_EQ(base, cost_step_time(plain, &b), 1e-12);
+    b.load_tokens = 512, b.writeback_tokens = 16, b.backup_tokens = 240;
+    REL_EQ(cost_step_time(m, &b) - base, 2e-6 + (768 - 16) * 1e-8, 1e-9);
+    REL_EQ(cost_step_time(plain, &b), base, 1e-12);   /* it cannot say */
+    cost_serving sv;
+    cost_serving_default(m, 0, &sv);
+    sv.hicache = true;
+    CU_ASSERT_EQUAL(cost_serving_check(m, 0, &sv, &e), 0);
+    CU_ASSERT_EQUAL(cost_serving_check(plain, 0, &sv, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "kv_copy"));
+    cost_free(m);
+    cost_free(plain);
+}
+
 void register_test_cost_table(void)
 {
     CU_pSuite s = CU_add_suite("cost_table", NULL, NULL);
     CU_add_test(s, "exact at grid points", test_exact_at_grid_points);
+    CU_add_test(s, "the host tier's copies priced by kv_copy; refused without it", test_kv_copy);
     CU_add_test(s, "monotone between grid points", test_monotone_between_points);
     CU_add_test(s, "extrapolation follows the trend", test_extrapolates_along_trend);
     CU_add_test(s, "a step composed as the forward pass runs", test_step_composition);

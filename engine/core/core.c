@@ -582,6 +582,7 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
     /* Background copies since the previous step was formed (the inserts of
      * its completion and this step's admissions). */
     c->step.hicache_backup_tokens = (uint32_t)((c->kv.backed_up - c->step_backed_up) * c->ps);
+    out->backup_tokens = c->step.hicache_backup_tokens;
     c->step_backed_up = c->kv.backed_up;
     for (uint32_t i = 0; i < c->n_seqs && !out->spec_steps; i++)
         if (c->seqs[i].n_spec) out->spec_steps = c->cfg.spec_steps;

@@ -204,6 +204,7 @@ typedef struct core_batch {
      * forward, and tokens the evictions that made room while forming it
      * copied to the host and waited for (write_back). */
     uint32_t load_tokens, writeback_tokens;
+    uint32_t backup_tokens; /* copied GPU -> host in the background since the previous step */
     /* The copies between GPU pages and host-tier slots (0 .. host pages) to
      * run, in this order, before the batch's forward: those the previous
      * step's completion decided (backups) and this step's (write-backs,

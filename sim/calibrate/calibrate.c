@@ -156,6 +156,11 @@ static void make_plan(const calib_ctx *x, plan *p)
     p->ax[CT_LORA][0] = lt, p->ax[CT_LORA][1] = la;
     p->ax[CT_LORA_LOAD][0] = ll;
     p->skip[CT_LORA] = p->skip[CT_LORA_LOAD] = !o->lora_rank || o->tp > 1;
+    /* the host tier's copies: tokens by factors of 4, whole pages */
+    axis kc = {0};
+    ax_geometric(&kc, o->page_size, o->quick ? 4096 : 16384, o->quick ? 16 : 4);
+    p->ax[CT_KV_COPY][0] = kc;
+    p->skip[CT_KV_COPY] = o->tp > 1;
 }
 
 /* The shapes of one rank; fails on a tp that does not split the model. */
@@ -234,6 +239,7 @@ static int run_op(calib_ctx *x, int op, calib_grid *g, rh_err *e)
     case CT_STEP_DECODE: return calib_bench_step(x, op, g, e);
     case CT_LORA: return calib_bench_lora(x, g, e);
     case CT_LORA_LOAD: return calib_bench_lora_load(x, g, e);
+    case CT_KV_COPY: return calib_bench_kv_copy(x, g, e);
     default: return calib_bench_rows(x, op, g, e);
     }
 }

@@ -72,6 +72,7 @@ int calib_bench_step(calib_ctx *x, int op, calib_grid *g, rh_err *e);
 /* LoRA's shrink and expand GEMMs over a layer (lora.c), and adapter loads. */
 int calib_bench_lora(calib_ctx *x, calib_grid *g, rh_err *e);
 int calib_bench_lora_load(calib_ctx *x, calib_grid *g, rh_err *e);
+int calib_bench_kv_copy(calib_ctx *x, calib_grid *g, rh_err *e);
 
 /* The attention shape of one rank. */
 kern_attn_shape calib_attn_shape(const calib_shape *s);

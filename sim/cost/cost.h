@@ -97,6 +97,8 @@ typedef struct cost_batch {
      * memory beside this step's forward, and tokens evictions copied to the
      * host while forming it (write_back; the step waited for them). */
     uint32_t load_tokens, writeback_tokens;
+    uint32_t backup_tokens;   /* copied GPU -> host in the background since the previous step (a GPU hides
+                                 them; the CPU engine copies them before this step's forward) */
 } cost_batch;
 
 /* Fills the aggregate fields from seqs (leaves tp and the draft fields). */

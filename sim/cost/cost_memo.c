@@ -23,7 +23,7 @@ typedef struct memo_key {
     uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
     uint32_t draft_steps, draft_seqs, draft_width, used;   /* used: 1 in a filled slot */
     uint32_t lora_adapters, lora_tokens, lora_loads, load_tokens;
-    uint32_t writeback_tokens, pad;
+    uint32_t writeback_tokens, backup_tokens;
 } memo_key;
 
 struct cost_memo {
@@ -86,6 +86,7 @@ static void key_of(const cost_batch *b, memo_key *k)
     k->lora_loads = b->lora_loads;
     k->load_tokens = b->load_tokens;
     k->writeback_tokens = b->writeback_tokens;
+    k->backup_tokens = b->backup_tokens;
     k->used = 1;
 }
 

@@ -43,6 +43,7 @@ const cost_table_op_info cost_table_ops[CT_N_OPS] = {
     [CT_STEP_DECODE] = {"step_decode", false, 1, 2, {"seqs", "context"}, true},
     [CT_LORA] = {"lora", true, 1, 2, {"tokens", "adapters"}, true},
     [CT_LORA_LOAD] = {"lora_load", false, 1, 1, {"adapters", NULL}, true},
+    [CT_KV_COPY] = {"kv_copy", false, 1, 1, {"tokens", NULL}, true},
 };
 
 /* A grid point needs at least two per axis (a line), and a file of a few
@@ -221,6 +222,9 @@ static void table_terms(const cost_table *t, const cost_batch *b, double out[CT_
             out[CT_LORA] = t->layers * ratio * op_time(t, CT_LORA, b->lora_tokens, b->lora_adapters ? b->lora_adapters : 1);
         if (b->lora_loads && t->ops[CT_LORA_LOAD].present) out[CT_LORA_LOAD] = ratio * op_time(t, CT_LORA_LOAD, b->lora_loads, 0);
     }
+    /* the host tier's copies: the engine makes every one before the forward */
+    double copied = (double)b->load_tokens + b->writeback_tokens + b->backup_tokens;
+    if (copied > 0 && t->ops[CT_KV_COPY].present) out[CT_KV_COPY] = op_time(t, CT_KV_COPY, copied, 0);
 }
 
 /* The forward's share of the kernel terms: all but sampling and scheduling,
@@ -350,12 +354,17 @@ static bool table_by_aggregates(const cost_model *m, uint32_t tp, const cost_ser
     return true;
 }
 
-/* LoRA is priced when the table measured it (calibrate --lora-rank). */
+/* LoRA and the host tier are priced when the table measured them
+ * (calibrate --lora-rank; kv_copy). */
 static int table_check_serving(const cost_model *m, uint32_t tp, const cost_serving *s, rh_err *e)
 {
     const cost_table *t = (const cost_table *)m;
     cost_serving plain = *s;
     plain.lora_rank = 0;
+    plain.hicache = false;
+    if (s->hicache && !t->ops[CT_KV_COPY].present)
+        return rh_fail(e, "%s: this table measured no kv_copy, the host tier's page copies (calibrate again: "
+                          "rehearse calibrate measures them)", m->path[0] ? m->path : "table cost model");
     if (cost_serving_check_default(m, tp, &plain, e) < 0) return -1;
     if (s->lora_rank && !(t->lora_rank && t->ops[CT_LORA].present))
         return rh_fail(e, "%s: this table measured no LoRA kernels (rehearse calibrate --lora-rank R measures "

@@ -59,6 +59,10 @@ enum cost_table_op {
      * and loading adapters into the backend's memory. */
     CT_LORA,             /* layer: tokens under adapters, distinct adapters */
     CT_LORA_LOAD,        /* step:  adapters loaded */
+    /* The host KV tier (optional): tokens' K and V of every layer copied
+     * between the KV pool and host memory, one way, as the engine copies
+     * them before a forward (loads, write-backs and backups alike). */
+    CT_KV_COPY,          /* step:  tokens copied */
     CT_N_OPS
 };
 
