@@ -52,7 +52,7 @@ static double price(void *ctx, const core_batch *b)
     cost_batch cb = {.seqs = s->seqs, .n = b->n, .serving = &s->serving, .lora_adapters = b->n_adapters,
                      .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads,
                      .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens,
-                     .backup_tokens = b->backup_tokens};
+                     .backup_tokens = b->backup_tokens, .storage_tokens = b->storage_tokens};
     cost_batch_summarize(&cb);
     cost_parts p;
     cost_step_parts(s->cost, &cb, &p);

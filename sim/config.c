@@ -212,6 +212,26 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (rh_parse_double(v, "--pd-link-latency-us", &d, e) < 0) return -1;
         if (!(d >= 0) || d > 1e9) return rh_fail(e, "--pd-link-latency-us must be >= 0 (got %s)", v);
         c->pd_link_latency_s = d * 1e-6;
+    } else if (!strcmp(name, "hicache-storage-backend")) {
+        if (!strcmp(v, "none")) c->hicache_storage = false;
+        else if (!strcmp(v, "mooncake") || !strcmp(v, "file")) c->hicache_storage = true;
+        else return rh_fail(e, "--hicache-storage-backend: '%s' is not mooncake, file or none", v);
+    } else if (!strcmp(name, "hicache-storage-size")) {
+        if (rh_parse_double(v, "--hicache-storage-size", &d, e) < 0) return -1;
+        if (!(d > 0) || d > 1e9) return rh_fail(e, "--hicache-storage-size must be > 0 GB (got %s)", v);
+        c->storage_gb = d;
+    } else if (!strcmp(name, "hicache-storage-link")) {
+        if (sim_pd_link(v, &c->storage_Bps, &c->storage_latency_s) < 0)
+            return rh_fail(e, "--hicache-storage-link: '%s' is not nvlink, ib or rdma (or give "
+                              "--hicache-storage-gbps and --hicache-storage-latency-us)", v);
+    } else if (!strcmp(name, "hicache-storage-gbps")) {
+        if (rh_parse_double(v, "--hicache-storage-gbps", &d, e) < 0) return -1;
+        if (!(d > 0) || d > 1e6) return rh_fail(e, "--hicache-storage-gbps must be > 0 GB/s (got %s)", v);
+        c->storage_Bps = d * 1e9;
+    } else if (!strcmp(name, "hicache-storage-latency-us")) {
+        if (rh_parse_double(v, "--hicache-storage-latency-us", &d, e) < 0) return -1;
+        if (!(d >= 0) || d > 1e9) return rh_fail(e, "--hicache-storage-latency-us must be >= 0 (got %s)", v);
+        c->storage_latency_s = d * 1e-6;
     } else if (!strcmp(name, "pd-kv-bytes-per-token")) {
         if (rh_parse_double(v, "--pd-kv-bytes-per-token", &d, e) < 0) return -1;
         if (!(d > 0) || d > 1e12) return rh_fail(e, "--pd-kv-bytes-per-token must be > 0 (got %s)", v);
@@ -303,7 +323,9 @@ int sim_config_takes_value(const char *name_in)
                                         "pd-kv-bytes-per-token", "ep-size", "expert-parallel-size", "dp-size",
                                         "cuda-graph-max-bs", "moe-a2a-backend", "deepep-mode", "expert-imbalance",
                                         "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts",
-                                        "stream-interval", "max-lora-rank", "lora-target-modules"};
+                                        "stream-interval", "max-lora-rank", "lora-target-modules",
+                                        "hicache-storage-backend", "hicache-storage-size", "hicache-storage-link",
+                                        "hicache-storage-gbps", "hicache-storage-latency-us"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
     if (!strcmp(name, "policy-fallback") || !strcmp(name, "enable-dp-attention") ||
@@ -375,6 +397,13 @@ const char *sim_config_help(void)
            "  --pd-link L               nvlink, ib (default) or rdma: bandwidth and latency per GPU;\n"
            "                            or --pd-link-gbps G --pd-link-latency-us U\n"
            "  --pd-kv-bytes-per-token B KV bytes per token per GPU (default: the cost model's)\n"
+           "  --hicache-storage-backend B  mooncake or file: a store below the replicas' host tiers\n"
+           "                            (needs --enable-hierarchical-cache), one for the whole cluster:\n"
+           "                            pages written to a host tier go on to it, and a prompt's pages\n"
+           "                            after its GPU and host hits are fetched from it into the host\n"
+           "  --hicache-storage-size GB the store's size (default 1000)\n"
+           "  --hicache-storage-link L  nvlink, ib or rdma (default): the fetch's bandwidth per GPU and\n"
+           "                            latency; or --hicache-storage-gbps G --hicache-storage-latency-us U\n"
            "  --ep-size N               experts spread over the N = tp GPUs (default 1: split like the MLP)\n"
            "  --enable-dp-attention     data-parallel attention: each request on one of --dp-size groups\n"
            "                            (default: tp groups of one GPU); the MLPs and experts see every\n"
@@ -460,6 +489,8 @@ int sim_serving_resolve(sim_config *c, const cost_model *cost, rh_err *e)
     if (c->serve_set & SIM_SERVE_LORA_RANK) sv->lora_rank = f->lora_rank;
     else if (c->trace_adapters || c->core.enable_lora) sv->lora_rank = c->lora_rank_header ? c->lora_rank_header : 16;
     sv->hicache = c->core.enable_hierarchical_cache;
+    sv->storage_Bps = c->storage_Bps;
+    sv->storage_latency_s = c->storage_latency_s;
     if (sv->deepep && sv->dp <= 1)
         return rh_fail(e, "--moe-a2a-backend deepep moves each attention group's tokens to the experts: it needs "
                           "--enable-dp-attention");

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/tier.h"
 #include "engine/record/outcome.h"
 #include "engine/router/router.h"
 #include "sim/pool.h"
@@ -64,6 +65,7 @@ typedef struct replica {
     double link_free;        /* PD prefill side: when its KV link takes the next transfer */
     double kv_bytes_per_token;   /* PD prefill side: what a prompt token's KV moves, per GPU */
     uint32_t gpus;           /* what its cost model prices it on (set at the end) */
+    struct kv_tier *storage; /* the run's shared storage tier, or NULL */
     core *c;                 /* NULL until it first gets a request (replica_core): an idle
                                 replica of a big cluster holds no pool, cache or script */
     metrics *m;              /* its own requests and steps (cluster runs) */
@@ -101,6 +103,7 @@ typedef struct run {
     tr_writer *w;
     req_state *rs;
     tr_sender *sender;       /* who is sent when: the engine replay's rule */
+    struct kv_tier *storage; /* --hicache-storage-backend: the store every replica shares */
     uint64_t outstanding, done;
     uint64_t rng;
     double itl_gap;          /* the run of equal inter-token gaps being counted */
@@ -138,6 +141,9 @@ void sim_config_default(sim_config *c)
     c->replicas = 1;
     router_config_default(&c->router);
     sim_pd_link("ib", &c->pd_link_Bps, &c->pd_link_latency_s);   /* --pd-link's default, whatever the flag order */
+    /* the store: a TB, read over RoCE (Mooncake's Transfer Engine on a 200 Gb/s NIC per GPU) */
+    c->storage_gb = 1000;
+    sim_pd_link("rdma", &c->storage_Bps, &c->storage_latency_s);
 }
 
 static void fail(run *r, const char *what)
@@ -670,7 +676,9 @@ static core *replica_core(replica *rep, rh_err *e)
 {
     if (rep->c) return rep->c;
     core_hooks hooks = {.ctx = rep, .on_step = on_step, .on_event = on_event, .guard_clock = guard_clock};
-    rep->c = core_new(&rep->cfg->core, &hooks, e);
+    core_config k = rep->cfg->core;
+    k.hicache_storage = rep->storage;
+    rep->c = core_new(&k, &hooks, e);
     return rep->c;
 }
 
@@ -700,6 +708,25 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
     if (!r->rs || !r->reps || !r->view || !r->m || !r->memos || rh_iheap_init(&r->wakes, r->n_reps) < 0)
         return rh_fail(e, "out of memory for %llu requests", (unsigned long long)n);
     if (!(r->sender = tr_sender_new(trace, cfg->rate_scale, cfg->max_concurrency, e))) return -1;
+    if (cfg->hicache_storage) {
+        /* one store for every replica (Mooncake's, shared by the cluster) */
+        const core_config *k0 = &groups[0].cfg.core;
+        double per_token = k0->kv_bytes_per_token > 0 ? k0->kv_bytes_per_token : kv_bytes[0];
+        if (!k0->enable_hierarchical_cache)
+            return rh_fail(e, "--hicache-storage-backend is a tier below the host one: it needs "
+                              "--enable-hierarchical-cache");
+        if (!(per_token > 0))
+            return rh_fail(e, "--hicache-storage-backend: the cost model does not know the KV's bytes per token "
+                              "(a roofline does), so the store's size in pages is not known");
+        double pages = cfg->storage_gb * 1e9 / (per_token * k0->page_size);
+        if (!(pages >= 1) || pages >= 4e9)
+            return rh_fail(e, "--hicache-storage-size %g GB: %.0f pages is not a store", cfg->storage_gb, pages);
+        if (!(r->storage = malloc(sizeof *r->storage)) || kv_tier_init(r->storage, (uint64_t)pages, e) < 0) {
+            free(r->storage);
+            r->storage = NULL;
+            return e->msg[0] ? -1 : rh_fail(e, "out of memory");
+        }
+    }
     for (uint32_t k = 0, g = 0, left = groups[0].count; k < r->n_reps; k++, left--) {
         while (!left) left = groups[++g].count;
         replica *rep = &r->reps[k];
@@ -710,6 +737,7 @@ static int run_open(run *r, const sim_config *cfg, const sim_group *groups, cons
         rep->cfg = &groups[g].cfg;
         rep->cost = groups[g].cost;
         rep->kv_bytes_per_token = kv_bytes[g];
+        rep->storage = r->storage;
         rep->tp = rep->cfg->tp;
         if (k == 0 || rep->group != r->reps[k - 1].group)
             r->memos[g] = cost_memo_new(rep->cost, rep->tp, &rep->cfg->serving);
@@ -780,7 +808,7 @@ static int price_batch(replica *rep, const core_batch *b, double *dt, rh_err *e)
     cost_batch cb = {.seqs = rep->cseqs, .n = b->n, .tp = rep->tp, .serving = &cfg->serving,
                      .lora_adapters = b->n_adapters, .lora_tokens = b->adapter_tokens, .lora_loads = b->adapter_loads,
                      .load_tokens = b->load_tokens, .writeback_tokens = b->writeback_tokens,
-                     .backup_tokens = b->backup_tokens};
+                     .backup_tokens = b->backup_tokens, .storage_tokens = b->storage_tokens};
     if (cfg->spec_draft_model && draft_seqs) {
         cb.draft_seqs = draft_seqs;
         cb.draft_steps = b->spec_steps;    /* forward passes of the drafter */
@@ -1073,6 +1101,8 @@ static void run_close(run *r)
     free(r->view);
     router_free(r->router);
     router_free(r->router_decode);
+    if (r->storage) kv_tier_destroy(r->storage);
+    free(r->storage);
     metrics_free(r->m);
     if (r->rs)
         for (uint64_t i = 0; i < r->trace->n_requests; i++) rh_dvec_free(&r->rs[i].times);

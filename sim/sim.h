@@ -97,6 +97,11 @@ typedef struct sim_config {
     uint32_t lora_rank_header;
     bool trace_adapters;         /* some request of the trace runs with an adapter */
     double spec_accept_length;   /* --speculative-accept-length: mean tokens a verify commits; 0: off */
+    /* A storage tier below the replicas' host tiers (--hicache-storage-backend mooncake|file: SGLang's
+     * L3; one store the whole cluster shares, as Mooncake's), of storage_gb GB (pages of the KV's bytes
+     * per token), read over a link of storage_Bps with storage_latency_s a fetch. */
+    bool hicache_storage;
+    double storage_gb, storage_Bps, storage_latency_s;
 } sim_config;
 
 enum {

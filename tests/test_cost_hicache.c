@@ -81,6 +81,29 @@ static void test_load_back_closed_form(void)
     cost_free(m);
 }
 
+/* Pages fetched from storage land in host memory before their load: the
+ * step waits for the fetch's latency and bytes over the storage link. */
+static void test_storage_fetch(void)
+{
+    cost_model *m = llama8b();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_serving sv;
+    cost_serving_default(m, 0, &sv);
+    sv.hicache = true;
+    sv.storage_Bps = 18.11e9, sv.storage_latency_s = 18.13e-6;
+    static cost_seq seqs[4];
+    cost_batch b;
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_batch_parse("prefill=512@8192,load_back=8192", seqs, 4, &b, &e), 0);
+    b.serving = &sv;
+    double host = cost_step_time(m, &b);
+    b.storage_tokens = 4096;
+    NEAR(cost_step_time(m, &b) - host, 18.13e-6 + 4096.0 * 131072 / 18.11e9, 1e-9);
+    CU_ASSERT_EQUAL(cost_batch_parse("prefill=512,load_back=16,storage=32", seqs, 4, &b, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "storage=32"));
+    cost_free(m);
+}
+
 static void test_kinds_refuse(void)
 {
     rh_err e;
@@ -154,11 +177,58 @@ static void test_sim_multiturn(void)
     cost_free(m);
 }
 
+/* Two replicas behind round-robin: a chat's next turn often lands on the
+ * other replica, whose GPU and host tier never saw the chat. A store both
+ * share (Mooncake's) holds every page either wrote: those turns fetch their
+ * prefix from it instead of recomputing it. */
+static void test_sim_shared_store(void)
+{
+    cost_model *m = llama8b();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    tr_trace t;
+    chats(&t);
+    sim_config c;
+    sim_config_default(&c);
+    rh_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&c, "max-total-tokens", "20000", &e), 1);
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&c, "replicas", "2", &e), 1);
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&c, "enable-hierarchical-cache", NULL, &e), 1);
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&c, "hicache-ratio", "8", &e), 1);
+    sim_config store = c;
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&store, "hicache-storage-backend", "mooncake", &e), 1);
+    sim_result a_r, b_r;
+    CU_ASSERT_EQUAL_FATAL(sim_run(&c, &t, m, &a_r, &e), 0);
+    if (sim_run(&store, &t, m, &b_r, &e) < 0) {
+        printf("\n  %s\n", e.msg);
+        CU_FAIL_FATAL("sim_run with a store");
+    }
+    const metrics_summary *a = &a_r.summary, *b = &b_r.summary;
+    CU_ASSERT_EQUAL(b->completed, 480);
+    CU_ASSERT_EQUAL(a->cached_storage, 0);
+    CU_ASSERT(b->cache_hit_rate_storage > 0.1);
+    CU_ASSERT(b->cached_storage <= b->cached_host);
+    CU_ASSERT(b->cache_hit_rate > a->cache_hit_rate + 0.1);
+    CU_ASSERT(b->ttft_ms.mean < a->ttft_ms.mean);
+    /* a store with no replica's host tier under it is refused, naming the flag */
+    sim_config bare;
+    sim_config_default(&bare);
+    CU_ASSERT_EQUAL_FATAL(sim_config_set(&bare, "hicache-storage-backend", "mooncake", &e), 1);
+    sim_result r;
+    CU_ASSERT_EQUAL(sim_run(&bare, &t, m, &r, &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--enable-hierarchical-cache"));
+    CU_ASSERT_EQUAL(sim_config_set(&bare, "hicache-storage-backend", "3fs", &e), -1);
+    sim_result_free(&a_r), sim_result_free(&b_r);
+    tr_trace_free(&t);
+    cost_free(m);
+}
+
 void register_test_cost_hicache(void)
 {
     CU_pSuite s = CU_add_suite("cost_hicache", init, NULL);
     CU_add_test(s, "a load-back's exposed time against its closed form; a write-back waited for whole",
                 test_load_back_closed_form);
+    CU_add_test(s, "a fetch from storage: its latency and bytes over the storage link", test_storage_fetch);
     CU_add_test(s, "a kind that cannot price copies refuses the host tier", test_kinds_refuse);
     CU_add_test(s, "multi-turn chats: host hits replace recompute, loads add up, TTFT falls", test_sim_multiturn);
+    CU_add_test(s, "two replicas sharing a store: turns routed away fetch their prefix", test_sim_shared_store);
 }

@@ -34,7 +34,7 @@ static inline int th_req_equal(const tr_request *a, const tr_request *b)
         return 0;                                                                                      \
     }
     TH_F(id) TH_D(arrival) TH_F(input_len) TH_F(output_len) TH_F(session_id) TH_F(turn) TH_F(flags) TH_F(priority) TH_F(adapter) TH_F(n_hashes)
-    TH_D(ttft) TH_D(e2e) TH_F(cached_tokens) TH_F(cached_host) TH_F(spec_proposed) TH_F(spec_accepted) TH_F(retractions) TH_F(finish)
+    TH_D(ttft) TH_D(e2e) TH_F(cached_tokens) TH_F(cached_host) TH_F(cached_storage) TH_F(spec_proposed) TH_F(spec_accepted) TH_F(retractions) TH_F(finish)
     TH_F(n_times)
     for (uint32_t i = 0; i < a->n_hashes; i++) TH_F(hashes[i])
     for (uint32_t i = 0; i < a->n_times; i++) TH_D(token_times[i])
@@ -48,7 +48,7 @@ static inline int th_step_equal(const tr_step *a, const tr_step *b)
     TH_F(index) TH_D(start) TH_D(duration) TH_F(prefill_tokens) TH_F(prefill_seqs) TH_F(decode_seqs)
     TH_F(decode_tokens) TH_F(prefill_context) TH_F(prefill_attn) TH_F(decode_context) TH_F(spec_proposed)
     TH_F(spec_accepted) TH_F(pages_used) TH_F(pages_total) TH_F(waiting) TH_F(running) TH_F(retractions) TH_F(adapters) TH_F(adapter_loads) TH_F(adapter_tokens)
-    TH_F(hicache_load_tokens) TH_F(hicache_writeback_tokens) TH_F(hicache_backup_tokens)
+    TH_F(hicache_load_tokens) TH_F(hicache_writeback_tokens) TH_F(hicache_backup_tokens) TH_F(hicache_storage_tokens)
     TH_F(finished) TH_D(sched_time) TH_F(flags)
     return 1;
 #undef TH_F
@@ -111,6 +111,7 @@ static inline void th_random_request(rh_rng *r, uint64_t id, double t, uint32_t 
         q->cached_tokens = (uint32_t)rh_rng_below(r, 5000);
         /* of which loaded from the host tier, for half of them (from the id: no draw) */
         if (q->cached_tokens && rh_hash64(q->id ^ 0x41c) % 2) q->cached_host = (uint32_t)(rh_hash64(q->id) % (q->cached_tokens + 1));
+        if (q->cached_host && rh_hash64(q->id ^ 0x5d) % 2) q->cached_storage = (uint32_t)(rh_hash64(q->id >> 3) % (q->cached_host + 1));
         q->spec_proposed = (uint32_t)rh_rng_below(r, 300);
         q->spec_accepted = (uint32_t)rh_rng_below(r, 300);
         q->retractions = (uint32_t)rh_rng_below(r, 3);
@@ -159,6 +160,7 @@ static inline void th_random_step(rh_rng *r, uint64_t index, double t, tr_step *
         s->hicache_load_tokens = (uint32_t)(rh_hash64(s->index ^ 1) % 70000);
         s->hicache_writeback_tokens = (uint32_t)(rh_hash64(s->index ^ 2) % 3) * 16;
         s->hicache_backup_tokens = rh_hash64(s->index ^ 3) % 5 ? UINT32_MAX : 0;
+        s->hicache_storage_tokens = (uint32_t)(rh_hash64(s->index ^ 4) % 3) * 256;
     }
 }
 

@@ -35,6 +35,7 @@
 #define TR_RX_PRIORITY     0x01u   /* zz(priority), nonzero */
 #define TR_RX_ADAPTER      0x02u   /* adapter, nonzero */
 #define TR_RX_CACHED_HOST  0x04u   /* version 4 on: cached_host, nonzero */
+#define TR_RX_CACHED_STORE 0x08u   /* version 4 on: cached_storage, nonzero */
 
 #define TR_RQ_ID       0x01u   /* id is not the previous id + 1 */
 #define TR_RQ_SESSION  0x02u   /* session_id, turn */
@@ -51,7 +52,8 @@
 #define TR_ST_LORA     0x20u   /* version 3: adapters, adapter_loads, adapter_tokens; version 4 on
                                   the extras group: a mask of TR_SX_* then their fields */
 #define TR_SX_LORA     0x01u   /* adapters, adapter_loads, adapter_tokens */
-#define TR_SX_HICACHE  0x02u   /* hicache_load_tokens, hicache_writeback_tokens, hicache_backup_tokens */
+#define TR_SX_HICACHE  0x02u   /* hicache_load_tokens, hicache_writeback_tokens, hicache_backup_tokens,
+                                  hicache_storage_tokens */
 
 enum { TR_S_TAGS, TR_S_TIMES, TR_S_INLEN, TR_S_OUTLEN, TR_S_VARS, TR_S_BITS, TR_STREAMS };
 

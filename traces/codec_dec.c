@@ -267,12 +267,12 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
     r->flags = (tag & TR_RQ_FLAGS) ? get_u32(d, "flags") : 0;
     r->priority = 0;
     r->adapter = 0;
-    r->cached_host = 0;
+    r->cached_host = r->cached_storage = 0;
     if ((tag & TR_TAG_KIND_MASK) == TR_TAG_REQUEST_X) {
         /* Version 2 knows one extra, the priority; from 3 a mask says which. */
         uint64_t extras = c->version >= 3 ? get_uv(d, "extras") : TR_RX_PRIORITY;
         if (d->bad) return TR_DEC_BAD;
-        uint64_t known = TR_RX_PRIORITY | TR_RX_ADAPTER | (c->version >= 4 ? TR_RX_CACHED_HOST : 0);
+        uint64_t known = TR_RX_PRIORITY | TR_RX_ADAPTER | (c->version >= 4 ? TR_RX_CACHED_HOST | TR_RX_CACHED_STORE : 0);
         if (!extras || (extras & ~known))
             return bad_msg(d, e, "field '%s' is empty or names an unknown field", "extras");
         if (extras & TR_RX_PRIORITY) {
@@ -290,6 +290,11 @@ static int decode_request(tr_block_dec *d, tr_codec *c, unsigned tag, tr_request
             uint64_t h = get_uv(d, "cached_host");
             if (h == 0 || h > UINT32_MAX) return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "cached_host");
             r->cached_host = (uint32_t)h;
+        }
+        if (extras & TR_RX_CACHED_STORE) {
+            uint64_t h = get_uv(d, "cached_storage");
+            if (h == 0 || h > UINT32_MAX) return bad_msg(d, e, "field '%s' is 0 or outside 32 bits", "cached_storage");
+            r->cached_storage = (uint32_t)h;
         }
     }
     r->n_hashes = 0;
@@ -393,7 +398,7 @@ static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, 
     st->finished = get_u32(d, "finished");
     st->retractions = (tag & TR_ST_RETRACT) ? get_u32(d, "retractions") : 0;
     st->adapters = st->adapter_loads = st->adapter_tokens = 0;
-    st->hicache_load_tokens = st->hicache_writeback_tokens = st->hicache_backup_tokens = 0;
+    st->hicache_load_tokens = st->hicache_writeback_tokens = st->hicache_backup_tokens = st->hicache_storage_tokens = 0;
     if (tag & TR_ST_LORA) {
         /* Version 3 knows one extra group, LoRA's; from 4 a mask says which. */
         uint64_t extras = c->version >= 4 ? get_uv(d, "extras") : TR_SX_LORA;
@@ -409,6 +414,7 @@ static int decode_step(tr_block_dec *d, tr_codec *c, unsigned tag, tr_step *st, 
             st->hicache_load_tokens = get_u32(d, "hicache_load_tokens");
             st->hicache_writeback_tokens = get_u32(d, "hicache_writeback_tokens");
             st->hicache_backup_tokens = get_u32(d, "hicache_backup_tokens");
+            st->hicache_storage_tokens = get_u32(d, "hicache_storage_tokens");
         }
     }
     st->spec_proposed = st->spec_accepted = 0;

@@ -155,7 +155,7 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
 {
     if (reserve_record(b, r->n_hashes, r->n_times) < 0) return -1;
     unsigned extras = (r->priority ? TR_RX_PRIORITY : 0) | (r->adapter ? TR_RX_ADAPTER : 0) |
-                      (r->cached_host ? TR_RX_CACHED_HOST : 0);
+                      (r->cached_host ? TR_RX_CACHED_HOST : 0) | (r->cached_storage ? TR_RX_CACHED_STORE : 0);
     unsigned tag = extras ? TR_TAG_REQUEST_X : TR_TAG_REQUEST;
     if (r->id != c->next_id) tag |= TR_RQ_ID;
     if (r->session_id || r->turn) tag |= TR_RQ_SESSION;
@@ -181,6 +181,7 @@ int tr_block_enc_request(tr_block_enc *b, tr_codec *c, const tr_request *r)
         if (r->priority) put_uv(v, zz(r->priority));
         if (r->adapter) put_uv(v, r->adapter);
         if (r->cached_host) put_uv(v, r->cached_host);
+        if (r->cached_storage) put_uv(v, r->cached_storage);
     }
     if (tag & TR_RQ_HASHES) {
         /* Runs of consecutive ids: fresh blocks get consecutive ids in
@@ -237,7 +238,8 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
     if (s->flags) tag |= TR_ST_FLAGS;
     if (s->retractions) tag |= TR_ST_RETRACT;
     unsigned extras = (s->adapters || s->adapter_loads || s->adapter_tokens ? TR_SX_LORA : 0) |
-                      (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens
+                      (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens ||
+                               s->hicache_storage_tokens
                            ? TR_SX_HICACHE : 0);
     if (extras) tag |= TR_ST_LORA;
     tr_bytes *v = &b->s[TR_S_VARS];
@@ -273,6 +275,7 @@ int tr_block_enc_step(tr_block_enc *b, tr_codec *c, const tr_step *s)
             put_uv(v, s->hicache_load_tokens);
             put_uv(v, s->hicache_writeback_tokens);
             put_uv(v, s->hicache_backup_tokens);
+            put_uv(v, s->hicache_storage_tokens);
         }
     }
     if (tag & TR_ST_SPEC) {

@@ -137,6 +137,7 @@ static int request_line(tr_jsonl_writer *w, const tr_request *r)
         p = put_d(p, ",\"e2e\":", r->e2e);
         p = put_u(p, ",\"cached_tokens\":", r->cached_tokens);
         if (r->cached_host) p = put_u(p, ",\"cached_host\":", r->cached_host);
+        if (r->cached_storage) p = put_u(p, ",\"cached_storage\":", r->cached_storage);
         p = put_u(p, ",\"spec_proposed\":", r->spec_proposed);
         p = put_u(p, ",\"spec_accepted\":", r->spec_accepted);
         p = put_u(p, ",\"retractions\":", r->retractions);
@@ -185,10 +186,11 @@ static int step_line(tr_jsonl_writer *w, const tr_step *s)
         p = put_u(p, ",\"adapter_loads\":", s->adapter_loads);
         p = put_u(p, ",\"adapter_tokens\":", s->adapter_tokens);
     }
-    if (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens) {
+    if (s->hicache_load_tokens || s->hicache_writeback_tokens || s->hicache_backup_tokens || s->hicache_storage_tokens) {
         p = put_u(p, ",\"hicache_load_tokens\":", s->hicache_load_tokens);
         p = put_u(p, ",\"hicache_writeback_tokens\":", s->hicache_writeback_tokens);
         p = put_u(p, ",\"hicache_backup_tokens\":", s->hicache_backup_tokens);
+        p = put_u(p, ",\"hicache_storage_tokens\":", s->hicache_storage_tokens);
     }
     *p++ = '}';
     return emit(w, p);

@@ -58,6 +58,9 @@ int tr_check_request(const tr_request *r, uint32_t block_size, rh_err *e)
         if (!r->hashes) return rh_fail(e, "field 'hashes' is missing");
     }
     if (r->finish > TR_FINISH_ERROR) return rh_fail(e, "field 'finish' is %u, not a finish reason", r->finish);
+    if (r->cached_storage > r->cached_host)
+        return rh_fail(e, "field 'cached_storage' is %u, more than the %u host-tier tokens it is part of",
+                       r->cached_storage, r->cached_host);
     if (r->cached_host > r->cached_tokens)
         return rh_fail(e, "field 'cached_host' is %u, more than the %u cached tokens it is part of", r->cached_host,
                        r->cached_tokens);

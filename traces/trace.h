@@ -68,6 +68,7 @@ typedef struct tr_request {
     double e2e;                 /* s from arrival to the last output token */
     uint32_t cached_tokens;     /* prompt tokens served from the prefix cache */
     uint32_t cached_host;       /* of which loaded back from the host tier */
+    uint32_t cached_storage;    /* of those, fetched from a storage tier first */
     uint32_t spec_proposed;     /* draft tokens proposed over the request's life */
     uint32_t spec_accepted;     /* draft tokens accepted */
     uint32_t retractions;       /* times it was retracted and recomputed */
@@ -114,6 +115,7 @@ typedef struct tr_step {
      * evictions that waited for the copy (write_back); tokens copied GPU ->
      * host in the background since the previous step (write_through). */
     uint32_t hicache_load_tokens, hicache_writeback_tokens, hicache_backup_tokens;
+    uint32_t hicache_storage_tokens;   /* of the loaded tokens, fetched from a storage tier into host memory first */
 } tr_step;
 
 typedef struct tr_record {

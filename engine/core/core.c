@@ -154,7 +154,7 @@ void core_emit(core *c, int kind, core_req *r, double now)
         .user = r->user,
         .now = now,
         .output_len = r->out,
-        .cached_tokens = r->cached_tokens, .cached_host = r->cached_host,
+        .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .cached_storage = r->cached_storage,
         .retractions = r->retractions,
     };
     c->hooks.on_event(c->hooks.ctx, &ev);
@@ -240,16 +240,22 @@ void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool pr
     }
 }
 
-int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, double now)
+int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint32_t s, uint64_t cover, double now)
 {
     if (keys_fill_prompt(c, r) < 0) return -1;
-    if (h > r->n_keys - m) h = r->n_keys > m ? r->n_keys - m : 0;   /* cannot happen: the host matched keys */
-    if (!c->kv.host) h = 0;
+    if (!c->kv.host || m + h > r->n_keys || s > h) h = s = 0;   /* cannot happen: the tiers matched keys */
     /* The host copies must outlive the evictions the allocation below may
      * cause (write_back puts evicted pages on the host, which may push out
      * its least recent pages): pinned now, and by the tree once the pages
-     * join it, for as long as the GPU holds them. */
-    for (uint32_t i = 0; i < h; i++) kv_tier_pin(c->kv.host, r->keys[m + i]);
+     * join it, for as long as the GPU holds them. Storage pages are fetched
+     * into the host first (SGLang: storage -> host -> GPU), taking host
+     * slots; with none to take the admission fails. */
+    for (uint32_t i = 0; i < h; i++) {
+        if (kv_tier_pin(c->kv.host, r->keys[m + i]) >= 0) continue;
+        while (i-- > 0) kv_tier_unpin(c->kv.host, r->keys[m + i]);
+        return -1;
+    }
+    for (uint32_t i = h - s; i < h; i++) kv_tier_put(c->kv.storage, r->keys[m + i]);   /* read: recently used */
     if (!r->pages) {
         r->cap_pages = ceil_div((uint64_t)r->prompt_len + r->max_new - 1, c->ps);
         r->pages = malloc((size_t)r->cap_pages * sizeof *r->pages);
@@ -278,10 +284,13 @@ int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, dou
         keys_cache_pages(c, r, KEYS_SHAREABLE);
         for (uint32_t i = r->n_tree; i < m + h; i++) kv_tier_unpin(c->kv.host, r->keys[i]);   /* a key collision */
         c->step.hicache_load_tokens += h * c->ps;
+        c->step.hicache_storage_tokens += s * c->ps;
         c->st.load_back_tokens += (uint64_t)h * c->ps;
+        c->st.storage_fetched_tokens += (uint64_t)s * c->ps;
     }
     r->cached_tokens = (m + h) * c->ps;
     r->cached_host = h * c->ps;
+    r->cached_storage = s * c->ps;
     wait_unlink(c, r);
     r->phase = PH_PREFILL;
     c->n_active++;
@@ -291,6 +300,7 @@ int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, dou
         c->st.prompt_tokens += r->prompt_len;
         c->st.cached_tokens += r->cached_tokens < r->prompt_len ? r->cached_tokens : r->prompt_len;
         c->st.host_cached_tokens += r->cached_host;
+        c->st.storage_cached_tokens += r->cached_storage;
     }
     core_emit(c, CORE_EV_ADMITTED, r, now);
     return 0;
@@ -364,6 +374,7 @@ core *core_new(const core_config *cfg, const core_hooks *hooks, rh_err *e)
         }
         if (kv_tier_init(&c->host, (uint64_t)pages, e) < 0) goto fail;
         c->kv.host = &c->host;
+        c->kv.storage = cfg->hicache_storage;
         c->kv.write_policy = (kv_write_policy)cfg->hicache_write_policy;
     }
     if (lora_init(c, e) < 0) goto fail;
@@ -511,7 +522,7 @@ int core_abort(core *c, uint64_t id, double now)
     map_del(c, id);
     if (c->hooks.on_event) {
         core_event ev = {.kind = CORE_EV_ABORTED, .id = r->id, .user = r->user, .now = now, .output_len = r->out,
-                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .retractions = r->retractions, .finish = TR_FINISH_ABORT};
+                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .cached_storage = r->cached_storage, .retractions = r->retractions, .finish = TR_FINISH_ABORT};
         c->hooks.on_event(c->hooks.ctx, &ev);
     }
     if (r->in_batch) {
@@ -583,6 +594,7 @@ uint32_t core_schedule(core *c, double now, core_batch *out)
      * its completion and this step's admissions). */
     c->step.hicache_backup_tokens = (uint32_t)((c->kv.backed_up - c->step_backed_up) * c->ps);
     out->backup_tokens = c->step.hicache_backup_tokens;
+    out->storage_tokens = c->step.hicache_storage_tokens;
     c->step_backed_up = c->kv.backed_up;
     for (uint32_t i = 0; i < c->n_seqs && !out->spec_steps; i++)
         if (c->seqs[i].n_spec) out->spec_steps = c->cfg.spec_steps;
@@ -607,7 +619,7 @@ static void finish(core *c, core_req *r, uint8_t reason, double now, core_req **
     map_del(c, r->id);
     if (c->hooks.on_event) {
         core_event ev = {.kind = CORE_EV_FINISHED, .id = r->id, .user = r->user, .now = now, .output_len = r->out,
-                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .retractions = r->retractions, .finish = reason};
+                         .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .cached_storage = r->cached_storage, .retractions = r->retractions, .finish = reason};
         c->hooks.on_event(c->hooks.ctx, &ev);
     }
     r->zombie_next = *done;   /* freed once c->run no longer points at it */
@@ -657,7 +669,7 @@ int core_complete(core *c, const core_batch *b, const core_seq_result *results, 
         else r->out += accepted + 1;   /* keys_commit's whole work when no token chain is kept */
         if (c->hooks.on_event) {
             core_event ev = {.kind = CORE_EV_TOKENS, .id = r->id, .user = r->user, .now = now, .n_tokens = accepted + 1,
-                             .output_len = r->out, .cached_tokens = r->cached_tokens, .cached_host = r->cached_host,
+                             .output_len = r->out, .cached_tokens = r->cached_tokens, .cached_host = r->cached_host, .cached_storage = r->cached_storage,
                              .spec_proposed = (!s->prefill && res) ? res->proposed : 0, .spec_accepted = accepted,
                              .retractions = r->retractions};
             c->hooks.on_event(c->hooks.ctx, &ev);
@@ -713,6 +725,7 @@ void core_get_stats(const core *c, core_stats *s)
     s->demoted_pages = c->kv.demoted;
     s->host_pages_total = c->host.cap;
     s->host_pages_used = c->host.n_used;
+    s->stored_pages = c->kv.stored;
     s->new_token_ratio = c->ratio;
 }
 

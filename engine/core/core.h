@@ -113,6 +113,8 @@ typedef struct core_config {
     core_hicache_write hicache_write_policy; /* --hicache-write-policy */
     double kv_bytes_per_token;       /* not a knob: the caller's KV bytes per token on one GPU (what
                                         --hicache-size divides); 0: not known */
+    struct kv_tier *hicache_storage; /* not a knob: a storage tier below the host one (SGLang's L3, Mooncake's
+                                        store), the caller's, which other cores may share; NULL: none */
 } core_config;
 
 /* SGLang-like defaults: page 16, 16384 pages, 8192 chunk, 16384 prefill tokens,
@@ -205,6 +207,7 @@ typedef struct core_batch {
      * copied to the host and waited for (write_back). */
     uint32_t load_tokens, writeback_tokens;
     uint32_t backup_tokens; /* copied GPU -> host in the background since the previous step */
+    uint32_t storage_tokens;/* of load_tokens, fetched from a storage tier into the host first */
     /* The copies between GPU pages and host-tier slots (0 .. host pages) to
      * run, in this order, before the batch's forward: those the previous
      * step's completion decided (backups) and this step's (write-backs,
@@ -241,6 +244,7 @@ typedef struct core_event {
     uint32_t output_len;    /* tokens produced so far */
     uint32_t cached_tokens; /* tokens matched in the prefix cache at this admission */
     uint32_t cached_host;   /* of which loaded back from the host tier (SGLang's cached_tokens_details.host) */
+    uint32_t cached_storage;/* of those, fetched from storage into the host first */
     uint32_t spec_proposed, spec_accepted;   /* this step, for CORE_EV_TOKENS */
     uint32_t retractions;   /* times this request was retracted so far */
     uint8_t finish;         /* enum tr_finish, for CORE_EV_FINISHED and CORE_EV_ABORTED */
@@ -302,6 +306,9 @@ typedef struct core_stats {
      * background and while an eviction waited; pages evicted from the GPU
      * that stayed on the host; and the tier's size and use now (pages). */
     uint64_t host_cached_tokens, load_back_tokens, backup_pages, writeback_pages, demoted_pages;
+    /* A storage tier (core_config.hicache_storage): of host_cached_tokens those fetched from storage
+     * first (first admissions); every fetch; pages this core wrote to storage. */
+    uint64_t storage_cached_tokens, storage_fetched_tokens, stored_pages;
     uint64_t host_pages_total, host_pages_used;
     uint64_t policy_errors;                                      /* Lua calls that fell back to fcfs */
     uint64_t policy_trips, policy_skipped;                       /* the breaker's trips, and the calls it

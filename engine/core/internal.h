@@ -53,6 +53,7 @@ struct core_req {
     uint32_t retractions;
     uint32_t cached_tokens;    /* matched at the latest admission */
     uint32_t cached_host;      /* of which loaded back from the host tier */
+    uint32_t cached_storage;   /* of which fetched from storage first */
 
     /* page table: pages[0..n_pages), the first n_tree of them tree pages */
     uint32_t *pages;
@@ -100,6 +101,7 @@ struct core {
     kv_pool kv;
     kv_tier host;               /* with --enable-hierarchical-cache (kv.host points here) */
     uint32_t match_host;        /* keys_match: host-tier pages right after the GPU match */
+    uint32_t match_storage;     /* keys_match: storage pages right after those */
     uint64_t step_backed_up;    /* kv.backed_up when the previous step was formed */
     uint32_t ps;
     bool radix;                 /* prefix cache on */
@@ -190,9 +192,10 @@ void core_add_seq(core *c, core_req *r, uint32_t n_new, uint32_t n_spec, bool pr
 /* Takes r out of the waiting list into a running slot with its matched
  * prefix held (m pages from c->match_pages) and pages covering `cover`
  * positions, of which the h after the m matched load back from the host tier
- * (keys_match's c->match_host): they join the tree and r's context. -1 with
- * nothing changed when the pool cannot cover them. */
-int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint64_t cover, double now);
+ * (keys_match's c->match_host), the last s of those h fetched from storage
+ * into the host first (c->match_storage): they join the tree and r's
+ * context. -1 with nothing changed when the pool cannot cover them. */
+int core_admit(core *c, core_req *r, uint32_t m, uint32_t h, uint32_t s, uint64_t cover, double now);
 /* After core_admit of a kv_ready request: its prompt is in the pages, and
  * it joins the running batch to decode. */
 void core_admit_ready(core *c, core_req *r);
@@ -211,7 +214,8 @@ void keys_commit(core *c, core_req *r, uint32_t n, const int32_t *tokens);
  * compute), pages into out (may be NULL); *n_cached counts the matched pages
  * that no request holds (they stop being evictable once held). With a host
  * tier, c->match_host is set to how many pages after those the host has in
- * a row (within the same limit). */
+ * a row, and c->match_storage how many after those storage has (within the
+ * same limit). */
 uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached);
 /* Puts r's full computed pages into the tree (sharing pages already there). */
 /* Which of a request's pages keys_cache_pages puts in the tree. */

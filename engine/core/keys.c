@@ -166,7 +166,7 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
     uint32_t limit = (req_fill(r) - 1) / c->ps;
     uint32_t parent = KV_NONE, i = 0, m = UINT32_MAX;
     uint64_t prev = chain_start(r, 0);
-    c->match_host = 0;
+    c->match_host = c->match_storage = 0;
     for (; i < limit; i++) {
         uint64_t key;
         if (i < r->n_keys) key = r->keys[i];
@@ -186,8 +186,10 @@ uint32_t keys_match(core *c, core_req *r, uint32_t *out, uint32_t *n_cached)
             }
         }
         if (m != UINT32_MAX) {
-            if (!kv_tier_has(c->kv.host, key)) break;
-            c->match_host++;
+            /* host pages, then (once the host's run ends) storage pages */
+            if (!c->match_storage && kv_tier_has(c->kv.host, key)) c->match_host++;
+            else if (c->kv.storage && kv_tier_has(c->kv.storage, key)) c->match_storage++;
+            else break;
         }
         prev = key;
     }

@@ -217,6 +217,13 @@ void kv_log_copy(kv_pool *kv, uint32_t gpu_page, uint32_t host_slot, bool to_hos
     kv->log[kv->n_log++] = (kv_copy){gpu_page, host_slot, to_host};
 }
 
+/* A page just written to the host goes on to storage, unless storage has
+ * it (SGLang's write_backup_storage; Mooncake puts only missing keys). */
+static void store(kv_pool *kv, uint64_t key)
+{
+    if (kv->storage && !kv_tier_has(kv->storage, key) && kv_tier_put(kv->storage, key) == 1) kv->stored++;
+}
+
 /* A page leaving the GPU: its host copy stays (demoted); under write_back
  * one is written first; else it is gone. */
 static void demote(kv_pool *kv, uint32_t page)
@@ -229,6 +236,7 @@ static void demote(kv_pool *kv, uint32_t page)
         kv->written_back++;
         kv->demoted++;
         kv_log_copy(kv, page, kv_tier_slot(kv->host, key), true);
+        store(kv, key);
     }
 }
 
@@ -241,6 +249,7 @@ static void backup(kv_pool *kv, uint32_t page, bool write)
     if ((write || kv_tier_has(kv->host, key)) && kv_tier_pin(kv->host, key) == 1) {
         kv->backed_up++;
         kv_log_copy(kv, page, kv_tier_slot(kv->host, key), true);
+        store(kv, key);
     }
 }
 

@@ -111,6 +111,11 @@ typedef struct kv_pool {
     /* The host tier (NULL: none). Eviction demotes a page whose host copy
      * exists, or (write_back) writes one first; else the page is dropped. */
     kv_tier *host;
+    /* A storage tier below the host (SGLang's L3, Mooncake's store; NULL:
+     * none), possibly shared with other pools: every page written to the
+     * host is written here too when absent. */
+    kv_tier *storage;
+    uint64_t stored;           /* pages this pool wrote to storage */
     kv_write_policy write_policy;
     uint64_t backed_up;        /* pages copied to the host in the background (write-through kinds) */
     uint64_t written_back;     /* pages copied to the host while an eviction waited (write_back) */

@@ -184,7 +184,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
             double room = (double)kv_available(&c->kv) * ps - offset;
             if (!progress && (double)(arrived + clip_remaining(r)) >= room) break;
             if (ceil_div(arrived, ps) > kv_available(&c->kv)) break;
-            if (core_admit(c, r, 0, 0, arrived, now) < 0) break;
+            if (core_admit(c, r, 0, 0, 0, arrived, now) < 0) break;
             core_admit_ready(c, r);
             offset += clip_remaining(r);
             continue;
@@ -195,7 +195,8 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
         /* Host-tier hits load back instead of computing (SGLang's
          * load_back, below its threshold they are recomputed): they need
          * GPU pages like computed tokens, but no prefill budget. */
-        uint32_t h = (uint64_t)c->match_host * ps >= CORE_LOAD_BACK_THRESHOLD ? c->match_host : 0;
+        uint32_t h = c->match_host + c->match_storage, s = c->match_storage;
+        if ((uint64_t)h * ps < CORE_LOAD_BACK_THRESHOLD) h = s = 0;
         uint64_t prefix = (uint64_t)m * ps, extend = req_fill(r) - prefix;
         uint64_t loaded = (uint64_t)h * ps, compute = extend - loaded;
         uint64_t avail = kv_available(&c->kv) - m_cached;
@@ -213,7 +214,7 @@ static void add_prefills(core *c, double now, uint32_t decode_tokens, bool allow
             chunked = true;
         }
         if (ceil_div(prefix + loaded + n, ps) - m > avail) break;
-        if (core_admit(c, r, m, h, prefix + loaded + n, now) < 0) break;
+        if (core_admit(c, r, m, h, s, prefix + loaded + n, now) < 0) break;
         core_add_seq(c, r, (uint32_t)n, 0, true);
         any = true;
         rem_input -= (int64_t)ceil_page(n, ps);

@@ -86,7 +86,7 @@ void sched_vllm(core *c, double now)
             break;
         }
         if (ceil_div(prefix + n, c->ps) - m > kv_available(&c->kv) - m_cached) break;
-        if (core_admit(c, r, m, 0, prefix + n, now) < 0) break;
+        if (core_admit(c, r, m, 0, 0, prefix + n, now) < 0) break;
         c->run[c->n_run++] = r;
         r->in_run = true;
         core_add_seq(c, r, (uint32_t)n, 0, true);

@@ -11,6 +11,7 @@ void rec_outcome_record(const rec_outcome *o, const tr_request *in, double now, 
     out->e2e = (o->n_out ? o->last : now) - o->send;
     out->cached_tokens = o->cached;
     out->cached_host = o->cached_host <= o->cached ? o->cached_host : o->cached;
+    out->cached_storage = o->cached_storage <= out->cached_host ? o->cached_storage : out->cached_host;
     out->spec_proposed = o->spec_proposed;
     out->spec_accepted = o->spec_accepted;
     out->retractions = o->retractions;

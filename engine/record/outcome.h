@@ -14,7 +14,7 @@
 
 typedef struct rec_outcome {
     double send, first, last;   /* s: sent, first token, latest token */
-    uint32_t n_out, cached, cached_host, retractions, spec_proposed, spec_accepted;
+    uint32_t n_out, cached, cached_host, cached_storage, retractions, spec_proposed, spec_accepted;
     uint8_t finish;             /* enum tr_finish */
 } rec_outcome;
 
@@ -26,6 +26,7 @@ static inline void rec_outcome_event(rec_outcome *o, const core_event *ev)
     case CORE_EV_ADMITTED:
         o->cached = ev->cached_tokens;
         o->cached_host = ev->cached_host;
+        o->cached_storage = ev->cached_storage;
         break;
     case CORE_EV_TOKENS:
         if (o->n_out == 0) o->first = ev->now;

@@ -456,7 +456,10 @@ static void render_sglang(out *o, const prom *p, double kv)
         printf_out(o, "sglang:cached_tokens_total{cache_source=\"device\",model_name=\"%s\"} %llu\n", p->model,
                    (unsigned long long)(c->cached_tokens - c->host_cached_tokens));
         printf_out(o, "sglang:cached_tokens_total{cache_source=\"host\",model_name=\"%s\"} %llu\n", p->model,
-                   (unsigned long long)c->host_cached_tokens);
+                   (unsigned long long)(c->host_cached_tokens - c->storage_cached_tokens));
+        if (c->storage_cached_tokens)
+            printf_out(o, "sglang:cached_tokens_total{cache_source=\"storage\",model_name=\"%s\"} %llu\n", p->model,
+                       (unsigned long long)c->storage_cached_tokens);
         gauge(o, p, "sglang:hicache_host_used_tokens", "Tokens held in the host KV tier.", (double)(c->host_pages_used * ps));
         gauge(o, p, "sglang:hicache_host_total_tokens", "Tokens the host KV tier can hold.",
               (double)(c->host_pages_total * ps));

@@ -25,7 +25,7 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
 {
     memset(b, 0, sizeof *b);
     b->seqs = seqs;
-    uint64_t spec_k = 0, lora_k = 0, lora_loads = 0, hicache_load = 0, hicache_wb = 0;
+    uint64_t spec_k = 0, lora_k = 0, lora_loads = 0, hicache_load = 0, hicache_wb = 0, hicache_storage = 0;
     const char *p = spec;
     while (*p) {
         const char *end = strchr(p, ',');
@@ -50,9 +50,12 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
             if (at || star) return rh_fail(e, "--batch: '%s': lora=K and loads=N take a count", item);
             if (klen == 4) lora_k = n;
             else lora_loads = n;
-        } else if ((klen == 9 && !memcmp(p, "load_back", 9)) || (klen == 10 && !memcmp(p, "write_back", 10))) {
-            if (at || star) return rh_fail(e, "--batch: '%s': load_back=N and write_back=N take a token count", item);
+        } else if ((klen == 9 && !memcmp(p, "load_back", 9)) || (klen == 10 && !memcmp(p, "write_back", 10)) ||
+                   (klen == 7 && !memcmp(p, "storage", 7))) {
+            if (at || star)
+                return rh_fail(e, "--batch: '%s': load_back=N, storage=N and write_back=N take a token count", item);
             if (klen == 9) hicache_load = n;
+            else if (klen == 7) hicache_storage = n;
             else hicache_wb = n;
         } else if ((klen == 7 && !memcmp(p, "prefill", 7)) || (klen == 6 && !memcmp(p, "decode", 6))) {
             bool prefill = klen == 7;
@@ -62,7 +65,7 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
             for (uint64_t i = 0; i < count; i++)
                 seqs[b->n++] = (cost_seq){prefill ? (uint32_t)n : 1, (uint32_t)ctx, prefill};
         } else {
-            return rh_fail(e, "--batch: unknown key in '%s' (prefill, decode, spec, lora, loads, load_back, write_back)",
+            return rh_fail(e, "--batch: unknown key in '%s' (prefill, decode, spec, lora, loads, load_back, storage, write_back)",
                            item);
         }
         p += len + (end ? 1 : 0);
@@ -80,6 +83,10 @@ int cost_batch_parse(const char *spec, cost_seq *seqs, uint32_t max, cost_batch 
     }
     b->load_tokens = (uint32_t)hicache_load;
     b->writeback_tokens = (uint32_t)hicache_wb;
+    if (hicache_storage > hicache_load)
+        return rh_fail(e, "--batch: storage=%llu is more than the load_back=%llu tokens it is part of",
+                       (unsigned long long)hicache_storage, (unsigned long long)hicache_load);
+    b->storage_tokens = (uint32_t)hicache_storage;
     if (spec_k && b->decode_seqs) {
         b->draft_steps = (uint32_t)spec_k;
         b->draft_seqs = b->decode_seqs;

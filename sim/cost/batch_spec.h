@@ -6,7 +6,8 @@
  * every decode verify K drafts made by K draft forward passes; lora=K puts
  * every token under one of K LoRA adapters, loads=N of which were loaded
  * into GPU slots for the step (priced with --max-lora-rank); load_back=N
- * loads N prompt tokens' KV back from a host tier beside the forward and
+ * loads N prompt tokens' KV back from a host tier beside the forward (storage=M
+ * of them fetched from a storage tier into host memory first) and
  * write_back=N copies N tokens' KV to it while the step waits
  * (--enable-hierarchical-cache). Lengths are
  * bounded as the trace format bounds them; a bad item is named in the

@@ -200,6 +200,7 @@ void cost_batch_from_step(cost_batch *b, const tr_step *s)
     b->load_tokens = s->hicache_load_tokens;
     b->writeback_tokens = s->hicache_writeback_tokens;
     b->backup_tokens = s->hicache_backup_tokens;
+    b->storage_tokens = s->hicache_storage_tokens;
     if (s->decode_seqs && s->decode_tokens > s->decode_seqs) {
         b->draft_steps = (s->decode_tokens - s->decode_seqs) / s->decode_seqs;
         b->draft_seqs = b->draft_steps ? s->decode_seqs : 0;

@@ -61,6 +61,7 @@ typedef struct cost_serving {
     /* --enable-hierarchical-cache: KV loads back from host memory and is written back to it (a
      * roofline prices the copies over the GPU's host link; other kinds refuse it) */
     bool hicache;
+    double storage_Bps, storage_latency_s;   /* the storage tier's link per GPU and a fetch's latency */
 } cost_serving;
 
 enum {
@@ -99,6 +100,7 @@ typedef struct cost_batch {
     uint32_t load_tokens, writeback_tokens;
     uint32_t backup_tokens;   /* copied GPU -> host in the background since the previous step (a GPU hides
                                  them; the CPU engine copies them before this step's forward) */
+    uint32_t storage_tokens;  /* of load_tokens, fetched from a storage tier into host memory first */
 } cost_batch;
 
 /* Fills the aggregate fields from seqs (leaves tp and the draft fields). */

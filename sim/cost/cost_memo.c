@@ -23,7 +23,7 @@ typedef struct memo_key {
     uint32_t prefill_tokens, prefill_seqs, decode_seqs, decode_tokens;
     uint32_t draft_steps, draft_seqs, draft_width, used;   /* used: 1 in a filled slot */
     uint32_t lora_adapters, lora_tokens, lora_loads, load_tokens;
-    uint32_t writeback_tokens, backup_tokens;
+    uint32_t writeback_tokens, backup_tokens, storage_tokens, pad;
 } memo_key;
 
 struct cost_memo {
@@ -65,7 +65,7 @@ void cost_memo_free(cost_memo *memo)
     free(memo);
 }
 
-_Static_assert(sizeof(memo_key) == 88, "memo_key has no padding");
+_Static_assert(sizeof(memo_key) == 96, "memo_key has no padding");
 
 static void key_of(const cost_batch *b, memo_key *k)
 {
@@ -87,6 +87,7 @@ static void key_of(const cost_batch *b, memo_key *k)
     k->load_tokens = b->load_tokens;
     k->writeback_tokens = b->writeback_tokens;
     k->backup_tokens = b->backup_tokens;
+    k->storage_tokens = b->storage_tokens;
     k->used = 1;
 }
 

@@ -486,11 +486,16 @@ static double hicache_io_s(const cost_roofline *r, const cost_batch *b, double f
     *load_s = *wb_s = *bytes = 0;
     if (!b->load_tokens && !b->writeback_tokens) return 0;
     double w, per_token;
-    model_memory(r, &r->model, b->tp ? b->tp : r->tp, serving_of(r, b), false, &w, &per_token);
+    const cost_serving *sv = serving_of(r, b);
+    model_memory(r, &r->model, b->tp ? b->tp : r->tp, sv, false, &w, &per_token);
     double link = r->gpu.host_link_GBps * 1e9, L = r->model.layers ? r->model.layers : 1;
     if (!(link > 0)) return NAN;   /* check_serving refuses it first */
     double t_l = b->load_tokens * per_token / L / link, t_c = forward_s / L;
     if (b->load_tokens) *load_s = t_l + (L - 1) * fmax(0, t_l - t_c);
+    /* Pages fetched from storage land in host memory before their load
+     * starts (SGLang: storage -> host -> GPU), the step waiting for them. */
+    if (b->storage_tokens && sv->storage_Bps > 0)
+        *load_s += sv->storage_latency_s + b->storage_tokens * per_token / sv->storage_Bps;
     *wb_s = b->writeback_tokens * per_token / link;
     *bytes = (double)(b->load_tokens + b->writeback_tokens) * per_token;
     return *load_s + *wb_s;

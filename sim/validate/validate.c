@@ -26,7 +26,7 @@ const char *const validate_metrics[VALIDATE_N_METRICS] = {
     "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms",
-    "cache_hit_rate", "retractions", "steps", "mean_batch_size", "mean_kv_use", "busy_time",
+    "cache_hit_rate", "cache_hit_rate_host", "retractions", "steps", "mean_batch_size", "mean_kv_use", "busy_time",
     "spec_accept_rate", "mean_accepted_length",
 };
 

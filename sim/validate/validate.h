@@ -27,7 +27,7 @@
 #include "util/err.h"
 
 /* The metrics compared, by their JSON names (metrics_to_json). */
-#define VALIDATE_N_METRICS 28
+#define VALIDATE_N_METRICS 29
 extern const char *const validate_metrics[VALIDATE_N_METRICS];
 
 typedef struct validate_row {

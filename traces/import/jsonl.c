@@ -162,6 +162,7 @@ static int parse_request(jctx *c, tr_request *r, uint64_t next_id, uint32_t bloc
         else if (jl_key_is(j, f, "e2e")) rc = get_f64(c, f, &r->e2e, e);
         else if (jl_key_is(j, f, "cached_tokens")) rc = get_u32(c, f, &r->cached_tokens, e);
         else if (jl_key_is(j, f, "cached_host")) rc = get_u32(c, f, &r->cached_host, e);
+        else if (jl_key_is(j, f, "cached_storage")) rc = get_u32(c, f, &r->cached_storage, e);
         else if (jl_key_is(j, f, "spec_proposed")) rc = get_u32(c, f, &r->spec_proposed, e);
         else if (jl_key_is(j, f, "spec_accepted")) rc = get_u32(c, f, &r->spec_accepted, e);
         else if (jl_key_is(j, f, "retractions")) rc = get_u32(c, f, &r->retractions, e);
@@ -246,6 +247,7 @@ static int parse_step(jctx *c, tr_step *s, uint64_t next_index, rh_err *e)
         else if (jl_key_is(j, f, "hicache_load_tokens")) rc = get_u32(c, f, &s->hicache_load_tokens, e);
         else if (jl_key_is(j, f, "hicache_writeback_tokens")) rc = get_u32(c, f, &s->hicache_writeback_tokens, e);
         else if (jl_key_is(j, f, "hicache_backup_tokens")) rc = get_u32(c, f, &s->hicache_backup_tokens, e);
+        else if (jl_key_is(j, f, "hicache_storage_tokens")) rc = get_u32(c, f, &s->hicache_storage_tokens, e);
         else if (jl_key_is(j, f, "finished")) rc = get_u32(c, f, &s->finished, e);
         else if (jl_key_is(j, f, "sched_time")) rc = get_f64(c, f, &s->sched_time, e);
         else if (jl_key_is(j, f, "flags")) rc = get_u32(c, f, &s->flags, e);

@@ -12,7 +12,7 @@ struct metrics {
     metrics_wsample *itl;               /* runs of equal gaps */
     size_t n_itl, cap_itl;
     uint64_t completed, failed, good;
-    uint64_t in_tokens, out_tokens, cached_tokens, cached_host, req_retractions;
+    uint64_t in_tokens, out_tokens, cached_tokens, cached_host, cached_storage, req_retractions;
     uint64_t load_back, write_back, backup;   /* host-tier tokens moved, from the steps */
     uint64_t req_spec_proposed, req_spec_accepted;
     double first_arrival, last_done;
@@ -80,6 +80,7 @@ int metrics_add_request(metrics *m, const tr_request *r)
     m->out_tokens += r->output_len;
     m->cached_tokens += r->cached_tokens;
     m->cached_host += r->cached_host;
+    m->cached_storage += r->cached_storage;
     double tpot = r->output_len > 1 ? (r->e2e - r->ttft) / (double)(r->output_len - 1) : 0;
     if (rh_dvec_push(&m->ttft, r->ttft) < 0 || rh_dvec_push(&m->e2e, r->e2e) < 0) return -1;
     if (r->output_len > 1 && rh_dvec_push(&m->tpot, tpot) < 0) return -1;
@@ -271,6 +272,8 @@ int metrics_summarize(metrics *m, metrics_summary *o)
     o->cache_hit_rate = m->in_tokens ? (double)m->cached_tokens / (double)m->in_tokens : 0;
     o->cached_host = m->cached_host;
     o->cache_hit_rate_host = m->in_tokens ? (double)m->cached_host / (double)m->in_tokens : 0;
+    o->cached_storage = m->cached_storage;
+    o->cache_hit_rate_storage = m->in_tokens ? (double)m->cached_storage / (double)m->in_tokens : 0;
     o->load_back_tokens = m->load_back;
     o->write_back_tokens = m->write_back;
     o->backup_tokens = m->backup;
@@ -334,9 +337,11 @@ void *metrics_to_json(const metrics_summary *s)
     if (s->host_tier) {
         /* per tier, as SGLang's sglang:cached_tokens_total{cache_source} */
         json_object_set_new(o, "cached_tokens_device", json_integer((json_int_t)(s->cached_tokens - s->cached_host)));
-        json_object_set_new(o, "cached_tokens_host", json_integer((json_int_t)s->cached_host));
+        json_object_set_new(o, "cached_tokens_host", json_integer((json_int_t)(s->cached_host - s->cached_storage)));
+        json_object_set_new(o, "cached_tokens_storage", json_integer((json_int_t)s->cached_storage));
         json_object_set_new(o, "cache_hit_rate_device", json_real(s->cache_hit_rate - s->cache_hit_rate_host));
-        json_object_set_new(o, "cache_hit_rate_host", json_real(s->cache_hit_rate_host));
+        json_object_set_new(o, "cache_hit_rate_host", json_real(s->cache_hit_rate_host - s->cache_hit_rate_storage));
+        json_object_set_new(o, "cache_hit_rate_storage", json_real(s->cache_hit_rate_storage));
         json_object_set_new(o, "load_back_tokens", json_integer((json_int_t)s->load_back_tokens));
         json_object_set_new(o, "write_back_tokens", json_integer((json_int_t)s->write_back_tokens));
         json_object_set_new(o, "backup_tokens", json_integer((json_int_t)s->backup_tokens));
@@ -416,7 +421,9 @@ void metrics_print(FILE *f, const metrics_summary *s, const char *title)
     fprintf(f, "%-40s %12.2f%%\n", "Prefix cache hit rate:", 100 * s->cache_hit_rate);
     if (s->host_tier) {
         fprintf(f, "%-40s %12.2f%%\n", "  of which from the GPU:", 100 * (s->cache_hit_rate - s->cache_hit_rate_host));
-        fprintf(f, "%-40s %12.2f%%\n", "  of which from host memory:", 100 * s->cache_hit_rate_host);
+        fprintf(f, "%-40s %12.2f%%\n", "  of which from host memory:", 100 * (s->cache_hit_rate_host - s->cache_hit_rate_storage));
+        if (s->cached_storage)
+            fprintf(f, "%-40s %12.2f%%\n", "  of which from storage:", 100 * s->cache_hit_rate_storage);
     }
     fprintf(f, "%-40s %12llu\n", "Retractions:", (unsigned long long)s->retractions);
     if (s->policy_errors)

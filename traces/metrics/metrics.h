@@ -50,6 +50,9 @@ typedef struct metrics_summary {
      * keys and the text lines appear only then). */
     uint64_t cached_host;
     double cache_hit_rate_host;
+    uint64_t cached_storage;            /* of cached_host, those fetched from a storage tier first */
+    double cache_hit_rate_storage;      /* (the JSON's host figures leave these out, as SGLang's
+                                           cache_source="host" does) */
     uint64_t load_back_tokens, write_back_tokens, backup_tokens;
     int host_tier;
     uint64_t retractions;               /* summed over steps (or requests when no steps) */
