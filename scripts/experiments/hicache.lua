@@ -8,6 +8,10 @@
 --   2. the Mooncake conversation trace (open loop, arrivals slowed 4 times so
 --      one GPU keeps up), with a longer capacity sweep set beside the Mooncake
 --      paper's statement of how hit rate grows with cache capacity.
+--   3. the same trace over 4 replicas behind round-robin and cache-aware
+--      routing, each with a host tier of 4x its pool, with and without a store
+--      all replicas share (Mooncake's, --hicache-storage-backend mooncake),
+--      beside the Mooncake paper's global-against-local cache hit rates.
 -- Llama-3.1-8B (128k context) on one H100, the GPU pool sized as SGLang sizes
 -- it; host hits load back over the H100's PCIe link layer by layer while the
 -- prefill computes; evicted pages are copied to the host on insert
@@ -171,6 +175,48 @@ if path then
     string.format("%.0f%% of ideal", 100 * near3.share_of_ideal), "Mooncake paper: ~3M tokens reach < 50% of the maximum"}
   table_rows[#table_rows + 1] = {string.format("Mooncake: cache of %.1fM tokens", near50.cache_tokens / 1e6), "", "",
     string.format("%.0f%% of ideal", 100 * near50.share_of_ideal), "Mooncake paper: ~50M tokens come near the maximum"}
+
+  -- 3. four replicas, local tiers against a store they share
+  local cluster = rehearse.trace.load(path):slice{rate_scale = 4 * C.arg("rate_scale", 0.25)}
+  local sconfigs, smeta = {}, {}
+  for _, router in ipairs({"round-robin", "cache-aware"}) do
+    for _, store in ipairs({"none", "mooncake"}) do
+      sconfigs[#sconfigs + 1] = {trace = cluster, cost = cost, replicas = 4, router = router,
+        enable_hierarchical_cache = true, hicache_ratio = 4, hicache_storage_backend = store}
+      smeta[#smeta + 1] = {router = router, store = store}
+    end
+  end
+  rehearse.log("hicache: 4 replicas, %d configurations", #sconfigs)
+  local sres = rehearse.sweep(sconfigs)
+  local store_rows = {}
+  for i in ipairs(sconfigs) do
+    local m = sres[i].metrics
+    local host, storage = m.cache_hit_rate_host or 0, m.cache_hit_rate_storage or 0
+    store_rows[i] = {router = smeta[i].router, store = smeta[i].store, hit_rate = m.cache_hit_rate,
+      hit_rate_device = m.cache_hit_rate - host - storage, hit_rate_host = host, hit_rate_storage = storage,
+      mean_ttft_ms = m.mean_ttft_ms, p99_ttft_ms = m.p99_ttft_ms, request_throughput = m.request_throughput}
+  end
+  rehearse.csv.write(out .. "/store.csv", store_rows, {"router", "store", "hit_rate", "hit_rate_device",
+    "hit_rate_host", "hit_rate_storage", "mean_ttft_ms", "p99_ttft_ms", "request_throughput"})
+  print("Mooncake conversation trace on 4 replicas (host tier 4x each):")
+  print(string.format("  %-12s %-9s %9s %9s %9s %9s %11s", "router", "store", "hit", "GPU", "host", "store", "mean TTFT"))
+  for _, r in ipairs(store_rows) do
+    print(string.format("  %-12s %-9s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.0f ms", r.router, r.store, 100 * r.hit_rate,
+      100 * r.hit_rate_device, 100 * r.hit_rate_host, 100 * r.hit_rate_storage, r.mean_ttft_ms))
+  end
+  local bars = {}
+  for _, r in ipairs(store_rows) do
+    bars[#bars + 1] = {setting = (r.router == "round-robin" and "rr" or "cache-aware") .. (r.store == "none" and ", local" or ", store"),
+                       hit_rate = r.hit_rate}
+  end
+  rehearse.plot.bars{rows = bars, columns = {"setting", "hit_rate"}, out = out .. "/store", x = "setting",
+    y = "hit_rate", title = "Mooncake conversation trace on 4 replicas: prefix hit rate, local tiers or one shared store",
+    xlabel = "router (rr: round-robin), and local host tiers only or a store the replicas share", ylabel = "share of prompt tokens cached"}
+  local rr, rrs = store_rows[1], store_rows[2]
+  table_rows[#table_rows + 1] = {"Mooncake, 4 replicas, round-robin: shared store / local",
+    "", string.format("%.0f / %.0f", rrs.mean_ttft_ms, rr.mean_ttft_ms),
+    string.format("%.1f%% / %.1f%% (%.2fx)", 100 * rrs.hit_rate, 100 * rr.hit_rate, rrs.hit_rate / rr.hit_rate),
+    "Mooncake paper: a global cache hits up to 2.36x a local one"}
 else
   rehearse.log("hicache: ../shared/traces is absent; the Mooncake part is skipped")
 end
@@ -184,6 +230,7 @@ if path then
   for _, p in ipairs{
     {file = "mooncake_ttft.png", caption = "Mooncake conversation trace: mean TTFT against the host tier's size, by write policy."},
     {file = "mooncake_hits.png", caption = "Mooncake conversation trace: hits by tier (write_through)."},
+    {file = "store.png", caption = "Mooncake conversation trace on 4 replicas, each with a host tier: the prefix hit rate with local tiers only and with one store the replicas share, under round-robin and cache-aware routing."},
     {file = "capacity.png", caption = "Mooncake conversation trace: hit rate against the cache's total size, with the unbounded cache's as the line; the Mooncake paper reports under half of the maximum at about 3M tokens and near the maximum at about 50M."}} do
     plot_list[#plot_list + 1] = p
   end
