@@ -8,6 +8,7 @@
  * falls. */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,24 +17,10 @@
 #include "sim/cost/cost.h"
 #include "sim/cost/roofline.h"
 #include "sim/sim.h"
+#include "cost_helpers.h"
 #include "testutil.h"
 #include "traces/tools/synth.h"
 
-#define NEAR(a, b, rel) tu_close_rel((a), (b), (rel), #a, __LINE__)
-
-static int init(void)
-{
-    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
-}
-
-static cost_model *llama8b(void)
-{
-    rh_err e;
-    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", "
-                               "\"gpu\": \"h100-sxm\", \"tp\": 1}", "roofline.json", &e);
-    if (!m) printf("\n  %s\n", e.msg);
-    return m;
-}
 
 static double step_of(const cost_model *m, const char *spec, double *forward)
 {
@@ -55,7 +42,7 @@ static double step_of(const cost_model *m, const char *spec, double *forward)
  * a token, 4,096 a layer. Over the h100-sxm preset's 55.6 GB/s host link. */
 static void test_load_back_closed_form(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_memory mem;
     CU_ASSERT_FATAL(cost_memory_of(m, 1, &mem));
@@ -85,7 +72,7 @@ static void test_load_back_closed_form(void)
  * step waits for the fetch's latency and bytes over the storage link. */
 static void test_storage_fetch(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_serving sv;
     cost_serving_default(m, 0, &sv);
@@ -139,9 +126,22 @@ static void chats(tr_trace *t)
     CU_ASSERT_EQUAL_FATAL(tr_synth(&o, &s, &e), 0);
 }
 
+/* Both runs of a comparison; false (with the message) when one fails. */
+static bool run_both(const sim_config *x, const sim_config *y, const tr_trace *t, const cost_model *m, sim_result *rx,
+                     sim_result *ry)
+{
+    rh_err e;
+    if (sim_run(x, t, m, rx, &e) == 0) {
+        if (sim_run(y, t, m, ry, &e) == 0) return true;
+        sim_result_free(rx);
+    }
+    printf("\n  sim_run: %s\n", e.msg);
+    return false;
+}
+
 static void test_sim_multiturn(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     tr_trace t;
     chats(&t);
@@ -153,11 +153,7 @@ static void test_sim_multiturn(void)
     CU_ASSERT_EQUAL_FATAL(sim_config_set(&on, "enable-hierarchical-cache", NULL, &e), 1);
     CU_ASSERT_EQUAL_FATAL(sim_config_set(&on, "hicache-ratio", "8", &e), 1);
     sim_result off_r, on_r;
-    CU_ASSERT_EQUAL_FATAL(sim_run(&c, &t, m, &off_r, &e), 0);
-    if (sim_run(&on, &t, m, &on_r, &e) < 0) {
-        printf("\n  %s\n", e.msg);
-        CU_FAIL_FATAL("sim_run with the host tier");
-    }
+    CU_ASSERT_FATAL(run_both(&c, &on, &t, m, &off_r, &on_r));
     const metrics_summary *a = &off_r.summary, *b = &on_r.summary;
     CU_ASSERT_EQUAL(b->completed, 480);
     CU_ASSERT_FALSE(a->host_tier);
@@ -183,7 +179,7 @@ static void test_sim_multiturn(void)
  * prefix from it instead of recomputing it. */
 static void test_sim_shared_store(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     tr_trace t;
     chats(&t);
@@ -197,11 +193,7 @@ static void test_sim_shared_store(void)
     sim_config store = c;
     CU_ASSERT_EQUAL_FATAL(sim_config_set(&store, "hicache-storage-backend", "mooncake", &e), 1);
     sim_result a_r, b_r;
-    CU_ASSERT_EQUAL_FATAL(sim_run(&c, &t, m, &a_r, &e), 0);
-    if (sim_run(&store, &t, m, &b_r, &e) < 0) {
-        printf("\n  %s\n", e.msg);
-        CU_FAIL_FATAL("sim_run with a store");
-    }
+    CU_ASSERT_FATAL(run_both(&c, &store, &t, m, &a_r, &b_r));
     const metrics_summary *a = &a_r.summary, *b = &b_r.summary;
     CU_ASSERT_EQUAL(b->completed, 480);
     CU_ASSERT_EQUAL(a->cached_storage, 0);
@@ -224,7 +216,7 @@ static void test_sim_shared_store(void)
 
 void register_test_cost_hicache(void)
 {
-    CU_pSuite s = CU_add_suite("cost_hicache", init, NULL);
+    CU_pSuite s = CU_add_suite("cost_hicache", ch_presets_init, NULL);
     CU_add_test(s, "a load-back's exposed time against its closed form; a write-back waited for whole",
                 test_load_back_closed_form);
     CU_add_test(s, "a fetch from storage: its latency and bytes over the storage link", test_storage_fetch);

@@ -16,24 +16,10 @@
 #include "sim/cost/cost.h"
 #include "sim/cost/roofline.h"
 #include "sim/sim.h"
+#include "cost_helpers.h"
 #include "testutil.h"
 #include "traces/tools/synth.h"
 
-#define NEAR(a, b, rel) tu_close_rel((a), (b), (rel), #a, __LINE__)
-
-static int init(void)
-{
-    return setenv("REHEARSE_PRESETS", "sim/cost/presets", 1);
-}
-
-static cost_model *llama8b(void)
-{
-    rh_err e;
-    cost_model *m = cost_parse("{\"kind\": \"roofline\", \"version\": 1, \"model\": \"llama-3-8b\", "
-                               "\"gpu\": \"h100-sxm\", \"tp\": 1}", "roofline.json", &e);
-    if (!m) printf("\n  %s\n", e.msg);
-    return m;
-}
 
 /* Llama-3-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, 32
  * layers. Rank 16 on all seven modules: Σ (in + out) = q 8192 + k 5120 +
@@ -44,7 +30,7 @@ static cost_model *llama8b(void)
  * four fused modules a layer = 256. */
 static void test_adapter_bytes(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     const rl_model *md = roofline_model(m);
     double copies;
@@ -82,7 +68,7 @@ static double term_s(const cost_term *t, int n, const char *name)
  * is max(bytes / link, copies x launch) for each adapter loaded. */
 static void test_kernels_and_loads(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     cost_serving sv;
     cost_serving_default(m, 1, &sv);
@@ -172,7 +158,7 @@ static void synth(uint32_t adapters, uint32_t zipf_off, tr_trace *t)
  * forty adapters under a cap of 4 wait for slots as well. */
 static void test_sim_one_adapter(void)
 {
-    cost_model *m = llama8b();
+    cost_model *m = ch_llama8b();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     tr_trace base, one, many;
     synth(0, 0, &base);
@@ -204,7 +190,7 @@ static void test_sim_one_adapter(void)
 
 void register_test_cost_lora(void)
 {
-    CU_pSuite s = CU_add_suite("cost_lora", init, NULL);
+    CU_pSuite s = CU_add_suite("cost_lora", ch_presets_init, NULL);
     CU_add_test(s, "an adapter's bytes and copies against the hand sum (whole, tp 2, two modules)", test_adapter_bytes);
     CU_add_test(s, "segmented kernels' bytes, growth with adapters, loads and the slots' memory", test_kernels_and_loads);
     CU_add_test(s, "a kind without LoRA refuses a rank", test_kinds_refuse);
