@@ -216,6 +216,14 @@ int sim_config_set(sim_config *c, const char *name_in, const char *v, rh_err *e)
         if (!strcmp(v, "none")) c->hicache_storage = false;
         else if (!strcmp(v, "mooncake") || !strcmp(v, "file")) c->hicache_storage = true;
         else return rh_fail(e, "--hicache-storage-backend: '%s' is not mooncake, file or none", v);
+    } else if (!strcmp(name, "hicache-storage-prefetch-policy")) {
+        /* A fetch is priced into the step that admits its request, which
+         * waits for all of it: SGLang's wait_complete. best_effort and
+         * timeout start the fetch when the request arrives and admit it
+         * with what landed meanwhile, which is not modelled. */
+        if (strcmp(v, "wait_complete"))
+            return rh_fail(e, "--hicache-storage-prefetch-policy %s: only wait_complete is simulated (a fetch "
+                              "starts when its request is admitted and the step waits for all of it)", v);
     } else if (!strcmp(name, "hicache-storage-size")) {
         if (rh_parse_double(v, "--hicache-storage-size", &d, e) < 0) return -1;
         if (!(d > 0) || d > 1e9) return rh_fail(e, "--hicache-storage-size must be > 0 GB (got %s)", v);
@@ -325,6 +333,7 @@ int sim_config_takes_value(const char *name_in)
                                         "speculative-accept-length", "moe-dense-tp-size", "ep-num-redundant-experts",
                                         "stream-interval", "max-lora-rank", "lora-target-modules",
                                         "hicache-storage-backend", "hicache-storage-size", "hicache-storage-link",
+                                        "hicache-storage-prefetch-policy",
                                         "hicache-storage-gbps", "hicache-storage-latency-us"};
     char name[96];
     if (rh_knob_name(name_in, name, sizeof name) < 0) return -1;
@@ -402,6 +411,8 @@ const char *sim_config_help(void)
            "                            pages written to a host tier go on to it, and a prompt's pages\n"
            "                            after its GPU and host hits are fetched from it into the host\n"
            "  --hicache-storage-size GB the store's size (default 1000)\n"
+           "  --hicache-storage-prefetch-policy wait_complete  the one simulated: a fetch starts when\n"
+           "                            its request is admitted and the step waits for all of it\n"
            "  --hicache-storage-link L  nvlink, ib or rdma (default): the fetch's bandwidth per GPU and\n"
            "                            latency; or --hicache-storage-gbps G --hicache-storage-latency-us U\n"
            "  --ep-size N               experts spread over the N = tp GPUs (default 1: split like the MLP)\n"

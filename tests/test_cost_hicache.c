@@ -209,6 +209,9 @@ static void test_sim_shared_store(void)
     CU_ASSERT_EQUAL(sim_run(&bare, &t, m, &r, &e), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--enable-hierarchical-cache"));
     CU_ASSERT_EQUAL(sim_config_set(&bare, "hicache-storage-backend", "3fs", &e), -1);
+    CU_ASSERT_EQUAL(sim_config_set(&bare, "hicache-storage-prefetch-policy", "wait_complete", &e), 1);
+    CU_ASSERT_EQUAL(sim_config_set(&bare, "hicache-storage-prefetch-policy", "best_effort", &e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "only wait_complete"));
     sim_result_free(&a_r), sim_result_free(&b_r);
     tr_trace_free(&t);
     cost_free(m);
